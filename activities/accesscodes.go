@@ -1,0 +1,140 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// AccessCodeStore is what the access-code activities need from Postgres.
+type AccessCodeStore interface {
+	AccessCode(ctx context.Context, orgID int64, id uuid.UUID) (store.AccessCode, error)
+	ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error)
+	GatewayByID(ctx context.Context, id int64) (store.Gateway, error)
+	GatewayRequestByID(ctx context.Context, id uuid.UUID) (store.GatewayRequest, error)
+	CreateGatewayRequest(ctx context.Context, r store.NewGatewayRequest, idem *store.IdempotencyClaim) (store.GatewayRequest, bool, error)
+	FollowUpGatewayRequest(ctx context.Context, r store.GatewayRequest) (store.FollowUp, error)
+}
+
+// Gateway-request kinds of the app engine.
+const (
+	KindAccessCodeHold    = "access-code-hold"
+	KindAccessCodeRelease = "access-code-release"
+	KindAccessCodeOpen    = "access-code-open"
+	KindAccessCodeClose   = "access-code-close"
+)
+
+// AwaitGatewayRequestInput names a gateway request to wait for.
+type AwaitGatewayRequestInput struct {
+	RequestID string
+}
+
+// AwaitGatewayRequest returns once the request has its outcome; before that it fails with
+// a retryable NotSettled, so the workflow's retry policy does the waiting.
+func (a *Activities) AwaitGatewayRequest(ctx context.Context, in AwaitGatewayRequestInput) (string, error) {
+	id, err := uuid.Parse(in.RequestID)
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError("bad request id", "InvalidInput", err)
+	}
+	r, err := a.AccessCodes.GatewayRequestByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", temporal.NewNonRetryableApplicationError("no such gateway request", "InvalidInput", err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("await gateway request: %w", err)
+	}
+	if !r.Terminal() {
+		return "", temporal.NewApplicationError("gateway request not settled yet", "NotSettled")
+	}
+	return r.Status, nil
+}
+
+// ExpireAccessCodeInput names the code whose timer fired.
+type ExpireAccessCodeInput struct {
+	CodeID string
+}
+
+// ExpireAccessCodeResult tells whether the expiry changed anything, and else how the code
+// had ended.
+type ExpireAccessCodeResult struct {
+	Expired bool
+	Status  string
+}
+
+// ExpireAccessCode writes the code's expiry back.
+func (a *Activities) ExpireAccessCode(ctx context.Context, in ExpireAccessCodeInput) (ExpireAccessCodeResult, error) {
+	expired, err := applyExpiry(ctx, "access code", in.CodeID, a.AccessCodes.ExpireAccessCode)
+	if err != nil {
+		return ExpireAccessCodeResult{}, err
+	}
+	res := ExpireAccessCodeResult{Expired: expired, Status: store.CodeExpired}
+	if !expired {
+		c, err := a.AccessCodes.AccessCode(ctx, 0, uuid.MustParse(in.CodeID))
+		if err != nil {
+			return ExpireAccessCodeResult{}, fmt.Errorf("read access code: %w", err)
+		}
+		res.Status = c.Status
+	}
+	return res, nil
+}
+
+// PrepareHoldReleaseInput names the code whose hold to release, and the attempt.
+type PrepareHoldReleaseInput struct {
+	CodeID  string
+	Attempt int
+}
+
+// PrepareHoldRelease records the gateway request that releases a code's hold
+// (DELETE /transactions/{code id}) and returns the input of its workflow. The request id
+// is derived from the code and the attempt, so a retried activity finds the same request.
+func (a *Activities) PrepareHoldRelease(ctx context.Context, in PrepareHoldReleaseInput) (GatewayRequestSpec, error) {
+	id, err := uuid.Parse(in.CodeID)
+	if err != nil {
+		return GatewayRequestSpec{}, temporal.NewNonRetryableApplicationError("bad code id", "InvalidInput", err)
+	}
+	c, err := a.AccessCodes.AccessCode(ctx, 0, id)
+	if err != nil {
+		return GatewayRequestSpec{}, fmt.Errorf("read access code: %w", err)
+	}
+	gw, err := a.AccessCodes.GatewayByID(ctx, c.GatewayID)
+	if err != nil {
+		return GatewayRequestSpec{}, fmt.Errorf("read gateway: %w", err)
+	}
+	reqID := uuid.NewSHA1(id, fmt.Appendf(nil, "release/%d", in.Attempt))
+	path := "/transactions/" + c.ID.String()
+	r, _, err := a.AccessCodes.CreateGatewayRequest(ctx, store.NewGatewayRequest{
+		ID: reqID, OrganizationID: c.OrganizationID, LocationID: c.LocationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
+		Kind: KindAccessCodeRelease, Class: ClassWrite, Method: "DELETE", Path: "/locker/access-code/" + c.ID.String(), GatewayPath: path,
+	}, nil)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return GatewayRequestSpec{}, fmt.Errorf("record release request: %w", err)
+	}
+	if errors.Is(err, store.ErrConflict) {
+		if r, err = a.AccessCodes.GatewayRequestByID(ctx, reqID); err != nil {
+			return GatewayRequestSpec{}, fmt.Errorf("read release request: %w", err)
+		}
+	}
+	return GatewayRequestSpec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
+		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class, Method: r.Method, Path: r.GatewayPath}, nil
+}
+
+// GatewayRequestSpec carries what a gateway-request workflow's input needs; it has the
+// same fields (and JSON) as workflows.GatewayRequestInput without its policy, which a zero
+// value fills with the defaults.
+type GatewayRequestSpec struct {
+	RequestID      string
+	OrganizationID int64
+	LocationID     int64
+	GatewayID      int64
+	GatewaySerial  string
+	Kind           string
+	Class          string
+	Method         string
+	Path           string
+	Body           []byte
+}

@@ -1,0 +1,369 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// Gateway request classes (DESIGN §6.1): they decide waits, deadlines and what may be re-sent.
+const (
+	ClassRead     = "read"
+	ClassWrite    = "write"
+	ClassHardware = "hardware"
+)
+
+// Gateway request states (DESIGN §6.2): two pending ones, then exactly one terminal.
+const (
+	StatePending             = "pending"
+	StateDispatched          = "dispatched"
+	StateCompleted           = "completed"
+	StateRejected            = "rejected"
+	StateDispatchFailed      = "dispatch_failed"
+	StateGatewayUnresponsive = "gateway_unresponsive"
+)
+
+// Outcomes of one send (SendGatewayRequestResult.Outcome).
+const (
+	// SendAnswered: the gateway answered with an HTTP response.
+	SendAnswered = "answered"
+	// SendNotDelivered: the request never reached the gateway (refused, DNS, TLS, disabled).
+	SendNotDelivered = "not_delivered"
+	// SendNoAnswer: the request was delivered but no answer came within the deadline.
+	SendNoAnswer = "no_answer"
+	// SendUnknown: this send was begun before by an attempt whose fate is unknown (the
+	// worker stopped); it may have been delivered.
+	SendUnknown = "unknown"
+	// SendFinished: the request already has its outcome (nothing was sent).
+	SendFinished = "finished"
+)
+
+// ErrTypeGatewayMisconfigured marks a gateway the cloud cannot call at all (its secret does
+// not open); retrying cannot help, so the request fails to dispatch.
+const ErrTypeGatewayMisconfigured = "GatewayMisconfigured"
+
+// maxGatewayResponse bounds what the cloud keeps of an answer; larger ones are rejected
+// (a log query with limit=1000 is a few hundred KiB).
+const maxGatewayResponse = 1 << 20
+
+// GatewayRequestStore is what the gateway-request activities need from Postgres.
+type GatewayRequestStore interface {
+	BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (store.GatewaySend, error)
+	AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error
+	FinishGatewayRequest(ctx context.Context, id uuid.UUID, o store.GatewayOutcome, seen int, syncMirror bool) (store.GatewayRequest, error)
+}
+
+// SecretOpener opens secrets sealed under the master key.
+type SecretOpener interface {
+	Open(purpose string, sealed []byte) ([]byte, error)
+}
+
+// GatewayDeps are the dependencies of the gateway activities.
+type GatewayDeps struct {
+	Store   GatewayRequestStore
+	Keyring SecretOpener
+	// HTTP calls the gateways' local APIs (a default client when nil).
+	HTTP *http.Client
+	// Metrics counts terminal states (nothing when nil).
+	Metrics *GatewayMetrics
+}
+
+var defaultGatewayClient = &http.Client{
+	Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+	},
+	// A gateway's local API never redirects: a 3xx is someone else's answer, and following
+	// it would send the request (a door open) somewhere it was not meant to go.
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func (d GatewayDeps) client() *http.Client {
+	if d.HTTP != nil {
+		return d.HTTP
+	}
+	return defaultGatewayClient
+}
+
+// SendGatewayRequestInput is one send of a gateway request to its gateway's local API.
+type SendGatewayRequestInput struct {
+	RequestID string
+	// Send numbers the workflow's sends (1, 2, ...); with RequestID it is the command id
+	// that keeps a retried activity from sending twice.
+	Send   int
+	Method string
+	// Path is the local-API path with its query.
+	Path string
+	Body []byte
+	// Timeout is how long to wait for the answer once the request is delivered.
+	Timeout time.Duration
+}
+
+// SendGatewayRequestResult is what one send came to. Gateway outcomes are results, never
+// activity errors: the workflow decides what they mean.
+type SendGatewayRequestResult struct {
+	Outcome  string
+	Attempts int
+	Status   int
+	// Headers keeps Content-Type and X-Response-Truncated.
+	Headers map[string]string
+	Body    []byte
+	// APIJSON is true when the body is empty or JSON (the local API's own answer), false for
+	// anything else (e.g. an HTML page from a proxy) or an answer too large to keep.
+	APIJSON bool
+	// ErrorCode and ErrorMessage are the local API's Error fields when the body has them.
+	ErrorCode    string
+	ErrorMessage string
+	// Error describes a transport failure.
+	Error string
+}
+
+// SendGatewayRequest sends the request once. It first records the send in Postgres, so a
+// second run of the same send (the worker stopped and another one re-ran the workflow task)
+// knows the request may have been delivered and answers SendUnknown instead of sending it
+// again; then it calls the gateway and classifies what happened: not delivered (nothing
+// reached the gateway: the send is released so it may go out again), delivered without an
+// answer, or answered. The workflow runs it as a local activity.
+func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayRequestInput) (SendGatewayRequestResult, error) {
+	d := a.Gateways
+	id, err := uuid.Parse(in.RequestID)
+	if err != nil {
+		return SendGatewayRequestResult{}, temporal.NewNonRetryableApplicationError("bad request id", "InvalidInput", err)
+	}
+	begun, err := d.Store.BeginGatewaySend(ctx, id, in.Send)
+	if errors.Is(err, store.ErrNotFound) {
+		return SendGatewayRequestResult{Outcome: SendFinished}, nil
+	}
+	if err != nil {
+		return SendGatewayRequestResult{}, fmt.Errorf("begin gateway send: %w", err)
+	}
+	logger := activity.GetLogger(ctx)
+	if !begun.Began {
+		logger.Warn("gateway send begun before with unknown fate; not sending it again",
+			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial)
+		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts}, nil
+	}
+	gw := begun.Gateway
+	notDelivered := func(cause string) (SendGatewayRequestResult, error) {
+		// The activity context may be cancelled (worker stopping): release the send anyway.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := d.Store.AbandonGatewaySend(rctx, id, in.Send); err != nil {
+			return SendGatewayRequestResult{}, fmt.Errorf("release gateway send: %w", err)
+		}
+		if ctx.Err() != nil {
+			// Stopped before anything went out: let Temporal run this send again.
+			return SendGatewayRequestResult{}, fmt.Errorf("send to gateway %s: %w", gw.Serial, ctx.Err())
+		}
+		return SendGatewayRequestResult{Outcome: SendNotDelivered, Attempts: begun.Attempts, Error: cause}, nil
+	}
+	if gw.Disabled {
+		return notDelivered("the gateway is disabled")
+	}
+	secret, err := d.Keyring.Open(store.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = d.Store.AbandonGatewaySend(rctx, id, in.Send)
+		return SendGatewayRequestResult{}, temporal.NewNonRetryableApplicationError(
+			"the gateway's secret cannot be opened with the master key", ErrTypeGatewayMisconfigured, err)
+	}
+
+	res, delivered, err := d.call(ctx, gw.BaseURL, string(secret), in)
+	switch {
+	case err != nil && !delivered:
+		logger.Info("gateway request not delivered", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
+		return notDelivered(err.Error())
+	case err != nil:
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The worker is stopping mid-call: the retry finds the send begun and reports
+			// SendUnknown, which the workflow treats like a missing answer.
+			return SendGatewayRequestResult{}, fmt.Errorf("send to gateway %s: %w", gw.Serial, ctx.Err())
+		}
+		logger.Warn("gateway request delivered without an answer", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
+		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: err.Error()}, nil
+	}
+	res.Attempts = begun.Attempts
+	return res, nil
+}
+
+// call performs one HTTP exchange. delivered tells whether the request was written to the
+// gateway: an error before that means it never arrived.
+func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGatewayRequestInput) (SendGatewayRequestResult, bool, error) {
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			wrote.Store(true)
+		}
+	}}
+	cctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), in.Timeout)
+	defer cancel()
+	var body io.Reader
+	if in.Body != nil {
+		body = bytes.NewReader(in.Body)
+	}
+	req, err := http.NewRequestWithContext(cctx, in.Method, strings.TrimRight(baseURL, "/")+in.Path, body)
+	if err != nil {
+		return SendGatewayRequestResult{}, false, fmt.Errorf("build gateway request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Accept", "application/json")
+	if in.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+
+	resp, err := d.client().Do(req)
+	if err != nil {
+		return SendGatewayRequestResult{}, wrote.Load(), err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayResponse+1))
+	if err != nil {
+		return SendGatewayRequestResult{}, true, fmt.Errorf("read gateway answer: %w", err)
+	}
+	res := SendGatewayRequestResult{Outcome: SendAnswered, Status: resp.StatusCode, Headers: map[string]string{}}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		res.Headers["Content-Type"] = ct
+	}
+	if v := resp.Header.Get("X-Response-Truncated"); v != "" {
+		res.Headers["X-Response-Truncated"] = v
+	}
+	if len(data) > maxGatewayResponse {
+		res.Error = fmt.Sprintf("the gateway's answer is larger than %d bytes", maxGatewayResponse)
+		return res, true, nil
+	}
+	res.Body = data
+	res.APIJSON = isAPIJSON(resp.Header.Get("Content-Type"), data)
+	if res.APIJSON && len(bytes.TrimSpace(data)) > 0 && data[0] == '{' {
+		var e struct {
+			Error   any    `json:"error"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &e) == nil {
+			if code, ok := e.Error.(string); ok {
+				res.ErrorCode, res.ErrorMessage = code, e.Message
+			}
+		}
+	}
+	return res, true, nil
+}
+
+// isAPIJSON reports whether an answer is the local API's own: empty, or JSON declared as JSON.
+func isAPIJSON(contentType string, body []byte) bool {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return false
+	}
+	return json.Valid(body)
+}
+
+// GatewayOutcome is a terminal outcome as the workflow decides it.
+type GatewayOutcome struct {
+	Status       string
+	HTTPStatus   int
+	Headers      map[string]string
+	Body         []byte
+	ErrorCode    string
+	ErrorMessage string
+	Details      map[string]any
+}
+
+// FinishGatewayRequestInput stores a request's terminal outcome.
+type FinishGatewayRequestInput struct {
+	RequestID string
+	Class     string
+	Outcome   GatewayOutcome
+	// GatewayAnswered is true when the outcome came from an answer of the gateway (it is
+	// online); GatewayUnreachable when nothing could be delivered.
+	GatewayAnswered    bool
+	GatewayUnreachable bool
+}
+
+// FinishGatewayRequestResult is the outcome as stored: when the request already had one (a
+// retried activity, a second run), the stored one wins.
+type FinishGatewayRequestResult struct {
+	Outcome     GatewayOutcome
+	Attempts    int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
+	// UsedCode is the access code a successful single-use open used up: its workflow is to
+	// release the locker's hold.
+	UsedCode string `json:",omitempty"`
+}
+
+// FinishGatewayRequest writes the terminal outcome to Postgres (the workflow's last
+// activity), records what it showed about the gateway's health, and asks for a refresh of
+// the gateway's locker mirror after a completed write or hardware call.
+func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayRequestInput) (FinishGatewayRequestResult, error) {
+	d := a.Gateways
+	id, err := uuid.Parse(in.RequestID)
+	if err != nil {
+		return FinishGatewayRequestResult{}, temporal.NewNonRetryableApplicationError("bad request id", "InvalidInput", err)
+	}
+	seen := store.GatewaySeenUnknown
+	switch {
+	case in.GatewayAnswered:
+		seen = store.GatewaySeenAnswered
+	case in.GatewayUnreachable:
+		seen = store.GatewaySeenUnreachable
+	}
+	syncMirror := in.Class != ClassRead && in.Outcome.Status == StateCompleted
+	o := in.Outcome
+	r, err := d.Store.FinishGatewayRequest(ctx, id, store.GatewayOutcome{
+		Status: o.Status, HTTPStatus: o.HTTPStatus, Headers: o.Headers, Body: o.Body,
+		ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage, Details: o.Details,
+	}, seen, syncMirror)
+	if err != nil {
+		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request: %w", err)
+	}
+	if r.CompletedAt == nil {
+		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request %s: no outcome stored", in.RequestID)
+	}
+	// What the outcome means beyond the request: transaction rows, a single-use code given
+	// back when its open never arrived (idempotent: a retry writes nothing twice).
+	var usedCode string
+	if a.AccessCodes != nil {
+		fu, err := a.AccessCodes.FollowUpGatewayRequest(ctx, r)
+		if err != nil {
+			return FinishGatewayRequestResult{}, fmt.Errorf("follow up gateway request: %w", err)
+		}
+		if fu.UsedCode != nil {
+			usedCode = fu.UsedCode.String()
+		}
+	}
+	d.Metrics.terminal(r.Class, r.Status)
+	activity.GetLogger(ctx).Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,
+		"httpStatus", r.Outcome.HTTPStatus, "attempts", r.Attempts)
+	stored := r.Outcome
+	return FinishGatewayRequestResult{
+		Outcome: GatewayOutcome{Status: stored.Status, HTTPStatus: stored.HTTPStatus, Headers: stored.Headers,
+			Body: stored.Body, ErrorCode: stored.ErrorCode, ErrorMessage: stored.ErrorMessage, Details: stored.Details},
+		Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: *r.CompletedAt,
+		UsedCode: usedCode,
+	}, nil
+}

@@ -1,0 +1,321 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// fakeRequests stands in for Postgres behind the gateway-request activities.
+type fakeRequests struct {
+	mu        sync.Mutex
+	gateway   store.Gateway
+	begun     map[int]bool
+	abandoned []int
+	finished  []store.GatewayOutcome
+	terminal  bool
+}
+
+func (f *fakeRequests) BeginGatewaySend(_ context.Context, _ uuid.UUID, send int) (store.GatewaySend, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.terminal {
+		return store.GatewaySend{}, store.ErrNotFound
+	}
+	began := !f.begun[send]
+	f.begun[send] = true
+	return store.GatewaySend{Began: began, Attempts: len(f.begun), Gateway: f.gateway}, nil
+}
+
+func (f *fakeRequests) AbandonGatewaySend(_ context.Context, _ uuid.UUID, send int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.begun, send)
+	f.abandoned = append(f.abandoned, send)
+	return nil
+}
+
+func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, o store.GatewayOutcome, _ int, _ bool) (store.GatewayRequest, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.finished = append(f.finished, o)
+	now := time.Now()
+	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: activities.ClassRead}, Status: o.Status,
+		Attempts: 1, CreatedAt: now, UpdatedAt: now, CompletedAt: &now, Outcome: o}, nil
+}
+
+type secretFor map[string]string
+
+func (s secretFor) Open(purpose string, _ []byte) ([]byte, error) {
+	if v, ok := s[purpose]; ok {
+		return []byte(v), nil
+	}
+	return nil, errors.New("message authentication failed")
+}
+
+func send(t *testing.T, f *fakeRequests, in activities.SendGatewayRequestInput) (activities.SendGatewayRequestResult, error) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f,
+		Keyring: secretFor{store.GatewaySecretPurpose("GW-0001"): "s3cret"}}})
+	if in.RequestID == "" {
+		in.RequestID = uuid.NewString()
+	}
+	if in.Send == 0 {
+		in.Send = 1
+	}
+	if in.Timeout == 0 {
+		in.Timeout = 5 * time.Second
+	}
+	v, err := env.ExecuteActivity((&activities.Activities{}).SendGatewayRequest, in)
+	if err != nil {
+		return activities.SendGatewayRequestResult{}, err
+	}
+	var res activities.SendGatewayRequestResult
+	require.NoError(t, v.Get(&res))
+	return res, nil
+}
+
+func fakeAt(url string) *fakeRequests {
+	return &fakeRequests{gateway: store.Gateway{ID: 1, Serial: "GW-0001", BaseURL: url}, begun: map[int]bool{}}
+}
+
+func TestSendGatewayRequestAnswered(t *testing.T) {
+	t.Parallel()
+	var gotAuth, gotBody, gotPath string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotPath = r.Header.Get("Authorization"), r.URL.RequestURI()
+		b := make([]byte, 100)
+		n, _ := r.Body.Read(b)
+		gotBody = string(b[:n])
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Response-Truncated", "true")
+		w.Header().Set("Set-Cookie", "not=kept")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"LOCKER_NOT_FOUND","message":"no locker with that id","details":{}}`))
+	}))
+	t.Cleanup(srv.Close)
+	f := fakeAt(srv.URL + "/")
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/system/logs?limit=1", Body: []byte(`{"a":1}`)})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendAnswered, res.Outcome)
+	assert.Equal(t, http.StatusNotFound, res.Status)
+	assert.True(t, res.APIJSON)
+	assert.Equal(t, "LOCKER_NOT_FOUND", res.ErrorCode)
+	assert.Equal(t, "no locker with that id", res.ErrorMessage)
+	assert.Equal(t, map[string]string{"Content-Type": "application/json", "X-Response-Truncated": "true"}, res.Headers)
+	assert.Equal(t, "Bearer s3cret", gotAuth, "the gateway's own secret")
+	assert.Equal(t, "/system/logs?limit=1", gotPath)
+	assert.Equal(t, `{"a":1}`, gotBody)
+	assert.Equal(t, 1, res.Attempts)
+	assert.Empty(t, f.abandoned)
+}
+
+func TestSendGatewayRequestTellsNotJSONApart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, contentType, body string
+		apiJSON                 bool
+	}{
+		{"empty 204", "", "", true},
+		{"an HTML page from a proxy", "text/html", "<html>bad gateway</html>", false},
+		{"JSON declared as text", "text/plain", `{"a":1}`, false},
+		{"broken JSON", "application/json", `{"a":`, false},
+		{"problem+json", "application/problem+json; charset=utf-8", `{"title":"x"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if tc.contentType != "" {
+					w.Header().Set("Content-Type", tc.contentType)
+				}
+				if tc.body == "" {
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/x"})
+			require.NoError(t, err)
+			assert.Equal(t, tc.apiJSON, res.APIJSON)
+		})
+	}
+}
+
+func TestSendGatewayRequestDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	elsewhere := 0
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere++ }))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/lockers/101/open", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusTemporaryRedirect, res.Status)
+	assert.Zero(t, elsewhere)
+}
+
+func TestSendGatewayRequestTooLargeAnAnswer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`["` + strings.Repeat("x", 2<<20) + `"]`))
+	}))
+	t.Cleanup(srv.Close)
+	res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/system/logs"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendAnswered, res.Outcome)
+	assert.False(t, res.APIJSON)
+	assert.Empty(t, res.Body)
+	assert.Contains(t, res.Error, "larger than")
+}
+
+func TestSendGatewayRequestNotDelivered(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	f := fakeAt(closed)
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open", Send: 2})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendNotDelivered, res.Outcome)
+	assert.Contains(t, res.Error, "connection refused")
+	assert.Equal(t, []int{2}, f.abandoned, "the send is released: it may go out again")
+
+	f = fakeAt("http://no-such-host.invalid")
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/health"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendNotDelivered, res.Outcome, "DNS")
+
+	f = fakeAt(closed)
+	f.gateway.Disabled = true
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/health"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendNotDelivered, res.Outcome)
+	assert.Contains(t, res.Error, "disabled")
+}
+
+func TestSendGatewayRequestDeliveredWithoutAnswer(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	f := fakeAt(srv.URL)
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open", Timeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendNoAnswer, res.Outcome)
+	assert.Empty(t, f.abandoned, "it may have arrived: never released")
+}
+
+func TestSendGatewayRequestNeverSendsASendTwice(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"doorOpen":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	f := fakeAt(srv.URL)
+	f.begun[1] = true // an earlier run of this send, whose fate is unknown
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendUnknown, res.Outcome)
+	assert.Zero(t, calls)
+
+	f.terminal = true
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open", Send: 2})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendFinished, res.Outcome)
+	assert.Zero(t, calls)
+}
+
+func TestSendGatewayRequestWithASecretThatDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	f := fakeAt("http://127.0.0.1:1")
+	f.gateway.Serial = "GW-0009"
+	_, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/health"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrTypeGatewayMisconfigured, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Equal(t, []int{1}, f.abandoned)
+}
+
+// fakeSync stands in for Postgres behind the gateway sync.
+type fakeSync struct {
+	mu      sync.Mutex
+	health  []bool
+	lockers []store.GatewayLocker
+}
+
+func (f *fakeSync) ClaimDueGatewaySyncs(context.Context, int, time.Duration) ([]store.Gateway, error) {
+	return nil, nil
+}
+func (f *fakeSync) ScheduleGatewaySync(context.Context, int64, time.Duration) error { return nil }
+func (f *fakeSync) RecordGatewayHealth(_ context.Context, _ int64, online bool, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.health = append(f.health, online)
+	return nil
+}
+func (f *fakeSync) SyncGatewayLockers(_ context.Context, _ int64, lockers []store.GatewayLocker) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lockers = lockers
+	return nil
+}
+func (f *fakeSync) PruneGatewayRequests(context.Context, time.Duration) (int64, int64, error) {
+	return 0, 0, nil
+}
+
+func TestGatewaySyncMirrorsLockersAndHealth(t *testing.T) {
+	t.Parallel()
+	gw := gatewaytest.Start(t, gatewaytest.Options{Preset: gateway.PresetOneBank})
+	f := &fakeSync{}
+	sync := &activities.GatewaySync{Store: f, Keyring: secretFor{store.GatewaySecretPurpose("GW-0002"): gw.Secret}}
+	require.NoError(t, sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL}))
+	assert.Equal(t, []bool{true}, f.health)
+	require.Len(t, f.lockers, 8)
+	l := f.lockers[0]
+	assert.Equal(t, 201, l.LockerID)
+	assert.Equal(t, "1", l.Name)
+	assert.Equal(t, 1, l.BankID)
+	require.NotNil(t, l.LockerTypeName)
+	assert.Equal(t, "small", *l.LockerTypeName)
+
+	// A gateway that does not answer is recorded offline and its mirror is kept.
+	gw.Close()
+	err := sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL})
+	assert.Error(t, err)
+	assert.Equal(t, []bool{true, false}, f.health)
+	assert.Len(t, f.lockers, 8)
+}

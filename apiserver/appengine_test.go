@@ -1,0 +1,219 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/testenv"
+)
+
+func doKey(t *testing.T, e *testenv.Env, method, path, key string, body any) testenv.Response {
+	t.Helper()
+	return testenv.DoWithHeaders(t, method, e.URL+path, map[string]string{"x-api-key": key}, body)
+}
+
+func TestAppEngineKeys(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	admin := e.Creds.AppEngineAPIKey
+	require.True(t, strings.HasPrefix(admin, "lna_"), "the seed prints a bootstrap admin key")
+	sp := e.Creds.ServiceProvider
+
+	t.Run("missing or unknown key", func(t *testing.T) {
+		for _, key := range []string{"", "lna_" + strings.Repeat("0", 64), "nonsense", strings.Repeat("x", 300)} {
+			r := doKey(t, e, http.MethodGet, "/auth/api-key", key, nil)
+			assert.Equal(t, http.StatusUnauthorized, r.Status, "key %q", key)
+			assert.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+		}
+	})
+
+	var subKey, subKeyID string
+	t.Run("create, list, delete", func(t *testing.T) {
+		r := doKey(t, e, http.MethodPost, "/auth/api-key", admin, map[string]any{"client_id": sp.ClientID, "client_secret": sp.ClientSecret,
+			"organization_id": fmt.Sprint(e.Creds.OrganizationID), "sub_organization_id": e.Creds.SubOrganizationID})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		m := r.Map(t)
+		subKey, subKeyID = m["api_key"].(string), m["id"].(string)
+		assert.True(t, strings.HasPrefix(subKey, "lna_"))
+		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, m["created_at"])
+
+		r = doKey(t, e, http.MethodPost, "/auth/api-key", admin, map[string]any{"client_id": sp.ClientID, "client_secret": sp.ClientSecret,
+			"organization_id": e.Creds.OrganizationID, "sub_organization_id": ""})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		orgKey := r.Map(t)["api_key"].(string)
+
+		r = doKey(t, e, http.MethodGet, "/auth/api-key", admin, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		var all []map[string]any
+		r.JSON(t, &all)
+		assert.Len(t, all, 3, "bootstrap, sub-organization and org-wide keys")
+		for _, k := range all {
+			assert.NotContains(t, string(r.Body), subKey, "never the secret")
+			assert.Len(t, k["prefix"], 12)
+		}
+		r = doKey(t, e, http.MethodGet, "/auth/api-key", subKey, nil)
+		require.Equal(t, http.StatusOK, r.Status)
+		var mine []map[string]any
+		r.JSON(t, &mine)
+		require.Len(t, mine, 1, "a sub-organization key sees its sub-organization's keys only")
+		assert.Equal(t, subKeyID, mine[0]["id"])
+		assert.NotNil(t, mine[0]["last_used_at"])
+
+		// Only org-wide keys create and delete.
+		r = doKey(t, e, http.MethodPost, "/auth/api-key", subKey, map[string]any{"client_id": sp.ClientID, "client_secret": sp.ClientSecret,
+			"organization_id": e.Creds.OrganizationID})
+		assert.Equal(t, http.StatusForbidden, r.Status)
+		r = doKey(t, e, http.MethodDelete, "/auth/api-key/"+subKeyID, subKey, nil)
+		assert.Equal(t, http.StatusForbidden, r.Status)
+
+		r = doKey(t, e, http.MethodDelete, "/auth/api-key/"+subKeyID, orgKey, nil)
+		require.Equal(t, http.StatusNoContent, r.Status, "%s", r.Body)
+		require.Eventually(t, func() bool {
+			return doKey(t, e, http.MethodGet, "/auth/api-key", subKey, nil).Status == http.StatusUnauthorized
+		}, 5*time.Second, 100*time.Millisecond, "a deleted key stops validating within 5 s")
+		assert.Equal(t, http.StatusNotFound, doKey(t, e, http.MethodDelete, "/auth/api-key/"+subKeyID, orgKey, nil).Status, "already deleted")
+		assert.Equal(t, http.StatusNotFound, doKey(t, e, http.MethodDelete, "/auth/api-key/"+uuid.NewString(), orgKey, nil).Status)
+		assert.Equal(t, http.StatusUnprocessableEntity, doKey(t, e, http.MethodDelete, "/auth/api-key/not-a-uuid", orgKey, nil).Status)
+	})
+
+	t.Run("bad requests", func(t *testing.T) {
+		other := e.NewOtherOrg(t)
+		base := func() map[string]any {
+			return map[string]any{"client_id": sp.ClientID, "client_secret": sp.ClientSecret, "organization_id": e.Creds.OrganizationID}
+		}
+		cases := []struct {
+			name   string
+			edit   func(m map[string]any)
+			status int
+		}{
+			{"wrong secret", func(m map[string]any) { m["client_secret"] = "nope" }, http.StatusForbidden},
+			{"unknown client", func(m map[string]any) { m["client_id"] = "nobody" }, http.StatusForbidden},
+			{"client of another organization", func(m map[string]any) {
+				m["client_id"], m["client_secret"] = other.ClientID, other.ClientSecret
+			}, http.StatusForbidden},
+			{"another organization", func(m map[string]any) { m["organization_id"] = other.OrgID }, http.StatusForbidden},
+			{"unknown sub-organization", func(m map[string]any) { m["sub_organization_id"] = 99999 }, http.StatusUnprocessableEntity},
+			{"organization id not a number", func(m map[string]any) { m["organization_id"] = "abc" }, http.StatusUnprocessableEntity},
+			{"missing client secret", func(m map[string]any) { delete(m, "client_secret") }, http.StatusUnprocessableEntity},
+		}
+		for _, c := range cases {
+			m := base()
+			c.edit(m)
+			r := doKey(t, e, http.MethodPost, "/auth/api-key", admin, m)
+			assert.Equal(t, c.status, r.Status, "%s: %s", c.name, r.Body)
+		}
+		assert.Equal(t, http.StatusBadRequest, doKey(t, e, http.MethodPost, "/auth/api-key", admin, "{not json").Status)
+	})
+}
+
+func TestOrganizationTransactions(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	ctx := context.Background()
+	other := e.NewOtherOrg(t)
+	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	insert := func(org int64, sub *int64, typ, ref, locker, tower, location, city, zip string, at time.Time) uuid.UUID {
+		id := uuid.New()
+		_, err := e.Store.Pool().Exec(ctx, `
+			INSERT INTO transactions (id, organization_id, sub_organization_id, type, status, order_reference, locker_number,
+			                          tower_name, location_name, city, pin_code, created_at, completed_at)
+			VALUES ($1, $2, $3, $4, 'completed', $5, $6, $7, $8, $9, $10, $11, $11)`,
+			id, org, sub, typ, ref, locker, tower, location, city, zip, at)
+		require.NoError(t, err)
+		return id
+	}
+	sub := e.Creds.SubOrganizationID
+	var ids []uuid.UUID
+	for i := range 25 {
+		typ := "dropoff"
+		if i%2 == 1 {
+			typ = "pickup"
+		}
+		var s *int64
+		if i < 10 {
+			s = &sub
+		}
+		ids = append(ids, insert(e.Creds.OrganizationID, s, typ, fmt.Sprintf("order-%d", i), fmt.Sprint(i%5), "Union Station tower 1",
+			"Union Station", "Los Angeles", "90012", base.Add(time.Duration(i)*time.Minute)))
+	}
+	// Two rows at the same instant: the id breaks the tie, the same way on every page.
+	tieA := insert(e.Creds.OrganizationID, nil, "dropoff", "tie", "1", "T", "Pasadena Old Town", "Pasadena", "91105", base.Add(time.Hour))
+	tieB := insert(e.Creds.OrganizationID, nil, "dropoff", "tie", "1", "T", "Pasadena Old Town", "Pasadena", "91105", base.Add(time.Hour))
+	insert(other.OrgID, nil, "dropoff", "order-1", "1", "X", "Rival Union Station", "Los Angeles", "90012", base)
+
+	admin := e.Creds.AppEngineAPIKey
+	list := func(t *testing.T, key, query string) (int, map[string]any) {
+		r := doKey(t, e, http.MethodGet, "/dropoff/organization/transactions?"+query, key, nil)
+		if r.Status != http.StatusOK {
+			return r.Status, nil
+		}
+		return r.Status, r.Map(t)
+	}
+
+	status, page := list(t, admin, "type=&order_reference=&pickup_code=&locker_number=&tower_name=&location=&city=&pin_code=&page_size=&page_number=")
+	require.Equal(t, http.StatusOK, status)
+	assert.EqualValues(t, 27, page["total_count"], "empty filters filter nothing; another organization's rows never show")
+	assert.EqualValues(t, 20, page["page_size"])
+	assert.EqualValues(t, 2, page["total_pages"])
+	data := page["data"].([]any)
+	require.Len(t, data, 20)
+	first, second := data[0].(map[string]any), data[1].(map[string]any)
+	hi, lo := tieA.String(), tieB.String()
+	if lo > hi {
+		hi, lo = lo, hi
+	}
+	assert.Equal(t, hi, first["id"], "newest first, higher id first on a tie")
+	assert.Equal(t, lo, second["id"])
+	for _, k := range []string{"id", "type", "order_reference", "pickup_code", "locker_number", "tower_name", "location", "city", "pin_code", "status", "created_at", "completed_at"} {
+		assert.Contains(t, first, k)
+	}
+
+	for _, c := range []struct {
+		query string
+		count int
+	}{
+		{"type=pickup", 12},
+		{"type=dropoff&location=union%20station", 13},
+		{"order_reference=order-3", 1},
+		{"locker_number=2", 5},
+		{"city=PASADENA", 2},
+		{"pin_code=91105", 2},
+		{"tower_name=union%20station%20tower%201&type=dropoff", 13},
+		{"pickup_code=123456", 0},
+	} {
+		status, page := list(t, admin, c.query)
+		require.Equal(t, http.StatusOK, status, c.query)
+		assert.EqualValues(t, c.count, page["total_count"], c.query)
+	}
+
+	// Paging: page 2 holds the rest; past the end is an empty page, not an error.
+	_, p2 := list(t, admin, "page_size=20&page_number=2")
+	assert.Len(t, p2["data"], 7)
+	_, p9 := list(t, admin, "page_size=20&page_number=9")
+	assert.Empty(t, p9["data"])
+	assert.EqualValues(t, 27, p9["total_count"])
+	_, p5 := list(t, admin, "page_size=5&page_number=1")
+	assert.EqualValues(t, 6, p5["total_pages"])
+
+	for _, q := range []string{"page_size=abc", "page_number=x", "page_size=0", "page_size=101", "page_number=0", "page_number=-1", "page_size=1.5"} {
+		status, _ := list(t, admin, q)
+		assert.Equal(t, http.StatusUnprocessableEntity, status, q)
+	}
+
+	// A sub-organization key sees its sub-organization's transactions only.
+	r := doKey(t, e, http.MethodPost, "/auth/api-key", admin, map[string]any{"client_id": e.Creds.ServiceProvider.ClientID,
+		"client_secret": e.Creds.ServiceProvider.ClientSecret, "organization_id": e.Creds.OrganizationID, "sub_organization_id": sub})
+	require.Equal(t, http.StatusOK, r.Status)
+	subKey := r.Map(t)["api_key"].(string)
+	_, page = list(t, subKey, "")
+	assert.EqualValues(t, 10, page["total_count"])
+	_ = ids
+}

@@ -1,0 +1,208 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// Security scheme of the app engine API.
+const schemeAppKey = "appKey"
+
+// appKeyTTL bounds how long a deleted key can keep working on an instance: every instance
+// re-reads a key from Postgres at least this often (DESIGN §5: within 5 s).
+const appKeyTTL = 2 * time.Second
+
+// needsAppKey is the Security requirement of an app engine operation.
+var needsAppKey = []map[string][]string{{schemeAppKey: {}}}
+
+type appKeyKey struct{}
+
+// appKey returns the verified key of an app engine request.
+func appKey(ctx context.Context) store.AppKey {
+	k, _ := ctx.Value(appKeyKey{}).(store.AppKey)
+	return k
+}
+
+type cachedKey struct {
+	key   store.AppKey
+	found bool
+	at    time.Time
+}
+
+// appKeys caches key lookups for appKeyTTL. A lookup also records the key's use.
+type appKeys struct {
+	mu    sync.Mutex
+	cache map[string]cachedKey
+}
+
+func (s *Server) lookupAppKey(ctx context.Context, presented string) (store.AppKey, bool, error) {
+	hash := credential.Hash(presented)
+	id := hex.EncodeToString(hash)
+	s.appKeys.mu.Lock()
+	c, ok := s.appKeys.cache[id]
+	s.appKeys.mu.Unlock()
+	if ok && time.Since(c.at) < appKeyTTL {
+		return c.key, c.found, nil
+	}
+	k, err := s.deps.Store.UseAppKey(ctx, hash)
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.AppKey{}, false, err
+	}
+	s.appKeys.mu.Lock()
+	if len(s.appKeys.cache) > 10000 {
+		s.appKeys.cache = map[string]cachedKey{} // a flood of wrong keys must not grow memory
+	}
+	s.appKeys.cache[id] = cachedKey{key: k, found: found, at: time.Now()}
+	s.appKeys.mu.Unlock()
+	return k, found, nil
+}
+
+// authenticateAppKey checks the x-api-key header of an app engine operation.
+func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(huma.Context)) {
+	presented := strings.TrimSpace(ctx.Header("x-api-key"))
+	if presented == "" || len(presented) > 256 {
+		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing or malformed x-api-key header")
+		return
+	}
+	k, ok, err := s.lookupAppKey(ctx.Context(), presented)
+	if err != nil {
+		s.logger.ErrorContext(ctx.Context(), "app key lookup", "err", err)
+		_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
+		return
+	}
+	if !ok {
+		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
+		return
+	}
+	next(huma.WithValue(ctx, appKeyKey{}, k))
+}
+
+// NewAppKey returns a fresh app engine key and the prefix lists show.
+func NewAppKey() (key, prefix string) {
+	key = seed.AppKeyPrefix + credential.NewSecret()
+	return key, key[:12]
+}
+
+// CreateAppKeyRequest is the body of POST /auth/api-key.
+type CreateAppKeyRequest struct {
+	ClientID          string    `json:"client_id" minLength:"1" maxLength:"128" doc:"A service-provider client of the organization"`
+	ClientSecret      string    `json:"client_secret" minLength:"1" maxLength:"256"`
+	OrganizationID    FlexID    `json:"organization_id"`
+	SubOrganizationID OptFlexID `json:"sub_organization_id,omitempty" doc:"Empty or absent: an organization-wide (admin) key"`
+}
+
+// CreatedAppKey is the new key, shown once.
+type CreatedAppKey struct {
+	APIKey    string    `json:"api_key" doc:"The key; it is not shown again"`
+	ID        uuid.UUID `json:"id"`
+	CreatedAt Timestamp `json:"created_at"`
+}
+
+// AppKeyBody describes a key (never its secret).
+type AppKeyBody struct {
+	ID                uuid.UUID  `json:"id"`
+	Prefix            string     `json:"prefix"`
+	SubOrganizationID *int64     `json:"sub_organization_id"`
+	CreatedAt         Timestamp  `json:"created_at"`
+	LastUsedAt        *Timestamp `json:"last_used_at"`
+}
+
+func (s *Server) registerAppKeys(api huma.API) {
+	tags := []string{"App engine: API keys"}
+	huma.Register(api, op(huma.Operation{
+		OperationID: "create-api-key", Method: http.MethodPost, Path: "/auth/api-key", Tags: tags,
+		Summary:     "Generate API key",
+		Description: "Needs an organization admin key (one without sub-organization). client_id/client_secret must be a service-provider client of the organization. The key is shown once.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct{ Body CreateAppKeyRequest }) (*struct{ Body CreatedAppKey }, error) {
+		caller := appKey(ctx)
+		if !caller.OrgWide() {
+			return nil, huma.Error403Forbidden("only an organization admin key may create keys")
+		}
+		if int64(in.Body.OrganizationID) != caller.OrganizationID {
+			return nil, huma.Error403Forbidden("organization_id is not the organization of this key")
+		}
+		client, err := s.deps.Store.ClientByID(ctx, in.Body.ClientID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, s.mapError(ctx, "client", err)
+		}
+		if err != nil || client.OrganizationID != caller.OrganizationID || client.Disabled || !credential.Equal(in.Body.ClientSecret, client.SecretHash) {
+			return nil, huma.Error403Forbidden("client_id and client_secret are not a client of this organization")
+		}
+		var sub *int64
+		if in.Body.SubOrganizationID.Set {
+			ok, err := s.deps.Store.SubOrganizationOf(ctx, caller.OrganizationID, in.Body.SubOrganizationID.ID)
+			if err != nil {
+				return nil, s.mapError(ctx, "sub-organization", err)
+			}
+			if !ok {
+				return nil, huma.Error422UnprocessableEntity("unknown sub_organization_id")
+			}
+			sub = &in.Body.SubOrganizationID.ID
+		}
+		key, prefix := NewAppKey()
+		k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: caller.OrganizationID,
+			SubOrganizationID: sub, Prefix: prefix, ClientID: &client.ClientID}, credential.Hash(key))
+		if err != nil {
+			return nil, s.mapError(ctx, "api key", err)
+		}
+		return &struct{ Body CreatedAppKey }{Body: CreatedAppKey{APIKey: key, ID: k.ID, CreatedAt: ts(k.CreatedAt)}}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/auth/api-key", Tags: tags,
+		Summary:     "Get All APIs Key",
+		Description: "The keys within the caller's scope: all of the organization's for an admin key, the sub-organization's otherwise. Never the secrets.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []AppKeyBody }, error) {
+		caller := appKey(ctx)
+		keys, err := s.deps.Store.ListAppKeys(ctx, caller.OrganizationID, caller.SubOrganizationID)
+		if err != nil {
+			return nil, s.mapError(ctx, "api keys", err)
+		}
+		out := make([]AppKeyBody, len(keys))
+		for i, k := range keys {
+			out[i] = AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt)}
+			if k.LastUsedAt != nil {
+				v := ts(*k.LastUsedAt)
+				out[i].LastUsedAt = &v
+			}
+		}
+		return &struct{ Body []AppKeyBody }{Body: out}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "delete-api-key", Method: http.MethodDelete, Path: "/auth/api-key/{key_id}", Tags: tags,
+		Summary:       "Delete API key",
+		Description:   "Needs an organization admin key. The key stops working on every instance within 5 seconds.",
+		DefaultStatus: http.StatusNoContent, Security: needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		KeyID string `path:"key_id" format:"uuid"`
+	}) (*struct{}, error) {
+		caller := appKey(ctx)
+		if !caller.OrgWide() {
+			return nil, huma.Error403Forbidden("only an organization admin key may delete keys")
+		}
+		id, err := uuid.Parse(in.KeyID)
+		if err != nil {
+			return nil, huma.Error404NotFound("api key: not found")
+		}
+		if err := s.deps.Store.DeleteAppKey(ctx, caller.OrganizationID, id); err != nil {
+			return nil, s.mapError(ctx, "api key", err)
+		}
+		return nil, nil
+	})
+}

@@ -1,0 +1,151 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/testenv"
+)
+
+const customerBase = "/api/customer/v1"
+
+// cloud is a client of the gateway cloud API for one key.
+type cloud struct {
+	t   *testing.T
+	url string // base URL of an apiserver
+	key string
+}
+
+func newCloud(t *testing.T, baseURL, key string) *cloud {
+	return &cloud{t: t, url: baseURL + customerBase, key: key}
+}
+
+// do sends a request; body may be nil, a string, []byte or a value to encode as JSON.
+// header adds headers (e.g. Prefer, Idempotency-Key). It is safe in goroutines: a transport
+// failure is reported with Errorf (never FailNow) and answers status 0.
+func (c *cloud) do(method, path string, body any, header ...string) testenv.Response {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			c.t.Errorf("encode body: %v", err)
+			return testenv.Response{}
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, c.url+path, rd)
+	if err != nil {
+		c.t.Errorf("build request: %v", err)
+		return testenv.Response{}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.key != "" {
+		req.Header.Set("X-API-Key", c.key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Errorf("%s %s: %v", method, path, err)
+		return testenv.Response{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Errorf("read answer of %s %s: %v", method, path, err)
+	}
+	return testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+func locPath(g *testenv.Gateway, rest string) string {
+	return fmt.Sprintf("/locations/%d%s", g.LocationID, rest)
+}
+
+// requireCustomerError checks the surface's error body and returns it.
+func requireCustomerError(t *testing.T, r testenv.Response, status int, code string) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	m := r.Map(t)
+	assert.Equal(t, code, m["error"], "body: %s", r.Body)
+	assert.NotEmpty(t, m["message"])
+	assert.Contains(t, m, "requestId")
+	assert.Contains(t, m, "details")
+	if tsv, ok := m["timestamp"].(string); assert.True(t, ok) {
+		assert.Regexp(t, timestampRE, tsv)
+	}
+	return m
+}
+
+// poll polls a request until it is terminal (its X-Request-State is not pending or
+// dispatched) and returns the final answer.
+func (c *cloud) poll(id string) testenv.Response {
+	c.t.Helper()
+	var last testenv.Response
+	require.Eventually(c.t, func() bool {
+		last = c.do(http.MethodGet, "/requests/"+id, nil, "Prefer", "wait=5")
+		st := last.Header.Get("X-Request-State")
+		return st != "pending" && st != "dispatched" && st != ""
+	}, 90*time.Second, 50*time.Millisecond)
+	return last
+}
+
+// simStats reads a gateway simulator's counters over its control API.
+func simStats(t *testing.T, g *testenv.Gateway) simctl.Stats {
+	t.Helper()
+	resp, err := http.Get(g.SimURL + "/sim/stats")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st simctl.Stats
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+// setFaults switches a simulator's fault mode over its control API, as a dev would.
+func setFaults(t *testing.T, g *testenv.Gateway, f simctl.Faults) {
+	t.Helper()
+	b, err := json.Marshal(f)
+	require.NoError(t, err)
+	resp, err := http.Post(g.SimURL+"/sim/faults", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// direct calls a gateway's local API directly (what the cloud should pass through).
+func direct(t *testing.T, g *testenv.Gateway, method, path string, body any) (int, []byte, http.Header) {
+	t.Helper()
+	resp, b, err := g.Do(context.Background(), method, path, body)
+	require.NoError(t, err)
+	return resp.StatusCode, b, resp.Header
+}
+
+// startCustomerEnv is a system with the scaled gateway settings and the two demo gateways.
+func startCustomerEnv(t *testing.T) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e.RunGatewayCloud(t)
+	gw1, gw2 := e.StartDemoGateways(t)
+	return e, gw1, gw2
+}

@@ -1,0 +1,205 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// Error bodies differ by surface (DESIGN §3, §4, §6): the token service answers RFC 6749
+// errors, the gateway cloud API its own {error, message, requestId, timestamp, details},
+// everything else RFC 9457 problem+json. huma's error constructor is global, so the choice
+// is made here, by path, once.
+
+const customerPrefix = "/api/customer/v1"
+
+type surface int
+
+const (
+	surfaceProblem surface = iota
+	surfaceOAuth
+	surfaceCustomer
+)
+
+func surfaceOf(path string) surface {
+	switch {
+	case path == customerPrefix || strings.HasPrefix(path, customerPrefix+"/"):
+		return surfaceCustomer
+	case strings.HasPrefix(path, "/oauth/") || strings.HasPrefix(path, "/realms/"):
+		return surfaceOAuth
+	}
+	return surfaceProblem
+}
+
+// OAuthError is an RFC 6749 §5.2 error body.
+type OAuthError struct {
+	status           int
+	Code             string `json:"error" enum:"invalid_request,invalid_client,invalid_grant,unauthorized_client,unsupported_grant_type,invalid_scope,server_error"`
+	ErrorDescription string `json:"error_description,omitempty"`
+}
+
+func (e *OAuthError) Error() string  { return e.Code + ": " + e.ErrorDescription }
+func (e *OAuthError) GetStatus() int { return e.status }
+
+// ContentType keeps OAuth errors plain JSON.
+func (e *OAuthError) ContentType(string) string { return "application/json" }
+
+// CustomerError is the gateway cloud API's error body (DESIGN §6).
+type CustomerError struct {
+	status    int
+	Code      string         `json:"error" doc:"Machine-readable code, e.g. RATE_LIMITED"`
+	Message   string         `json:"message"`
+	RequestID *string        `json:"requestId" doc:"The gateway request this error belongs to, if any"`
+	Timestamp Timestamp      `json:"timestamp"`
+	Details   map[string]any `json:"details"`
+}
+
+func (e *CustomerError) Error() string  { return e.Code + ": " + e.Message }
+func (e *CustomerError) GetStatus() int { return e.status }
+
+// ContentType keeps customer errors plain JSON.
+func (e *CustomerError) ContentType(string) string { return "application/json" }
+
+var customerCodes = map[int]string{
+	http.StatusBadRequest:            "BAD_REQUEST",
+	http.StatusUnauthorized:          "UNAUTHORIZED",
+	http.StatusForbidden:             "FORBIDDEN",
+	http.StatusNotFound:              "NOT_FOUND",
+	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
+	http.StatusConflict:              "CONFLICT",
+	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
+	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
+	http.StatusUnprocessableEntity:   "VALIDATION_FAILED",
+	http.StatusTooManyRequests:       "RATE_LIMITED",
+	http.StatusInternalServerError:   "INTERNAL_ERROR",
+	http.StatusServiceUnavailable:    "SERVICE_UNAVAILABLE",
+}
+
+var oauthCodes = map[int]string{
+	http.StatusUnauthorized:        "invalid_client",
+	http.StatusInternalServerError: "server_error",
+	http.StatusServiceUnavailable:  "server_error",
+}
+
+// newError builds the error body of the surface the path belongs to.
+func newError(path string, status int, msg string, errs ...error) huma.StatusError {
+	switch surfaceOf(path) {
+	case surfaceOAuth:
+		code, ok := oauthCodes[status]
+		if !ok {
+			code = "invalid_request"
+		}
+		return &OAuthError{status: status, Code: code, ErrorDescription: joinDetails(msg, errs)}
+	case surfaceCustomer:
+		code, ok := customerCodes[status]
+		if !ok {
+			code = strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
+		}
+		details := map[string]any{}
+		if len(errs) > 0 {
+			list := make([]string, 0, len(errs))
+			for _, e := range errs {
+				if e != nil {
+					list = append(list, e.Error())
+				}
+			}
+			details["errors"] = list
+		}
+		return &CustomerError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
+	}
+	for _, e := range errs {
+		var d *huma.ErrorDetail
+		if errors.As(e, &d) {
+			d.Value = jsonSafe(d.Value)
+		}
+	}
+	return huma.NewError(status, msg, errs...)
+}
+
+// jsonSafe keeps an echoed input value encodable: JSON has no NaN or Inf, and a value that
+// cannot be encoded would turn the error body into "error marshaling response".
+func jsonSafe(v any) any {
+	switch f := v.(type) {
+	case float64:
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	case float32:
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return strconv.FormatFloat(float64(f), 'g', -1, 32)
+		}
+	}
+	return v
+}
+
+func joinDetails(msg string, errs []error) string {
+	parts := []string{msg}
+	for _, e := range errs {
+		if e != nil {
+			parts = append(parts, e.Error())
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+var installErrorsOnce sync.Once
+
+// installErrorConstructor routes huma's errors (validation, 413, handler errors) through
+// newError. It runs once per process; the choice depends only on the request path.
+func installErrorConstructor() {
+	installErrorsOnce.Do(func() {
+		huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+			path := ""
+			if ctx != nil {
+				path = ctx.URL().Path
+			}
+			return newError(path, status, msg, errs...)
+		}
+	})
+}
+
+// writeRouterError answers requests no operation matched (404, 405) in the surface's format.
+func writeRouterError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	e := newError(r.URL.Path, status, msg)
+	ct := "application/problem+json"
+	if f, ok := e.(huma.ContentTypeFilter); ok {
+		ct = f.ContentType(ct)
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_ = jsonEncode(w, e)
+}
+
+// mapError turns a domain error into the HTTP error the caller sees. It is the one place
+// where store sentinels meet status codes; unexpected errors are logged and never echoed.
+func (s *Server) mapError(ctx context.Context, op string, err error) error {
+	var conflict *store.StatusConflictError
+	var se huma.StatusError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return err
+	case errors.As(err, &conflict):
+		return huma.Error409Conflict(conflict.Msg)
+	case errors.Is(err, store.ErrNotFound):
+		return huma.Error404NotFound(fmt.Sprintf("%s: not found", op))
+	case errors.Is(err, store.ErrConflict):
+		return huma.Error409Conflict(fmt.Sprintf("%s: conflict", op))
+	case errors.Is(err, context.Canceled):
+		return huma.NewError(499, "client closed the request")
+	}
+	s.logger.ErrorContext(ctx, "request failed", slog.String("op", op), slog.Any("err", err))
+	return huma.Error500InternalServerError("internal error")
+}

@@ -1,0 +1,137 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/towerproto"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+// MaxEventBatches bounds one upload (the 64 KiB body limit bounds it anyway).
+const MaxEventBatches = 64
+
+// EventBatch is one signed batch of tower events as the SDK uploads it.
+type EventBatch struct {
+	SyncEventStart int64  `json:"syncEventStart" minimum:"1" doc:"Sequence number of the first event in the batch"`
+	SyncEventCount int    `json:"syncEventCount" minimum:"1" maximum:"65535"`
+	Payload        string `json:"payload" minLength:"2" maxLength:"65536" doc:"Lower-case hex, signed by the tower"`
+	PayloadAuth    string `json:"payloadAuth" minLength:"2" maxLength:"256" doc:"Lower-case hex: 00 + HMAC-SHA256 of the payload with the tower's event key"`
+}
+
+// EventsResult tells how many events were new and how many had been received before.
+type EventsResult struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+}
+
+func (s *Server) registerEvents(api huma.API) {
+	handler := func(ctx context.Context, in *struct {
+		TowerPath
+		Body []EventBatch `maxItems:"64"`
+	}) (*struct{ Body EventsResult }, error) {
+		res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
+		if err != nil {
+			return nil, err
+		}
+		return &struct{ Body EventsResult }{Body: res}, nil
+	}
+	desc := "Signed batches of tower events, relayed by the mobile SDK. Each batch is verified (MAC with the tower's event key, tower id, " +
+		"sequence range); a verified token use moves the locker (drop-off with the item inside → occupied, pickup closed empty → available, ...). " +
+		"Replays and out-of-order batches are idempotent. A batch that fails verification rejects the whole upload with 422."
+	huma.Register(api, op(huma.Operation{
+		OperationID: "upload-tower-events", Method: http.MethodPost, Path: "/api/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
+		Summary: "Upload tower events", Description: desc, Security: needs(jwtauth.ScopeTowerAccess),
+	}), handler)
+	huma.Register(api, op(huma.Operation{
+		OperationID: "upload-tower-events-sdk", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
+		Summary: "Upload tower events (SDK path)", Description: "The same operation at the path the mobile SDK uses.",
+		Security: needs(jwtauth.ScopeTowerAccess),
+	}), handler)
+}
+
+func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []EventBatch) (EventsResult, error) {
+	p := principal(ctx)
+	tower, secret, err := s.tower(ctx, p.OrgID, towerID)
+	if err != nil {
+		return EventsResult{}, s.mapError(ctx, "tower", err)
+	}
+	key := towerproto.EventKey(secret)
+	var events []store.TowerEvent
+	for i, b := range batches {
+		env := towerproto.BatchEnvelope{SyncEventStart: uint64(b.SyncEventStart), SyncEventCount: b.SyncEventCount,
+			Payload: b.Payload, PayloadAuth: b.PayloadAuth}
+		if id, err := towerproto.PeekBatchTower(env); err == nil && id != tower.ID {
+			return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d was signed by tower %s, not %s", i, id, tower.ID))
+		}
+		batch, err := towerproto.DecodeBatch(env, key)
+		if err != nil {
+			reason := "malformed"
+			if errors.Is(err, towerproto.ErrBadMAC) {
+				reason = "signature does not verify"
+			}
+			return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d: %s", i, reason),
+				&huma.ErrorDetail{Location: fmt.Sprintf("body[%d]", i), Message: err.Error()})
+		}
+		for _, e := range batch.Events {
+			ev := store.TowerEvent{BootEpoch: int64(batch.BootEpoch), Seq: int64(e.Seq), Kind: e.Kind.String(), At: e.At,
+				LockerID: e.LockerID, Generation: int32(e.Generation), ItemInside: e.ItemInside}
+			if id := uuid.UUID(e.TokenID); id != uuid.Nil {
+				ev.TokenID = &id
+			}
+			events = append(events, ev)
+		}
+	}
+	var res store.ApplyResult
+	var items []store.OutboxItem
+	err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+		var err error
+		if res, err = tx.ApplyTowerEvents(ctx, tower.ID, events); err != nil {
+			return err
+		}
+		signal := func(id uuid.UUID, outcome string) error {
+			t, err := tx.Token(ctx, p.OrgID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			item, err := enqueue(ctx, tx, outbox.TokenItem(t, workflows.SignalTokenEnded, outcome))
+			items = append(items, item)
+			return err
+		}
+		for _, u := range res.Uses {
+			if err := signal(u.TokenID, workflows.TokenOutcomeUsed); err != nil {
+				return err
+			}
+		}
+		for _, id := range res.Revoked {
+			if err := signal(id, workflows.TokenOutcomeRevoked); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return EventsResult{}, s.mapError(ctx, "tower events", err)
+	}
+	s.deps.Workflows.Dispatch(items...)
+	for _, u := range res.Uses {
+		s.metrics.tokenUses.WithLabelValues(u.Outcome).Inc()
+		if u.Outcome == store.UseAnomaly {
+			s.logger.WarnContext(ctx, "tower event anomaly", slog.String("tower_id", tower.ID), slog.Int64("locker_id", u.LockerID),
+				slog.String("token_id", u.TokenID.String()), slog.String("detail", u.Detail))
+		}
+	}
+	return EventsResult{Accepted: res.Accepted, Duplicates: res.Duplicates}, nil
+}

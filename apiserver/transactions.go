@@ -1,0 +1,115 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// TransactionBody is a row of the organization transaction list.
+type TransactionBody struct {
+	ID             uuid.UUID  `json:"id"`
+	Type           string     `json:"type" doc:"dropoff, pickup, open, close, or a gateway transaction"`
+	OrderReference *string    `json:"order_reference"`
+	PickupCode     *string    `json:"pickup_code" doc:"Masked: only the last two digits are shown"`
+	LockerNumber   *string    `json:"locker_number"`
+	TowerName      *string    `json:"tower_name"`
+	Location       *string    `json:"location"`
+	City           *string    `json:"city"`
+	PinCode        *string    `json:"pin_code" doc:"Postal code of the location"`
+	Status         string     `json:"status"`
+	CreatedAt      Timestamp  `json:"created_at"`
+	CompletedAt    *Timestamp `json:"completed_at"`
+}
+
+// TransactionPage is one page of the list.
+type TransactionPage struct {
+	Data       []TransactionBody `json:"data"`
+	PageNumber int               `json:"page_number"`
+	PageSize   int               `json:"page_size"`
+	TotalCount int               `json:"total_count"`
+	TotalPages int               `json:"total_pages"`
+}
+
+// transactionQuery holds the seed's ten query parameters. The seed marks them all required;
+// an empty or absent one filters nothing.
+type transactionQuery struct {
+	Type           string `query:"type" maxLength:"64"`
+	OrderReference string `query:"order_reference" maxLength:"256"`
+	PickupCode     string `query:"pickup_code" maxLength:"16"`
+	LockerNumber   string `query:"locker_number" maxLength:"64"`
+	TowerName      string `query:"tower_name" maxLength:"256"`
+	Location       string `query:"location" maxLength:"256"`
+	City           string `query:"city" maxLength:"256"`
+	PinCode        string `query:"pin_code" maxLength:"32"`
+	PageSize       string `query:"page_size" maxLength:"8" doc:"1..100, default 20 (numeric text)"`
+	PageNumber     string `query:"page_number" maxLength:"12" doc:"From 1, default 1 (numeric text)"`
+}
+
+func (s *Server) registerTransactions(api huma.API) {
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-organization-transactions", Method: http.MethodGet, Path: "/dropoff/organization/transactions",
+		Tags:        []string{"App engine: transactions"},
+		Summary:     "List all transactions",
+		Description: "Drop-offs and pickups at towers, access-code opens and closes, and gateway transactions of the organization (of the sub-organization, for a sub-organization key), newest first. Empty filters filter nothing.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *transactionQuery) (*struct{ Body TransactionPage }, error) {
+		size, err := pageParam("page_size", in.PageSize, 20, 100)
+		if err != nil {
+			return nil, err
+		}
+		page, err := pageParam("page_number", in.PageNumber, 1, 1<<30)
+		if err != nil {
+			return nil, err
+		}
+		k := appKey(ctx)
+		f := store.TransactionFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID,
+			Type: strings.TrimSpace(in.Type), OrderReference: in.OrderReference, LockerNumber: strings.TrimSpace(in.LockerNumber),
+			TowerName: strings.TrimSpace(in.TowerName), Location: strings.TrimSpace(in.Location), City: strings.TrimSpace(in.City),
+			PinCode: strings.TrimSpace(in.PinCode)}
+		if c := strings.TrimSpace(in.PickupCode); c != "" {
+			f.PickupCodeHash = s.pickupCodeHash(c)
+		}
+		list, total, err := s.deps.Store.ListTransactions(ctx, f, size, page)
+		if err != nil {
+			return nil, s.mapError(ctx, "transactions", err)
+		}
+		out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
+			TotalPages: (total + size - 1) / size}
+		for i, t := range list {
+			b := TransactionBody{ID: t.ID, Type: t.Type, OrderReference: t.OrderReference, LockerNumber: t.LockerNumber,
+				TowerName: t.TowerName, Location: t.Location, City: t.City, PinCode: t.PinCode, Status: t.Status, CreatedAt: ts(t.CreatedAt)}
+			if t.PickupCodeLast2 != nil {
+				masked := "****" + *t.PickupCodeLast2
+				b.PickupCode = &masked
+			}
+			if t.CompletedAt != nil {
+				v := ts(*t.CompletedAt)
+				b.CompletedAt = &v
+			}
+			out.Data[i] = b
+		}
+		return &struct{ Body TransactionPage }{Body: out}, nil
+	})
+}
+
+// pageParam reads a numeric-text paging parameter: empty means the default, anything but
+// an integer within [1, max] is 422.
+func pageParam(name, v string, def, maxValue int) (int, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxValue {
+		return 0, huma.Error422UnprocessableEntity(name+" must be an integer from 1 to "+strconv.Itoa(maxValue),
+			&huma.ErrorDetail{Location: "query." + name, Value: v, Message: "expected an integer from 1 to " + strconv.Itoa(maxValue)})
+	}
+	return n, nil
+}

@@ -1,0 +1,107 @@
+// Command apiserver serves the Locker Network Service HTTP API. Settings come from the
+// environment (see package internal/config); it applies pending migrations at start unless
+// LOCKERNET_AUTO_MIGRATE=false. With LOCKERNET_API_GATEWAY_WORKER=true it also runs a worker
+// for the gateway-request task queue (eager workflow start for the gateway cloud API).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/httpserve"
+	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/temporalclient"
+	"github.com/lockernet/lockernet/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := config.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "apiserver:", err)
+		os.Exit(2)
+	}
+	logger := cfg.Logger().With("process", "apiserver")
+	if err := run(ctx, cfg, logger); err != nil {
+		logger.Error("apiserver stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	// Take the port first: a busy port is an error now, not after a minute of start-up.
+	ln, err := httpserve.Listen(cfg.APIAddr, "LOCKERNET_API_ADDR")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	ring, err := keyring.Load(cfg.MasterKey, cfg.MasterKeyFile)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AppName: "apiserver"})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if os.Getenv("LOCKERNET_AUTO_MIGRATE") != "false" {
+		if err := st.Migrate(ctx, logger); err != nil {
+			return err
+		}
+	}
+	tc, err := temporalclient.Dial(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	auth := jwtauth.New(st, ring, cfg.PublicURL)
+	if err := auth.EnsureKey(ctx); err != nil {
+		return err
+	}
+	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
+	disp.Workers = cfg.OutboxWorkers
+	reg := prometheus.NewRegistry()
+	srv := apiserver.New(apiserver.Deps{
+		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
+		Registry: reg, PublicURL: cfg.PublicURL,
+		TaskQueue: cfg.TaskQueue, Customer: apiserver.CustomerSettingsFromConfig(cfg),
+	})
+	// On SIGTERM, requests waiting for a gateway answer at once (202 and the request to
+	// poll) instead of holding the drain.
+	stopDrain := context.AfterFunc(ctx, srv.Drain)
+	defer stopDrain()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return disp.Run(gctx) })
+	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
+	g.Go(func() error { srv.RunGatewayCloud(gctx); return nil })
+	if cfg.APIGatewayWorker {
+		// A worker on this process's own client for the gateway-request queue only: the
+		// workflows this apiserver starts then start eagerly (their first task comes back
+		// with the start call), and a request the gateway answers at once settles here.
+		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)}}
+		g.Go(func() error {
+			logger.Info("gateway-request worker polling", "task_queue", cfg.GatewayTaskQueue)
+			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
+		})
+	}
+	g.Go(func() error {
+		logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
+		return httpserve.Serve(gctx, ln, srv.Handler(), 10*time.Second)
+	})
+	return g.Wait()
+}

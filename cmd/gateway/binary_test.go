@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lockedWriter lets a test read what a goroutine logs.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func buildGateway(t *testing.T, tags ...string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	out := filepath.Join(t.TempDir(), "gateway")
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(t.Context(), goBin, append(args, ".")...)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	data, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", data)
+	return out
+}
+
+// TestBinaries builds the production and the simcontrol binaries: only the
+// latter knows -sim-addr and serves /sim/*; both stop on SIGTERM.
+func TestBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries")
+	}
+	t.Parallel()
+
+	t.Run("production build has no simulator control", func(t *testing.T) {
+		t.Parallel()
+		bin := buildGateway(t)
+		cmd := exec.CommandContext(t.Context(), bin, "-secret", "s", "-sim-addr", freeAddr(t))
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		assert.Equal(t, 2, exit.ExitCode())
+		assert.Contains(t, string(out), "flag provided but not defined: -sim-addr")
+	})
+
+	t.Run("simcontrol build serves /sim and stops on SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		bin := buildGateway(t, "simcontrol")
+		addr, simAddr := freeAddr(t), freeAddr(t)
+		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
+		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET=env-secret")
+		var logs strings.Builder
+		cmd.Stderr = &lockedWriter{w: &logs}
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+			}
+		})
+
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+
+		open := func() int {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/lockers/201/open", nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer env-secret")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		assert.Equal(t, http.StatusOK, open())
+
+		resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(`{"mode": "hardware_fault"}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, http.StatusInternalServerError, open())
+
+		resp, err = http.Get("http://" + simAddr + "/sim/stats")
+		require.NoError(t, err)
+		var stats struct {
+			Opens    map[string]int `json:"opens"`
+			Requests int            `json:"requests"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
+		resp.Body.Close()
+		assert.Equal(t, 1, stats.Opens["201"])
+		assert.GreaterOrEqual(t, stats.Requests, 2)
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "logs: %s", logs.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("the gateway did not stop on SIGTERM")
+		}
+		assert.Contains(t, logs.String(), "gateway stopped")
+		assert.NotContains(t, logs.String(), "env-secret")
+	})
+
+}

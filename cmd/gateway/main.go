@@ -1,0 +1,270 @@
+// Command gateway runs a Locker Network gateway: the gateway local API over a
+// bank of lock controllers, with its state in an embedded SQLite file. There is
+// no driver for physical controllers yet, so the controllers are simulated
+// (package simctl); the simulator's control API (/sim/*) is only compiled into
+// binaries built with "-tags simcontrol" and served on -sim-addr.
+//
+// Flags, each also read from an environment variable (a flag given on the
+// command line wins):
+//
+//	-id                    LOCKERNET_GATEWAY_ID                    gateway serial (default: the layout's, GW-0001 for two-banks)
+//	-addr                  LOCKERNET_GATEWAY_ADDR                  local API address (default 127.0.0.1:8101)
+//	-secret                LOCKERNET_GATEWAY_SECRET                bearer secret of the local API
+//	-secret-file           LOCKERNET_GATEWAY_SECRET_FILE           file holding the secret (surrounding whitespace trimmed)
+//	-db                    LOCKERNET_GATEWAY_DB                    SQLite file (default $LOCKERNET_DATA_DIR/gateway-<id>.db, data dir default .data)
+//	-layout                LOCKERNET_GATEWAY_LAYOUT                preset (two-banks, one-bank) or layout JSON file (default two-banks)
+//	-open-attempt-timeout  LOCKERNET_GATEWAY_OPEN_ATTEMPT_TIMEOUT  timeout of one door-open attempt (default 20s)
+//	-open-attempts         LOCKERNET_GATEWAY_OPEN_ATTEMPTS         door-open attempts (default 3)
+//	-open-retry-delay      LOCKERNET_GATEWAY_OPEN_RETRY_DELAY      pause between attempts (default 1s)
+//	-sensor-timeout        LOCKERNET_GATEWAY_SENSOR_TIMEOUT        timeout of a door-sensor or status read (default 2s)
+//	-door-close-after      LOCKERNET_GATEWAY_DOOR_CLOSE_AFTER      simulated doors close this long after opening; 0 = never (default 10s)
+//	-controller-latency    LOCKERNET_GATEWAY_CONTROLLER_LATENCY    latency of every simulated controller command (default 50ms)
+//	-log-format            LOCKERNET_LOG_FORMAT                    json or text (default json)
+//	-log-level             LOCKERNET_LOG_LEVEL                     debug, info, warn or error (default info)
+//	-sim-addr              LOCKERNET_GATEWAY_SIM_ADDR              simulator control address (simcontrol builds only; empty = off)
+//
+// One of -secret and -secret-file is required. SIGINT or SIGTERM shuts the
+// gateway down within a couple of seconds.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError is a bad command line or environment (exit status 2).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+type config struct {
+	id, addr, secret, secretFile, db, layout string
+	openAttemptTimeout, openRetryDelay       time.Duration
+	openAttempts                             int
+	sensorTimeout                            time.Duration
+	doorCloseAfter, controllerLatency        time.Duration
+	logFormat, logLevel                      string
+	sim                                      simOptions
+}
+
+// parseConfig reads flags over environment variables over defaults.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var envErrs []error
+	str := func(p *string, name, env, def, usage string) {
+		if v := getenv(env); v != "" {
+			def = v
+		}
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+	}
+	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
+			}
+			def = d
+		}
+		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+	}
+	integer := func(p *int, name, env string, def int, usage string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
+			}
+			def = n
+		}
+		fs.IntVar(p, name, def, usage+" (env "+env+")")
+	}
+	pol := gateway.DefaultOpenPolicy()
+	str(&c.id, "id", "LOCKERNET_GATEWAY_ID", "", "gateway serial (default: the layout's)")
+	str(&c.addr, "addr", "LOCKERNET_GATEWAY_ADDR", "127.0.0.1:8101", "local API listen address")
+	str(&c.secret, "secret", "LOCKERNET_GATEWAY_SECRET", "", "bearer secret of the local API")
+	str(&c.secretFile, "secret-file", "LOCKERNET_GATEWAY_SECRET_FILE", "", "file holding the bearer secret")
+	str(&c.db, "db", "LOCKERNET_GATEWAY_DB", "", "SQLite file (default $LOCKERNET_DATA_DIR/gateway-<id>.db)")
+	str(&c.layout, "layout", "LOCKERNET_GATEWAY_LAYOUT", gateway.PresetTwoBanks,
+		"layout preset ("+strings.Join(gateway.PresetNames(), ", ")+") or JSON file")
+	dur(&c.openAttemptTimeout, "open-attempt-timeout", "LOCKERNET_GATEWAY_OPEN_ATTEMPT_TIMEOUT", pol.AttemptTimeout, "timeout of one door-open attempt")
+	integer(&c.openAttempts, "open-attempts", "LOCKERNET_GATEWAY_OPEN_ATTEMPTS", pol.Attempts, "door-open attempts")
+	dur(&c.openRetryDelay, "open-retry-delay", "LOCKERNET_GATEWAY_OPEN_RETRY_DELAY", pol.RetryDelay, "pause between door-open attempts")
+	dur(&c.sensorTimeout, "sensor-timeout", "LOCKERNET_GATEWAY_SENSOR_TIMEOUT", 2*time.Second, "timeout of a door-sensor or status read")
+	dur(&c.doorCloseAfter, "door-close-after", "LOCKERNET_GATEWAY_DOOR_CLOSE_AFTER", 10*time.Second, "simulated doors close this long after opening (0 = never)")
+	dur(&c.controllerLatency, "controller-latency", "LOCKERNET_GATEWAY_CONTROLLER_LATENCY", 50*time.Millisecond, "latency of every simulated controller command")
+	str(&c.logFormat, "log-format", "LOCKERNET_LOG_FORMAT", "json", "log format: json or text")
+	str(&c.logLevel, "log-level", "LOCKERNET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	c.sim.register(fs, getenv)
+	if err := errors.Join(envErrs...); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	switch {
+	case c.openAttempts < 1:
+		return c, errors.New("-open-attempts must be at least 1")
+	case c.openAttemptTimeout <= 0:
+		return c, errors.New("-open-attempt-timeout must be positive")
+	case c.openRetryDelay < 0, c.doorCloseAfter < 0, c.controllerLatency < 0:
+		return c, errors.New("durations must not be negative")
+	case c.sensorTimeout <= 0:
+		return c, errors.New("-sensor-timeout must be positive")
+	}
+	return c, nil
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want json or text", format)
+}
+
+func readSecret(c config) (string, error) {
+	switch {
+	case c.secret != "" && c.secretFile != "":
+		return "", errors.New("give -secret or -secret-file, not both")
+	case c.secret != "":
+		return c.secret, nil
+	case c.secretFile != "":
+		data, err := os.ReadFile(c.secretFile)
+		if err != nil {
+			return "", fmt.Errorf("read secret file: %w", err)
+		}
+		s := strings.TrimSpace(string(data))
+		if s == "" {
+			return "", fmt.Errorf("secret file %s is empty", c.secretFile)
+		}
+		return s, nil
+	}
+	return "", errors.New("a secret is required: -secret, -secret-file, LOCKERNET_GATEWAY_SECRET or LOCKERNET_GATEWAY_SECRET_FILE")
+}
+
+// run starts the gateway and serves until ctx ends. ready, if not nil, is
+// called with the local API's address once it listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func(addr string)) error {
+	c, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return &usageError{err: err}
+	}
+	logger, err := newLogger(c.logFormat, c.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	secret, err := readSecret(c)
+	if err != nil {
+		return err
+	}
+	layout, err := gateway.LoadLayout(c.layout)
+	if err != nil {
+		return err
+	}
+	id := c.id
+	if id == "" {
+		id = layout.GatewayID
+	}
+	if id == "" {
+		return errors.New("a gateway id is required (-id): the layout names none")
+	}
+	dbPath := c.db
+	if dbPath == "" {
+		dir := getenv("LOCKERNET_DATA_DIR")
+		if dir == "" {
+			dir = ".data"
+		}
+		dbPath = filepath.Join(dir, "gateway-"+id+".db")
+	}
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o755); err != nil {
+		return fmt.Errorf("create database directory: %w", err)
+	}
+
+	sim := simctl.New(simctl.Config{Latency: c.controllerLatency, DoorCloseAfter: c.doorCloseAfter}, layout.Wiring())
+	defer sim.Close()
+	srv, err := gateway.New(ctx, gateway.Config{
+		GatewayID: id,
+		Secret:    secret,
+		DBPath:    dbPath,
+		Layout:    layout,
+		Open: gateway.OpenPolicy{
+			AttemptTimeout: c.openAttemptTimeout, Attempts: c.openAttempts, RetryDelay: c.openRetryDelay,
+		},
+		SensorTimeout: c.sensorTimeout,
+		Version:       version,
+		Logger:        logger,
+	}, sim.Controllers()...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			logger.Error("close gateway", "err", err)
+		}
+	}()
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s for the local API: %w", c.addr, err)
+	}
+	ln, handler, simDone, err := c.sim.start(ctx, sim, ln, srv.Handler(), logger)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	logger.Info("gateway listening", "gatewayId", id, "addr", ln.Addr().String(), "db", dbPath,
+		"layout", c.layout, "version", version)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	err = gateway.Serve(ctx, ln, handler, logger)
+	sim.Close()
+	if simDone != nil {
+		<-simDone
+	}
+	logger.Info("gateway stopped", "gatewayId", id)
+	return err
+}

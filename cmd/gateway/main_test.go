@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8101", c.addr)
+	assert.Equal(t, "two-banks", c.layout)
+	assert.Equal(t, 20*time.Second, c.openAttemptTimeout)
+	assert.Equal(t, 3, c.openAttempts)
+	assert.Equal(t, time.Second, c.openRetryDelay)
+
+	c, err = parseConfig([]string{"-open-attempts", "5", "-layout", "one-bank"}, env(map[string]string{
+		"LOCKERNET_GATEWAY_OPEN_ATTEMPTS":        "4",
+		"LOCKERNET_GATEWAY_OPEN_ATTEMPT_TIMEOUT": "150ms",
+		"LOCKERNET_GATEWAY_ID":                   "GW-0009",
+		"LOCKERNET_GATEWAY_LAYOUT":               "two-banks",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 5, c.openAttempts, "a flag beats the environment")
+	assert.Equal(t, "one-bank", c.layout)
+	assert.Equal(t, 150*time.Millisecond, c.openAttemptTimeout, "the environment beats the default")
+	assert.Equal(t, "GW-0009", c.id)
+
+	bad := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad env duration", nil, map[string]string{"LOCKERNET_GATEWAY_OPEN_RETRY_DELAY": "soon"}, "LOCKERNET_GATEWAY_OPEN_RETRY_DELAY"},
+		{"bad env number", nil, map[string]string{"LOCKERNET_GATEWAY_OPEN_ATTEMPTS": "many"}, "LOCKERNET_GATEWAY_OPEN_ATTEMPTS"},
+		{"zero attempts", []string{"-open-attempts", "0"}, nil, "open-attempts"},
+		{"zero timeout", []string{"-open-attempt-timeout", "0s"}, nil, "open-attempt-timeout"},
+		{"stray argument", []string{"serve"}, nil, "unexpected arguments"},
+		{"unknown flag", []string{"-colour", "blue"}, nil, "flag provided but not defined"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseConfig(tc.args, env(tc.env), io.Discard)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func TestRunServesAndStops(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(secretFile, []byte("  file-secret\n"), 0o600))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", "one-bank",
+			"-controller-latency", "0s"}, env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &lockedWriter{w: &logs}, func(a string) { addrc <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("run returned early: %v", err)
+	}
+
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/system", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer file-secret")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	assert.Contains(t, string(body), `"gatewayId":"GW-0002"`)
+	assert.FileExists(t, filepath.Join(dir, "gateway-GW-0002.db"))
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = busy.Close() })
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"busy port", []string{"-secret", "s", "-addr", busy.Addr().String()}, "address already in use"},
+		{"no secret", nil, "a secret is required"},
+		{"two secrets", []string{"-secret", "s", "-secret-file", "f"}, "not both"},
+		{"unreadable secret file", []string{"-secret-file", "/nonexistent/secret"}, "read secret file"},
+		{"unknown layout", []string{"-secret", "s", "-layout", "nine-banks"}, "not a preset"},
+		{"bad log format", []string{"-secret", "s", "-log-format", "xml"}, "log format"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			args := append([]string{"-db", filepath.Join(dir, "gw.db")}, tc.args...)
+			err := run(t.Context(), args, env(nil), io.Discard, nil)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.False(t, strings.Contains(err.Error(), "-secret s"), "never echo the secret")
+		})
+	}
+}

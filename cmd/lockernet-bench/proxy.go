@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/lockernet/lockernet/internal/seed"
+)
+
+// proxyResult compares the gateway cloud API with the gateway's own local API.
+type proxyResult struct {
+	Rate                     float64
+	Duration                 time.Duration
+	Gateway                  string
+	DirectRead, CloudRead    summary
+	DirectOpen, CloudOpen    summary
+	ReadAdded50, ReadAdded99 time.Duration
+	OpenAdded50, OpenAdded99 time.Duration
+	// Phases are the apiserver's own phases of the cloud calls (Server-Timing), by operation.
+	Phases map[string][]summary
+}
+
+// phaseNames are the Server-Timing phases of a proxied call, in the order they happen.
+var phaseNames = []string{"auth", "store", "start", "wait"}
+
+// runProxy sends the same locker read and locker open at rate a second for d, first straight
+// to the gateway's local API (the floor), then through the gateway cloud API, and reports
+// what the cloud adds. It issues itself a gateway key with a high rate limit (and revokes
+// it), so the 120/min default does not shape the figures.
+func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (proxyResult, error) {
+	if len(b.creds.Gateways) == 0 {
+		return proxyResult{}, fmt.Errorf("no gateways in the credentials file")
+	}
+	gw := b.creds.Gateways[0]
+	key, k, err := b.store.IssueGatewayKey(ctx, b.creds.OrganizationID, "load tool", ptr(1_000_000))
+	if err != nil {
+		return proxyResult{}, fmt.Errorf("issue a bench gateway key: %w", err)
+	}
+	defer func() { _, _ = b.store.RevokeGatewayKey(context.WithoutCancel(ctx), k.ID) }()
+	locker, err := firstLocker(ctx, b, gw)
+	if err != nil {
+		return proxyResult{}, err
+	}
+	res := proxyResult{Rate: rate, Duration: d, Gateway: gw.Serial}
+	direct := map[string]string{"Authorization": "Bearer " + gw.Secret}
+	cloud := map[string]string{"X-API-Key": key}
+	cloudBase := fmt.Sprintf("%s/api/customer/v1/locations/%d/lockers/%d", b.creds.APIURL, gw.LocationID, locker)
+	directBase := fmt.Sprintf("%s/lockers/%d", gw.URL, locker)
+	res.Phases = map[string][]summary{}
+	measure := func(name, method, url string, headers map[string]string, want int) summary {
+		s := newSample(name)
+		phases := map[string]*sample{}
+		for _, p := range phaseNames {
+			phases[p] = newSample(p)
+		}
+		openLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+			r, err := b.api.do(ctx, method, url, headers, nil)
+			if err != nil || r.status != want {
+				s.fail()
+				return
+			}
+			s.add(time.Since(scheduled))
+			for p, v := range serverPhases(r.header.Get("Server-Timing")) {
+				if ps, ok := phases[p]; ok {
+					ps.add(v)
+				}
+			}
+		})
+		for _, p := range phaseNames {
+			if sum := phases[p].summary(); sum.Count > 0 {
+				res.Phases[name] = append(res.Phases[name], sum)
+			}
+		}
+		return s.summary()
+	}
+	logf("proxy: locker %d of %s, %.0f requests/s for %s each", locker, gw.Serial, rate, d)
+	res.DirectRead = measure("locker read, gateway local API", http.MethodGet, directBase, direct, http.StatusOK)
+	res.CloudRead = measure("locker read, gateway cloud API", http.MethodGet, cloudBase, cloud, http.StatusOK)
+	res.DirectOpen = measure("locker open, gateway local API", http.MethodPost, directBase+"/open", direct, http.StatusOK)
+	res.CloudOpen = measure("locker open, gateway cloud API", http.MethodPost, cloudBase+"/open", cloud, http.StatusOK)
+	res.ReadAdded50, res.ReadAdded99 = res.CloudRead.P50-res.DirectRead.P50, res.CloudRead.P99-res.DirectRead.P99
+	res.OpenAdded50, res.OpenAdded99 = res.CloudOpen.P50-res.DirectOpen.P50, res.CloudOpen.P99-res.DirectOpen.P99
+	return res, nil
+}
+
+func firstLocker(ctx context.Context, b *bench, gw seed.GatewayRef) (int, error) {
+	r, err := b.api.do(ctx, http.MethodGet, gw.URL+"/lockers", map[string]string{"Authorization": "Bearer " + gw.Secret}, nil)
+	if err != nil || r.status != http.StatusOK {
+		return 0, fmt.Errorf("list the lockers of %s: %v (status %d)", gw.Serial, err, r.status)
+	}
+	var lockers []struct {
+		LockerID int `json:"lockerId"`
+	}
+	if err := jsonUnmarshal(r.body, &lockers); err != nil || len(lockers) == 0 {
+		return 0, fmt.Errorf("list the lockers of %s: %v", gw.Serial, err)
+	}
+	return lockers[0].LockerID, nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// drillKillWorker: door opens in flight at the gateways, the worker is killed with SIGKILL,
+// a new worker starts, and every request must reach its terminal state with no door
+// opened twice.
+func drillKillWorker(ctx context.Context, o options) (r *result) {
+	r = newResult("kill-worker", "kill -9 a worker with hardware opens in flight")
+	delayMs := int(o.kwDelay / time.Millisecond)
+	r.what = fmt.Sprintf("%d locker opens are sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` each), "+
+		"alternating between the two gateways, every one on a locker of its own. Both simulated gateways are slow: GW-0001 in "+
+		"`slow` mode (each local-API request waits %s before it is handled), GW-0002 in `controller_slow` mode (each door open "+
+		"waits %s at the lock controller), so the opens are genuinely in flight at the gateways, sent by the worker's local "+
+		"activities. Once every one of them has been sent to its gateway, the worker process gets SIGKILL. While no worker "+
+		"runs, %d more opens are accepted; %s after the kill a new worker starts. Every request is then polled "+
+		"(`GET /requests/{id}`, `Prefer: wait=20`) until it is terminal, and the simulators' `/sim/stats` door counters are "+
+		"compared with the opens sent, per locker, once nothing sent before the kill can still be on its way.",
+		o.kwOpens, human(o.kwDelay), human(o.kwDelay), o.kwDuring, human(o.kwRestartAfter))
+	r.settings = append(r.settings, baseSettings...)
+	sys := start(ctx, r, o, nil)
+	if sys == nil {
+		return r
+	}
+	defer sys.close()
+	defer finish(r, sys)
+	c := sys.cloud()
+	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
+	for _, step := range []func() error{
+		func() error { return gw1.setFaults(ctx, "slow", delayMs) },
+		func() error { return gw2.setFaults(ctx, "controller_slow", delayMs) },
+		func() error { return gw1.resetStats(ctx) },
+		func() error { return gw2.resetStats(ctx) },
+	} {
+		if err := step(); err != nil {
+			r.err = err
+			return r
+		}
+	}
+	baseline, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	pool := newLockerPool(sys)
+
+	// The opens that will be in flight.
+	sendStart := time.Now()
+	inflight, err := submitOpens(ctx, c, pool, o.kwOpens)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	ids := inflight.ids()
+	r.figure("Opens sent", "%d accepted in %s (%d never accepted)", len(ids), secs(time.Since(sendStart)), len(inflight)-len(ids))
+
+	// Wait until the worker has sent every one of them to its gateway.
+	var sent, settledBefore int
+	_, all := waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
+		err := sys.st.Pool().QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
+			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settledBefore)
+		return err == nil && sent+settledBefore >= len(ids)
+	})
+	if !all {
+		r.note("Not every open had been sent to its gateway a minute after submission; the worker was killed anyway.")
+	}
+	st1, _ := gw1.stats(ctx)
+	st2, _ := gw2.stats(ctx)
+	r.figure("In flight when the worker was killed", "%d sent to a gateway and unanswered, %d already settled "+
+		"(local-API requests the gateways had received: GW-0001 %d, GW-0002 %d)", sent, settledBefore, st1.Requests, st2.Requests)
+
+	// Kill the worker; accept more opens while none runs; start a new one.
+	tKill := time.Now()
+	sys.worker.kill()
+	logf("  worker killed")
+	during, err := submitOpens(ctx, c, pool, o.kwDuring)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	select {
+	case <-ctx.Done():
+		r.err = ctx.Err()
+		return r
+	case <-time.After(time.Until(tKill.Add(o.kwRestartAfter))):
+	}
+	tStart := time.Now()
+	if err := sys.worker.start(ctx, 90*time.Second); err != nil {
+		r.verify(false, "a new worker starts", "%v", err)
+		r.lost = len(inflight) + len(during)
+		return r
+	}
+	tReady := time.Now()
+	r.figure("New worker healthy", "%s after the kill (started %s after it)", secs(tReady.Sub(tKill)), secs(tStart.Sub(tKill)))
+
+	// Poll every request to its terminal state.
+	pctx, cancel := context.WithTimeout(ctx, o.settleLimit)
+	var wg sync.WaitGroup
+	for _, batch := range []opens{inflight, during} {
+		wg.Add(1)
+		go func() { defer wg.Done(); batch.settle(pctx, c) }()
+	}
+	wg.Wait()
+	cancel()
+
+	lost := inflight.lost()
+	states := inflight.states()
+	settledAt := inflight.settledAt()
+	r.lost = lost + during.lost()
+	r.figure("Terminal states of the opens in flight", "%s", counts(states))
+	if last := latest(settledAt); !last.IsZero() {
+		r.figure("Time to recover (kill → last request settled)", "%s", secs(last.Sub(tKill)))
+		r.figure("New worker started → last request settled", "%s", secs(last.Sub(tStart)))
+	}
+	r.verify(lost == 0, "every open in flight reached a terminal state (lost requests)", "%d of %d lost", lost, len(inflight))
+	if len(during) > 0 {
+		dStates := during.states()
+		if l := latest(during.settledAt()); !l.IsZero() {
+			r.figure("Opens accepted while no worker ran", "%d: %s; last settled %s after the new worker started (the gateways take %s per open)",
+				len(during), counts(dStates), secs(l.Sub(tStart)), human(o.kwDelay))
+		}
+		r.verify(during.lost() == 0, "every open accepted while no worker ran reached a terminal state", "%d of %d lost", during.lost(), len(during))
+		r.verify(dStates["completed"] == len(during), "every open accepted while no worker ran was sent by the new worker and completed",
+			"%d of %d", dStates["completed"], len(during))
+	}
+	rows, err := sys.requestRows(ctx, append(ids, during.ids()...))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	var stored []time.Time
+	notStored := 0
+	for _, id := range ids {
+		if row, ok := rows[id]; ok && row.completed != nil {
+			stored = append(stored, *row.completed)
+		} else {
+			notStored++
+		}
+	}
+	if l := latest(stored); !l.IsZero() {
+		r.figure("Kill → last outcome stored in Postgres", "%s", secs(l.Sub(tKill)))
+	}
+	r.verify(notStored == 0, "every request's outcome is stored in Postgres", "%d without a stored outcome", notStored)
+
+	// Door actuations, once nothing sent before the kill can still be on its way at a gateway.
+	time.Sleep(time.Until(tKill.Add(o.kwDelay + 2*time.Second)))
+	acts, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	d := accountDoors(acts, baseline, append(inflight.answers(), during.answers()...))
+	r.duplicates = d.Duplicates
+	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open answered other than completed",
+		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
+	r.verify(d.Duplicates == 0, "no door opened more than once per open request, none opened unasked (/sim/stats)", "%d extra actuations", d.Duplicates)
+	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
+	r.verify(sys.worker.running(), "the new worker keeps running", "worker starts: %d", sys.worker.runs)
+	r.note("Once delivered, a hardware call is never re-sent (DESIGN §6.2): an open whose send was cut by the kill " +
+		"is settled by the new worker as `gateway_unresponsive` (504) without a second send, since the door may have moved. " +
+		"The simulated gateway abandons an open whose caller hung up before the door moved, so those opens did not " +
+		"actuate; the check would catch a door that moved twice either way.")
+	return r
+}
+
+// opens are door opens sent asynchronously and then polled.
+type opens []*asyncOpen
+
+type asyncOpen struct {
+	t     target
+	id    string
+	err   string
+	final answer
+}
+
+// submitOpens sends n opens on fresh lockers with Prefer: respond-async, each retried with
+// its Idempotency-Key until it is accepted (or a minute passes).
+func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens, error) {
+	out := make(opens, n)
+	for i := range out {
+		t, err := pool.take(-1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &asyncOpen{t: t}
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	parallel(n, 32, func(i int) {
+		q, key := out[i], newKey()
+		for {
+			a, err := c.do(sctx, http.MethodPost, openPath(q.t.gw.locationID, q.t.locker), nil,
+				map[string]string{"Idempotency-Key": key, "Prefer": "respond-async"})
+			if err == nil && a.requestID != "" {
+				q.id = a.requestID
+				return
+			}
+			if err != nil {
+				q.err = err.Error()
+			} else {
+				q.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+			}
+			select {
+			case <-sctx.Done():
+				logf("  an open was never accepted: %s", q.err)
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	return out, nil
+}
+
+func (b opens) ids() []string {
+	var ids []string
+	for _, q := range b {
+		if q.id != "" {
+			ids = append(ids, q.id)
+		}
+	}
+	return ids
+}
+
+// settle polls every accepted open until it is terminal or ctx ends.
+func (b opens) settle(ctx context.Context, c *cloud) {
+	parallel(len(b), max(len(b), 1), func(i int) {
+		q := b[i]
+		if q.id == "" {
+			return
+		}
+		a, err := c.settle(ctx, q.id, 20)
+		if err != nil {
+			logf("  %v", err)
+			return
+		}
+		q.final = a
+	})
+}
+
+// lost counts opens never accepted or never terminal.
+func (b opens) lost() int {
+	n := 0
+	for _, q := range b {
+		if !q.final.terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+func (b opens) states() map[string]int {
+	m := map[string]int{}
+	for _, q := range b {
+		if q.final.terminal() {
+			m[q.final.state]++
+		}
+	}
+	return m
+}
+
+func (b opens) settledAt() []time.Time {
+	var ts []time.Time
+	for _, q := range b {
+		if q.final.terminal() {
+			ts = append(ts, q.final.at)
+		}
+	}
+	return ts
+}
+
+func (b opens) answers() []openAnswer {
+	out := make([]openAnswer, len(b))
+	for i, q := range b {
+		out[i] = openAnswer{t: q.t, answered: q.final.terminal(), state: q.final.state, body: q.final.body}
+	}
+	return out
+}
+
+// cloud returns a gateway cloud API client with the demo key.
+func (s *system) cloud() *cloud {
+	return &cloud{base: "http://" + s.apiAddr + "/api/customer/v1", key: s.creds.GatewayAPIKey}
+}

@@ -1,0 +1,515 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+// towerCall is one tower API call of the load.
+type towerCall struct {
+	kind       string // reservation or dropoff-token
+	start, end time.Time
+	status     int
+	err        string
+	id         string
+	expires    time.Time
+}
+
+func (c towerCall) ok() bool { return c.status == http.StatusCreated && c.id != "" }
+
+// drillRestartPostgres: tower flows and gateway requests run while the drill's private
+// Postgres is stopped and started again.
+func drillRestartPostgres(ctx context.Context, o options) (r *result) {
+	r = newResult("restart-postgres", "restart Postgres under load")
+	r.what = fmt.Sprintf("For %s, an open-loop load runs %.0f tower flows a second (a reservation of %s on a tower locker of its own, "+
+		"then, for every other flow, a drop-off token of %s on it) and %.0f gateway locker opens a second (each on a locker "+
+		"of its own, with an `Idempotency-Key` and `Prefer: wait=10`, retried with the same key until it has a terminal "+
+		"answer). %s into the load the drill's own PostgreSQL cluster is stopped (`pg_ctl stop -m fast`: every session is "+
+		"cut) and started again %s later; the machine's shared server is never touched. Afterwards the drill waits until "+
+		"every reservation and token has expired (plus 15 s, well inside the sweeper's 60 s grace, so expiry by the "+
+		"workflows is what is checked) and checks every answer against Postgres and Temporal.",
+		human(o.pgLoad), o.pgFlowRate, human(o.pgHold), human(o.pgHold), o.pgOpenRate, human(o.pgStopAfter), human(o.pgDown))
+	r.settings = append(r.settings, baseSettings...)
+	sys := start(ctx, r, o, nil)
+	if sys == nil {
+		return r
+	}
+	defer sys.close()
+	defer finish(r, sys)
+
+	lockers, err := addDrillTowers(ctx, sys, o.pgLockers)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	tower := &towerAPI{base: "http://" + sys.apiAddr, clientID: sys.creds.ServiceProvider.ClientID, secret: sys.creds.ServiceProvider.ClientSecret}
+	if _, err := tower.bearer(ctx); err != nil {
+		r.err = err
+		return r
+	}
+	c := sys.cloud()
+	baseline, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	pool := newLockerPool(sys)
+	holdSecs := int(o.pgHold / time.Second)
+
+	var (
+		mu        sync.Mutex
+		calls     []towerCall
+		tDown0    time.Time // stop requested
+		tDown     time.Time // stopped
+		tUp0      time.Time // start requested
+		tUp       time.Time // answering again
+		pgErr     error
+		backlog   = -1 // outbox rows written before the restart, at the first look after it
+		drainedAt time.Time
+		nextFlow  atomic.Int64
+		flowsSkip atomic.Int64
+	)
+	record := func(c towerCall) {
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}
+	towerPost := func(ctx context.Context, kind, path string, body any) towerCall {
+		c := towerCall{kind: kind, start: time.Now()}
+		a, err := tower.post(ctx, path, body)
+		c.end = time.Now()
+		if err != nil {
+			c.err = err.Error()
+			return c
+		}
+		c.status = a.status
+		if a.status != http.StatusCreated {
+			c.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+			return c
+		}
+		var v struct {
+			ID        string `json:"id"`
+			ExpiresAt string `json:"expiresAt"`
+		}
+		if err := json.Unmarshal(a.body, &v); err != nil {
+			c.err = "decode: " + err.Error()
+			return c
+		}
+		c.id = v.ID
+		c.expires, _ = time.Parse(time.RFC3339Nano, v.ExpiresAt)
+		return c
+	}
+
+	lctx, lcancel := context.WithTimeout(ctx, o.pgLoad+o.settleLimit)
+	defer lcancel()
+	loadStart := time.Now()
+	var wg sync.WaitGroup
+	// Postgres goes down and comes back.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(o.pgStopAfter)
+		logf("  stopping postgres")
+		tDown0 = time.Now()
+		if err := sys.stopPostgres(lctx); err != nil {
+			pgErr = fmt.Errorf("stop postgres: %w", err)
+			return
+		}
+		tDown = time.Now()
+		time.Sleep(o.pgDown)
+		logf("  starting postgres")
+		tUp0 = time.Now()
+		if err := sys.startPostgres(lctx); err != nil {
+			pgErr = fmt.Errorf("start postgres again: %w", err)
+			return
+		}
+		tUp = time.Now()
+		// The workflows of holds written before the stop start through the outbox: how long
+		// until the last of them is dispatched?
+		drainedAt, _ = waitFor(lctx, o.settleLimit, 100*time.Millisecond, func() bool {
+			var n int
+			if err := sys.st.Pool().QueryRow(lctx, `SELECT count(*) FROM workflow_outbox WHERE created_at < $1`, tUp0).Scan(&n); err != nil {
+				return false
+			}
+			if backlog < 0 {
+				backlog = n
+			}
+			return n == 0
+		})
+	}()
+	// Tower flows.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		openLoop(lctx, o.pgFlowRate, o.pgLoad, func(ctx context.Context, i int) {
+			n := int(nextFlow.Add(1)) - 1
+			if n >= len(lockers) {
+				flowsSkip.Add(1)
+				return
+			}
+			l := lockers[n]
+			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
+			res := towerPost(ctx, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
+			record(res)
+			if !res.ok() || n%2 == 1 {
+				return
+			}
+			record(towerPost(ctx, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"}))
+		})
+	}()
+	// Gateway opens.
+	var (
+		gmu     sync.Mutex
+		gOuts   []clientOutcome
+		gTarget []target
+		gErr    error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		openLoop(lctx, o.pgOpenRate, o.pgLoad, func(ctx context.Context, _ int) {
+			t, err := pool.take(-1)
+			if err != nil {
+				gmu.Lock()
+				gErr = err
+				gmu.Unlock()
+				return
+			}
+			out := c.untilAnswered(ctx, http.MethodPost, openPath(t.gw.locationID, t.locker), nil, newKey(), 10)
+			gmu.Lock()
+			gOuts, gTarget = append(gOuts, out), append(gTarget, t)
+			gmu.Unlock()
+		})
+	}()
+	wg.Wait()
+	loadEnd := time.Now()
+	if pgErr != nil {
+		r.verify(false, "Postgres stops and starts again", "%v", pgErr)
+		r.err = pgErr
+		return r
+	}
+	if gErr != nil {
+		r.err = gErr
+		return r
+	}
+	r.figure("Postgres down (stop issued → answering again)", "%s (the stop took %s, the start %s)", secs(tUp.Sub(tDown0)),
+		secs(tDown.Sub(tDown0)), secs(tUp.Sub(tUp0)))
+
+	// Tower API during and after the outage.
+	var failed, failedOutside int
+	var firstOK, lastFail time.Time
+	kinds := map[string]int{}
+	errKinds := map[string]int{}
+	for _, call := range calls {
+		if call.ok() {
+			kinds[call.kind+" 201"]++
+			// Started once Postgres was down: it can only have succeeded once it was back.
+			if call.start.After(tDown) && (firstOK.IsZero() || call.end.Before(firstOK)) {
+				firstOK = call.end
+			}
+			continue
+		}
+		kinds[call.kind+" failed"]++
+		failed++
+		if call.status != 0 {
+			errKinds[fmt.Sprintf("HTTP %d", call.status)]++
+		} else {
+			errKinds["no HTTP answer"]++
+		}
+		if call.end.Before(tDown0) || call.start.After(tUp.Add(5*time.Second)) {
+			failedOutside++
+			logf("  tower call failed outside the outage: %s", call.err)
+		}
+		if call.end.After(lastFail) {
+			lastFail = call.end
+		}
+	}
+	r.figure("Tower API calls", "%s (flows started: %d in %s; %d skipped for want of lockers)", counts(kinds),
+		nextFlow.Load()-flowsSkip.Load(), secs(loadEnd.Sub(loadStart)), flowsSkip.Load())
+	r.figure("Tower API errors", "%d during the outage (%s), %d outside it", failed-failedOutside, counts(errKinds), failedOutside)
+	if !firstOK.IsZero() {
+		// The start returns a moment after Postgres accepts connections: a call may succeed
+		// just before; that counts as no delay.
+		r.figure("Time to recover (Postgres answering again → first tower call answered 201)", "%s", secs(max(0, firstOK.Sub(tUp))))
+	}
+	if !lastFail.IsZero() {
+		r.figure("Last tower error", "%s after the stop was issued; %s after Postgres answered again (negative: before)",
+			secs(lastFail.Sub(tDown0)), secs(lastFail.Sub(tUp)))
+	}
+	switch {
+	case backlog > 0 && !drainedAt.IsZero():
+		r.figure("Workflow starts and signals written before the stop, still in the outbox when Postgres was back", "%d, all dispatched %s after Postgres answered again",
+			backlog, secs(drainedAt.Sub(tUp)))
+	case backlog == 0:
+		r.figure("Workflow starts and signals written before the stop, still in the outbox when Postgres was back", "none")
+	}
+	r.observe(failedOutside == 0, "no tower call failed more than 5 s away from the outage", "%d did", failedOutside)
+
+	// Gateway requests.
+	lost, multi, gErrs := 0, 0, 0
+	states := map[string]int{}
+	var opens []openAnswer
+	var gSettled []time.Time
+	for i, out := range gOuts {
+		gErrs += out.errors
+		if len(out.ids) > 1 {
+			multi++
+		}
+		if !out.done {
+			lost++
+			logf("  gateway client never got an answer: %s", out.lastErr)
+		} else {
+			states[out.final.state]++
+			if out.errors > 0 {
+				gSettled = append(gSettled, out.settled)
+			}
+		}
+		opens = append(opens, openAnswer{t: gTarget[i], answered: out.done, state: out.final.state, body: out.final.body})
+	}
+	r.lost = lost
+	r.figure("Gateway opens", "%d sent; answers: %s; %d exchanges failed during the outage and were retried with the same key",
+		len(gOuts), counts(states), gErrs)
+	if l := latest(gSettled); !l.IsZero() {
+		r.figure("Postgres back → last retried gateway open answered", "%s", secs(l.Sub(tUp)))
+	}
+	// The opens clients had kept retrying all arrive at once when Postgres is back: how
+	// long did they take from being stored to their outcome?
+	var gIDs []string
+	for _, out := range gOuts {
+		if out.done {
+			gIDs = append(gIDs, out.final.requestID)
+		}
+	}
+	if rows, err := sys.requestRows(ctx, gIDs); err == nil {
+		var burst []time.Duration
+		for _, row := range rows {
+			if row.completed != nil && !row.created.Before(tUp0) && row.created.Before(tUp.Add(time.Second)) {
+				burst = append(burst, row.completed.Sub(row.created))
+			}
+		}
+		r.figure("Gateway opens stored in the first second after the restart: stored → outcome", "%s", durations(burst))
+		if len(burst) > 0 {
+			r.note("The gateway opens that clients kept retrying through the outage are all stored within a second of Postgres " +
+				"answering again, together with the reservation and token expiries that had failed meanwhile and are retried; " +
+				"that burst is worked off over the next seconds, which is why those opens took longer from being stored to their " +
+				"outcome than the opens of the steady load.")
+		}
+	}
+	r.verify(lost == 0, "every gateway open reached a terminal answer (lost requests)", "%d of %d lost", lost, len(gOuts))
+	r.verify(multi == 0, "each Idempotency-Key stood for one request (one X-Request-Id)", "%d keys saw more than one", multi)
+	var stored int
+	if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests`).Scan(&stored); err != nil {
+		r.err = err
+		return r
+	}
+	r.verify(stored == len(gOuts), "one stored gateway request per open", "%d stored for %d opens", stored, len(gOuts))
+	time.Sleep(2 * time.Second)
+	acts, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	d := accountDoors(acts, baseline, opens)
+	r.duplicates = d.Duplicates
+	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open not answered completed",
+		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
+	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
+	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
+
+	// Every workflow start and signal written to the outbox has gone out.
+	var left int
+	_, ok := waitFor(ctx, o.settleLimit, 250*time.Millisecond, func() bool {
+		return sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left) == nil && left == 0
+	})
+	r.verify(ok, "the workflow outbox drains", "%d rows left", left)
+
+	// Every hold must have been released by its workflow: wait past the last expiry.
+	var expiries []time.Time
+	for _, call := range calls {
+		if call.ok() {
+			expiries = append(expiries, call.expires)
+		}
+	}
+	settleAt := latest(expiries).Add(15 * time.Second)
+	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
+	select {
+	case <-ctx.Done():
+		r.err = ctx.Err()
+		return r
+	case <-time.After(time.Until(settleAt)):
+	}
+	if err := checkHolds(ctx, r, sys, calls); err != nil {
+		r.err = err
+		return r
+	}
+	sweeps := sys.worker.logCount("sweeper released lapsed holds")
+	r.observe(sweeps == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", sweeps)
+	return r
+}
+
+// checkHolds checks every reservation and token the load got: stored, with its workflow,
+// and released by now; and no locker held past its expiry.
+func checkHolds(ctx context.Context, r *result, sys *system, calls []towerCall) error {
+	type kindCheck struct {
+		table             string
+		ids               []string
+		missing, noWF     int
+		writtenBackNoWF   int
+		activePastExpiry  int
+		withWorkflow      int
+		statuses          map[string]int
+		workflowStatusErr error
+	}
+	checks := map[string]*kindCheck{
+		"reservation":   {table: "reservations", statuses: map[string]int{}},
+		"dropoff-token": {table: "locker_tokens", statuses: map[string]int{}},
+	}
+	for _, c := range calls {
+		if c.ok() {
+			checks[c.kind].ids = append(checks[c.kind].ids, c.id)
+		}
+	}
+	for kind, k := range checks {
+		rows, err := sys.st.Pool().Query(ctx, `SELECT id::text, status, expires_at < now() - interval '10 seconds' FROM `+k.table+` WHERE id::text = ANY($1)`, k.ids)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", k.table, err)
+		}
+		status := map[string]string{}
+		for rows.Next() {
+			var id, st string
+			var past bool
+			if err := rows.Scan(&id, &st, &past); err != nil {
+				rows.Close()
+				return err
+			}
+			status[id] = st
+			k.statuses[st]++
+			if st == "active" && past {
+				k.activePastExpiry++
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var mu sync.Mutex
+		parallel(len(k.ids), 16, func(i int) {
+			id := k.ids[i]
+			wfID := workflows.ReservationWorkflowID(id)
+			if kind == "dropoff-token" {
+				wfID = workflows.LockerTokenWorkflowID(id)
+			}
+			_, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
+			var nf *serviceerror.NotFound
+			mu.Lock()
+			defer mu.Unlock()
+			st, exists := status[id]
+			switch {
+			case !exists:
+				k.missing++
+			case err == nil:
+				k.withWorkflow++
+			case errors.As(err, &nf) && st != "active":
+				k.writtenBackNoWF++
+			case errors.As(err, &nf):
+				k.noWF++
+			default:
+				k.workflowStatusErr = err
+			}
+		})
+		if k.workflowStatusErr != nil {
+			return fmt.Errorf("describe workflows: %w", k.workflowStatusErr)
+		}
+		r.figure(fmt.Sprintf("%ss answered 201", kind), "%d: %d with their workflow, %d without one but written back; now %s",
+			len(k.ids), k.withWorkflow, k.writtenBackNoWF, counts(k.statuses))
+		r.verify(k.missing == 0, fmt.Sprintf("every %s answered 201 exists in Postgres", kind), "%d missing", k.missing)
+		r.verify(k.noWF == 0, fmt.Sprintf("every %s answered 201 has its workflow (or is written back)", kind), "%d have neither", k.noWF)
+		r.verify(k.activePastExpiry == 0, fmt.Sprintf("no %s is still active 10 s after its expiry", kind), "%d are", k.activePastExpiry)
+	}
+	var stranded int
+	if err := sys.st.Pool().QueryRow(ctx, `
+		SELECT count(*) FROM lockers WHERE status IN (2, 3, 5) AND hold_expires_at < now() - interval '10 seconds'`).Scan(&stranded); err != nil {
+		return fmt.Errorf("count stranded lockers: %w", err)
+	}
+	r.verify(stranded == 0, "no locker stranded (reserved, rented or declined 10 s past its expiry)", "%d stranded", stranded)
+	var held int
+	if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM lockers WHERE status <> 1`).Scan(&held); err != nil {
+		return fmt.Errorf("count held lockers: %w", err)
+	}
+	r.figure("Tower lockers not available after every expiry", "%d", held)
+	return nil
+}
+
+type towerLocker struct {
+	towerID string
+	id      int64
+}
+
+// addDrillTowers adds n tower lockers (towers of 100) to a location of the demo
+// organization, so every flow of the load has a fresh locker.
+func addDrillTowers(ctx context.Context, sys *system, n int) ([]towerLocker, error) {
+	org := sys.creds.OrganizationID
+	typeID, err := sys.st.UpsertLockerType(ctx, org, store.LockerType{Name: "small", SortOrder: 1})
+	if err != nil {
+		return nil, err
+	}
+	loc, err := sys.st.UpsertLocation(ctx, store.NewLocation{OrganizationID: org, Name: "Drill Yard", Lat: 34.05, Lon: -118.25,
+		Address1: "1 Drill Way", City: "Los Angeles", State: "CA", Zip: "90012", Country: "US"})
+	if err != nil {
+		return nil, err
+	}
+	var out []towerLocker
+	for t := 0; len(out) < n; t++ {
+		id := fmt.Sprintf("0d%014x", t+1)
+		secret := []byte(fmt.Sprintf("drill-tower-secret-%018d", t+1))
+		if _, err := sys.st.EnsureTower(ctx, store.Tower{ID: id, OrganizationID: org, LocationID: loc, Name: fmt.Sprintf("Drill tower %d", t+1),
+			SecretSealed: sys.ring.Seal(seed.TowerSecretPurpose(id), secret)}); err != nil {
+			return nil, err
+		}
+		for k := 1; k <= 100 && len(out) < n; k++ {
+			lid, err := sys.st.EnsureLocker(ctx, store.NewLocker{TowerID: id, Name: fmt.Sprint(k), TypeID: typeID})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, towerLocker{towerID: id, id: lid})
+		}
+	}
+	return out, nil
+}
+
+// openLoop calls fn rate times a second for d, each call in its own goroutine, and waits
+// for them all; the schedule never waits for a slow call (open loop).
+func openLoop(ctx context.Context, rate float64, d time.Duration, fn func(ctx context.Context, i int)) {
+	n := int(rate * d.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			case <-time.After(wait):
+			}
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			fn(ctx, i)
+		}(i)
+	}
+	wg.Wait()
+}

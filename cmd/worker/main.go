@@ -1,0 +1,101 @@
+// Command worker runs the Temporal worker of the Locker Network Service: the workflows and
+// their activities (on LOCKERNET_TASK_QUEUE and LOCKERNET_GATEWAY_TASK_QUEUE), the sweeper of
+// lapsed holds, the gateway health and locker-mirror sync, and /healthz, /readyz and /metrics
+// (its own metrics, the Temporal SDK's and the workflow outcomes) on LOCKERNET_WORKER_ADDR.
+// Settings come from the environment (package internal/config).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/httpserve"
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/sweeper"
+	"github.com/lockernet/lockernet/internal/temporalclient"
+	"github.com/lockernet/lockernet/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := config.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	logger := cfg.Logger().With("process", "worker")
+	if err := run(ctx, cfg, logger); err != nil {
+		logger.Error("worker stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	ln, err := httpserve.Listen(cfg.WorkerAddr, "LOCKERNET_WORKER_ADDR")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AppName: "worker"})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
+	sdkMetrics, err := worker.NewMetrics(reg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sdkMetrics.Shutdown(context.WithoutCancel(ctx)) }()
+	tc, err := temporalclient.DialWith(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger, sdkMetrics.ClientOptions())
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	ring, err := keyring.Load(cfg.MasterKey, cfg.MasterKeyFile)
+	if err != nil {
+		return err
+	}
+	acts := &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st,
+		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
+	g.Go(func() error {
+		logger.Info("worker polling", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNS)
+		return worker.Run(gctx, tc, cfg.TaskQueue, acts, worker.Options{})
+	})
+	if cfg.GatewayTaskQueue != cfg.TaskQueue {
+		g.Go(func() error {
+			logger.Info("worker polling", "task_queue", cfg.GatewayTaskQueue, "namespace", cfg.TemporalNS)
+			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
+		})
+	}
+	g.Go(func() error {
+		sync := &activities.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.IdempotencyTTL}
+		return sync.Run(gctx)
+	})
+	g.Go(func() error {
+		sweeper.Run(gctx, st, logger, 30*time.Second, time.Minute)
+		return nil
+	})
+	g.Go(func() error {
+		return httpserve.Serve(gctx, ln, worker.HealthHandler(st, tc, reg), 5*time.Second)
+	})
+	return g.Wait()
+}

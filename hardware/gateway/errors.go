@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Error codes of the local API (the "error" field of the Error body).
+const (
+	CodeAuthFailed               = "GATEWAY_AUTH_FAILED"
+	CodeNotFound                 = "NOT_FOUND"
+	CodeMethodNotAllowed         = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge          = "PAYLOAD_TOO_LARGE"
+	CodeInvalidJSON              = "INVALID_JSON"
+	CodeValidation               = "VALIDATION_ERROR"
+	CodeTransactionNotFound      = "TRANSACTION_NOT_FOUND"
+	CodeTransactionExists        = "TRANSACTION_EXISTS"
+	CodeLockerNotFound           = "LOCKER_NOT_FOUND"
+	CodeLockerTypeNotFound       = "LOCKER_TYPE_NOT_FOUND"
+	CodeBankTypeNotFound         = "BANK_TYPE_NOT_FOUND"
+	CodeNoAvailableLockers       = "NO_AVAILABLE_LOCKERS"
+	CodeLockerAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
+	CodeLockerOutOfService       = "LOCKER_OUT_OF_SERVICE"
+	CodeHardwareFault            = "HARDWARE_FAULT"
+	CodeControllerUnavailable    = "CONTROLLER_UNAVAILABLE"
+	CodeControllerError          = "CONTROLLER_ERROR"
+	CodeInternal                 = "INTERNAL_ERROR"
+)
+
+// maxBody is the largest request body the API reads (§8).
+const maxBody = 64 << 10
+
+// ErrorBody is the local API's Error schema.
+type ErrorBody struct {
+	Error     string         `json:"error"`
+	Message   string         `json:"message"`
+	Timestamp string         `json:"timestamp"`
+	Details   map[string]any `json:"details"`
+}
+
+// apiError is an error that knows its HTTP answer. Handlers return it; the
+// one place that writes errors is writeAPIError.
+type apiError struct {
+	status  int
+	code    string
+	message string
+	details map[string]any
+	// body, when set, replaces the Error body (it must embed the Error fields).
+	body any
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func newAPIError(status int, code, message string, details map[string]any) *apiError {
+	if details == nil {
+		details = map[string]any{}
+	}
+	return &apiError{status: status, code: code, message: message, details: details}
+}
+
+func errorBody(code, message string, details map[string]any) ErrorBody {
+	if details == nil {
+		details = map[string]any{}
+	}
+	return ErrorBody{Error: code, Message: message, Timestamp: formatTime(time.Now()), Details: details}
+}
+
+func validationError(field, reason string) *apiError {
+	return newAPIError(http.StatusUnprocessableEntity, CodeValidation, field+": "+reason,
+		map[string]any{"field": field, "reason": reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string, details map[string]any) {
+	writeJSON(w, status, errorBody(code, message, details))
+}
+
+// asAPIError maps any handler error to its answer; unknown errors are 500
+// INTERNAL_ERROR without their text (it may name files or queries).
+func asAPIError(err error) (*apiError, bool) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae, true
+	}
+	return newAPIError(http.StatusInternalServerError, CodeInternal, "internal error", nil), false
+}
+
+// decodeJSON reads a JSON object body into v. An empty body is accepted when
+// allowEmpty (v stays zero). Malformed JSON → 400 INVALID_JSON, wrong types →
+// 422 VALIDATION_ERROR naming the field, more than 64 KiB → 413.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
+	if r.ContentLength > maxBody {
+		return tooLarge()
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge()
+		}
+		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "cannot read the request body", nil)
+	}
+	trimmed := strings.TrimSpace(string(data))
+	if trimmed == "" || trimmed == "null" {
+		if allowEmpty {
+			return nil
+		}
+		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "a JSON object body is required", nil)
+	}
+	if trimmed[0] != '{' {
+		return newAPIError(http.StatusUnprocessableEntity, CodeValidation, "the body must be a JSON object",
+			map[string]any{"field": "", "reason": "must be a JSON object"})
+	}
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			return validationError(field, "must be "+jsonTypeName(te.Type.Kind().String()))
+		}
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return validationError(fe.field, fe.reason)
+		}
+		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "the body is not valid JSON", nil)
+	}
+	if dec.More() {
+		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "the body has data after the JSON object", nil)
+	}
+	return nil
+}
+
+func tooLarge() *apiError {
+	return newAPIError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+		fmt.Sprintf("the request body is larger than %d bytes", maxBody), map[string]any{"limit": maxBody})
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "uint", "uint64", "float64":
+		return "a number"
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	}
+	return "of another type"
+}
+
+// fieldError is returned by custom JSON decoders of single fields.
+type fieldError struct{ field, reason string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.reason }

@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics live in a registry of their own, so several gateways can run in one
+// process (tests, the dev stack).
+type metrics struct {
+	registry        *prometheus.Registry
+	requestDuration *prometheus.HistogramVec
+	doorOpens       *prometheus.CounterVec
+	openAttempts    *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gateway_http_request_duration_seconds",
+			Help:    "Local API request latency by route, method and status.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 40, 65},
+		}, []string{"route", "method", "status"}),
+		doorOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_door_opens_total",
+			Help: "Door opens by outcome (opened, hardware_fault, controller_unavailable, controller_error, cancelled).",
+		}, []string{"outcome"}),
+		openAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_door_open_attempts_total",
+			Help: "Open commands sent to lock controllers by result (ok, comm_error, timeout, hardware_fault, error, cancelled).",
+		}, []string{"result"}),
+	}
+	m.registry.MustRegister(m.requestDuration, m.doorOpens, m.openAttempts,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/lockernet/lockernet/hardware/lockctl"
+)
+
+var (
+	// errHardwareFault: the controller reported a fault; not retried.
+	errHardwareFault = errors.New("hardware fault")
+	// errControllerUnavailable: no answer after every attempt.
+	errControllerUnavailable = errors.New("controller unavailable")
+	// errControllerError: the controller refused the command for another reason.
+	errControllerError = errors.New("controller error")
+)
+
+// openOutcome is the result of driving one door open.
+type openOutcome struct {
+	Attempts int
+	Err      error // nil, or wraps one of the err* sentinels above, or ctx.Err()
+}
+
+// openDoor drives a locker's door open under the open policy: each attempt is
+// bounded by AttemptTimeout; communication errors and attempt timeouts are
+// retried after RetryDelay up to Attempts times; a reported hardware fault or
+// any other controller error ends it at once. It stops early if ctx ends.
+func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
+	b := s.hw.byCtl[lk.Controller]
+	pol := s.cfg.Open
+	var lastErr error
+	for attempt := 1; attempt <= pol.Attempts; attempt++ {
+		if attempt > 1 {
+			t := time.NewTimer(pol.RetryDelay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w", lk.LockerID, ctx.Err())})
+			case <-t.C:
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, pol.AttemptTimeout)
+		err := b.ctl.Open(actx, lk.Channel)
+		cancel()
+		switch {
+		case err == nil:
+			s.metrics.openAttempts.WithLabelValues("ok").Inc()
+			b.noteResult(nil)
+			b.setDoor(lk.Channel, true)
+			return s.openDone(lk, openOutcome{Attempts: attempt})
+		case ctx.Err() != nil:
+			// The caller gave up (not an attempt timeout): stop, and say nothing
+			// about the controller.
+			s.metrics.openAttempts.WithLabelValues("cancelled").Inc()
+			return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w", lk.LockerID, ctx.Err())})
+		case errors.Is(err, lockctl.ErrHardwareFault):
+			s.metrics.openAttempts.WithLabelValues("hardware_fault").Inc()
+			b.noteResult(err)
+			return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errHardwareFault, err)})
+		case lockctl.Retryable(err):
+			s.metrics.openAttempts.WithLabelValues("comm_error").Inc()
+		case errors.Is(err, context.DeadlineExceeded):
+			s.metrics.openAttempts.WithLabelValues("timeout").Inc()
+		default:
+			s.metrics.openAttempts.WithLabelValues("error").Inc()
+			return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errControllerError, err)})
+		}
+		lastErr = err
+		s.logger.WarnContext(ctx, "door open attempt failed", "lockerId", lk.LockerID, "attempt", attempt, "err", err)
+	}
+	b.noteResult(lastErr)
+	return s.openDone(lk, openOutcome{Attempts: pol.Attempts, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errControllerUnavailable, lastErr)})
+}
+
+func (s *Server) openDone(lk lockerInfo, o openOutcome) openOutcome {
+	outcome := "opened"
+	switch {
+	case o.Err == nil:
+	case errors.Is(o.Err, errHardwareFault):
+		outcome = "hardware_fault"
+	case errors.Is(o.Err, errControllerUnavailable):
+		outcome = "controller_unavailable"
+	case errors.Is(o.Err, errControllerError):
+		outcome = "controller_error"
+	default:
+		outcome = "cancelled"
+	}
+	s.metrics.doorOpens.WithLabelValues(outcome).Inc()
+	return o
+}
+
+// openAndRecord opens a door, writes the event log, and maps a failure to its
+// API error (with lockerId in details). via says who asked ("transaction",
+// "maintenance", "open-all", "admin").
+func (s *Server) openAndRecord(ctx context.Context, lk lockerInfo, via string, extra map[string]any) (openOutcome, error) {
+	o := s.openDoor(ctx, lk)
+	fields := map[string]any{"lockerId": lk.LockerID, "name": lk.Name, "via": via, "attempts": o.Attempts}
+	for k, v := range extra {
+		fields[k] = v
+	}
+	if o.Err == nil {
+		s.event(ctx, slog.LevelInfo, "door opened", fields)
+		return o, nil
+	}
+	fields["error"] = o.Err.Error()
+	s.event(ctx, slog.LevelError, "door open failed", fields)
+	return o, openError(lk.LockerID, o)
+}
+
+// openError maps a failed open to the API's answer.
+func openError(lockerID int, o openOutcome) *apiError {
+	details := map[string]any{"lockerId": lockerID, "attempts": o.Attempts}
+	switch {
+	case errors.Is(o.Err, errHardwareFault):
+		return newAPIError(http.StatusInternalServerError, CodeHardwareFault,
+			fmt.Sprintf("the lock controller reported a hardware fault on locker %d", lockerID), details)
+	case errors.Is(o.Err, errControllerUnavailable):
+		return newAPIError(http.StatusServiceUnavailable, CodeControllerUnavailable,
+			fmt.Sprintf("the lock controller of locker %d did not answer after %d attempts", lockerID, o.Attempts), details)
+	case errors.Is(o.Err, errControllerError):
+		return newAPIError(http.StatusInternalServerError, CodeControllerError,
+			fmt.Sprintf("the lock controller refused to open locker %d", lockerID), details)
+	}
+	// The client went away; whatever we write is not read.
+	return newAPIError(http.StatusServiceUnavailable, CodeControllerUnavailable,
+		fmt.Sprintf("the open of locker %d was abandoned", lockerID), details)
+}

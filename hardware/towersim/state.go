@@ -1,0 +1,187 @@
+package towersim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/towerproto"
+)
+
+// stateVersion is the version of the state file layout.
+const stateVersion = 1
+
+// stateFile is what survives a simulator restart.
+type stateFile struct {
+	Version    int           `json:"version"`
+	TowerID    string        `json:"towerId"`
+	BootEpoch  uint32        `json:"bootEpoch"` // the epoch running when the file was written
+	Lockers    []stateLocker `json:"lockers"`
+	UsedTokens []stateToken  `json:"usedTokens"`
+	Events     []EventJSON   `json:"events"`
+}
+
+type stateLocker struct {
+	LockerID   int64  `json:"lockerId"`
+	Generation uint32 `json:"generation"`
+	ItemInside bool   `json:"itemInside"`
+}
+
+type stateToken struct {
+	ID        uuid.UUID `json:"id"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// EventJSON is the JSON form of a logged event (state file and debug API).
+type EventJSON struct {
+	BootEpoch  uint32    `json:"bootEpoch"`
+	Seq        uint64    `json:"seq"`
+	Kind       string    `json:"kind"`
+	At         time.Time `json:"at"`
+	LockerID   int64     `json:"lockerId"`
+	TokenID    string    `json:"tokenId,omitempty"`
+	Generation uint32    `json:"generation"`
+	ItemInside bool      `json:"itemInside"`
+	Uploaded   bool      `json:"uploaded"`
+}
+
+// JSON returns the event in its JSON form.
+func (e LoggedEvent) JSON() EventJSON {
+	j := EventJSON{
+		BootEpoch:  e.BootEpoch,
+		Seq:        e.Seq,
+		Kind:       e.Kind.String(),
+		At:         e.At.UTC(),
+		LockerID:   e.LockerID,
+		Generation: e.Generation,
+		ItemInside: e.ItemInside,
+		Uploaded:   e.Uploaded,
+	}
+	if e.TokenID != ([16]byte{}) {
+		j.TokenID = uuid.UUID(e.TokenID).String()
+	}
+	return j
+}
+
+func (j EventJSON) logged() (LoggedEvent, error) {
+	kind, err := towerproto.ParseEventKind(j.Kind)
+	if err != nil {
+		return LoggedEvent{}, err
+	}
+	e := LoggedEvent{
+		BootEpoch: j.BootEpoch,
+		Event: towerproto.Event{
+			Seq: j.Seq, Kind: kind, At: j.At, LockerID: j.LockerID,
+			Generation: j.Generation, ItemInside: j.ItemInside,
+		},
+		Uploaded: j.Uploaded,
+	}
+	if j.TokenID != "" {
+		id, err := uuid.Parse(j.TokenID)
+		if err != nil {
+			return LoggedEvent{}, fmt.Errorf("parse token id: %w", err)
+		}
+		e.TokenID = id
+	}
+	return e, nil
+}
+
+// loadState reads the state file, if there is one. Lockers no longer provisioned are
+// forgotten; new ones start fresh.
+func (t *Tower) loadState() error {
+	raw, err := os.ReadFile(t.statePath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read state: %w", err)
+	}
+	var st stateFile
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("parse state %s: %w", t.statePath, err)
+	}
+	switch {
+	case st.Version != stateVersion:
+		return fmt.Errorf("parse state %s: version %d, want %d", t.statePath, st.Version, stateVersion)
+	case st.TowerID != t.id:
+		return fmt.Errorf("parse state %s: it belongs to tower %q", t.statePath, st.TowerID)
+	}
+	t.bootEpoch = st.BootEpoch
+	for _, sl := range st.Lockers {
+		if l, ok := t.lockers[sl.LockerID]; ok {
+			l.generation, l.itemInside = sl.Generation, sl.ItemInside
+		}
+	}
+	for _, u := range st.UsedTokens {
+		t.used[u.ID] = u.ExpiresAt
+	}
+	for i, j := range st.Events {
+		e, err := j.logged()
+		if err != nil {
+			return fmt.Errorf("parse state %s: event %d: %w", t.statePath, i, err)
+		}
+		t.log = append(t.log, e)
+	}
+	slices.SortFunc(t.log, compareEvents)
+	return nil
+}
+
+// saveState writes the state file atomically (temp file, fsync, rename). Callers hold t.mu
+// or own t exclusively.
+func (t *Tower) saveState() error {
+	if t.statePath == "" {
+		return nil
+	}
+	st := stateFile{Version: stateVersion, TowerID: t.id, BootEpoch: t.bootEpoch}
+	for _, id := range slices.Sorted(maps.Keys(t.lockers)) {
+		l := t.lockers[id]
+		st.Lockers = append(st.Lockers, stateLocker{LockerID: id, Generation: l.generation, ItemInside: l.itemInside})
+	}
+	for id, exp := range t.used {
+		st.UsedTokens = append(st.UsedTokens, stateToken{ID: id, ExpiresAt: exp})
+	}
+	slices.SortFunc(st.UsedTokens, func(a, b stateToken) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	for _, e := range t.log {
+		st.Events = append(st.Events, e.JSON())
+	}
+	raw, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	return writeFileAtomic(t.statePath, raw)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create state file: %w", err)
+	}
+	defer os.Remove(f.Name()) // no-op after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write state file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync state file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close state file: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("replace state file: %w", err)
+	}
+	return nil
+}

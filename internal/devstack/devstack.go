@@ -1,0 +1,370 @@
+// Package devstack is `make run`: the whole Locker Network Service on one machine in one
+// foreground process group. It finds or provisions Postgres, migrates and seeds it, runs a
+// real Temporal server in-process (SQLite file, Web UI) unless TEMPORAL_ADDRESS names a
+// cluster, and starts the apiserver, a worker, two simulated gateways and the tower
+// simulator as child processes talking real HTTP. Ctrl-C stops everything within seconds.
+// Everything it keeps lives in LOCKERNET_DATA_DIR, so running it again reuses the data.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/devtemporal"
+	"github.com/lockernet/lockernet/internal/httpserve"
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/pgcluster"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/temporalclient"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+// Settings of the dev stack beyond internal/config, with their defaults.
+type Settings struct {
+	config.Config
+	TemporalPort   int    // LOCKERNET_TEMPORAL_PORT, 7233: the embedded server's frontend (TEMPORAL_ADDRESS unset)
+	TemporalUIPort int    // LOCKERNET_TEMPORAL_UI_PORT, 8233
+	TowerSimAddr   string // LOCKERNET_TOWERSIM_ADDR, 127.0.0.1:8070
+	PrivatePGPort  int    // LOCKERNET_PG_PORT, 55433 (only for a private cluster)
+	Gateways       []GatewaySettings
+}
+
+// GatewaySettings place one simulated gateway.
+type GatewaySettings struct {
+	Serial  string
+	Layout  string
+	Addr    string // LOCKERNET_GW1_ADDR / LOCKERNET_GW2_ADDR
+	SimAddr string // LOCKERNET_GW1_SIM_ADDR / LOCKERNET_GW2_SIM_ADDR
+}
+
+// LoadSettings reads the settings from the environment.
+func LoadSettings() (Settings, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return Settings{}, err
+	}
+	if os.Getenv("LOCKERNET_LOG_FORMAT") == "" {
+		cfg.LogFormat = "text"
+	}
+	s := Settings{Config: cfg,
+		TemporalPort:   envInt("LOCKERNET_TEMPORAL_PORT", 7233),
+		TemporalUIPort: envInt("LOCKERNET_TEMPORAL_UI_PORT", 8233),
+		TowerSimAddr:   envStr("LOCKERNET_TOWERSIM_ADDR", "127.0.0.1:8070"),
+		PrivatePGPort:  envInt("LOCKERNET_PG_PORT", 55433),
+		Gateways: []GatewaySettings{
+			{Serial: "GW-0001", Layout: "two-banks", Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
+			{Serial: "GW-0002", Layout: "one-bank", Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202")},
+		},
+	}
+	if !cfg.TemporalIsSet {
+		// No cluster named: the embedded server listens here, and every child dials it.
+		s.TemporalAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.TemporalPort))
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return Settings{}, fmt.Errorf("resolve LOCKERNET_DATA_DIR: %w", err)
+	}
+	s.DataDir = dir
+	return s, nil
+}
+
+// Run starts the stack and blocks until ctx is done or a process fails, then stops it all.
+func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) error {
+	started := time.Now()
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	if err := checkPorts(s); err != nil {
+		return err
+	}
+
+	// Profiles (pprof): one address per process, so the shared LOCKERNET_DEBUG_ADDR is not
+	// passed on; LOCKERNET_API_DEBUG_ADDR and LOCKERNET_WORKER_DEBUG_ADDR place them, and the
+	// dev stack's own (the embedded Temporal server) is on LOCKERNET_DEBUG_ADDR.
+	if err := os.Unsetenv("LOCKERNET_DEBUG_ADDR"); err != nil {
+		return err
+	}
+	go func() { _ = httpserve.ServeDebug(ctx, s.DebugAddr, logger) }()
+	env := []string{
+		"LOCKERNET_DATA_DIR=" + s.DataDir,
+		"LOCKERNET_LOG_FORMAT=" + s.LogFormat,
+		"LOCKERNET_TASK_QUEUE=" + s.TaskQueue,
+		"TEMPORAL_NAMESPACE=" + s.TemporalNS,
+	}
+	if s.MasterKey == "" && s.MasterKeyFile == "" {
+		s.MasterKeyFile = filepath.Join(s.DataDir, "master.key")
+		if _, err := keyring.EnsureKeyFile(s.MasterKeyFile); err != nil {
+			return err
+		}
+		env = append(env, "LOCKERNET_MASTER_KEY_FILE="+s.MasterKeyFile)
+	}
+	ring, err := keyring.Load(s.MasterKey, s.MasterKeyFile)
+	if err != nil {
+		return err
+	}
+
+	dbURL, cluster, err := postgres(ctx, s, logger)
+	if err != nil {
+		return err
+	}
+	if cluster != nil {
+		defer func() {
+			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("stop private postgres", "err", err)
+			}
+		}()
+	}
+	env = append(env, "DATABASE_URL="+dbURL)
+
+	st, err := store.Open(ctx, dbURL, store.Options{MaxConns: 4, AppName: "devstack"})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx, logger); err != nil {
+		return err
+	}
+	credsPath := filepath.Join(s.DataDir, seed.CredentialsFile)
+	previous, err := seed.ReadCredentials(credsPath)
+	if err != nil {
+		return err
+	}
+	res, err := seed.DemoWith(ctx, st, ring, previous, seed.DemoOptions{TowerIDPrefix: s.TowerIDPrefix})
+	if err != nil {
+		return fmt.Errorf("seed demo data: %w", err)
+	}
+
+	temporalAddr := s.TemporalAddress
+	uiURL := ""
+	if !s.TemporalIsSet {
+		host, port, err := splitHostPort(s.TemporalAddress)
+		if err != nil {
+			return fmt.Errorf("parse TEMPORAL_ADDRESS default: %w", err)
+		}
+		srv, err := devtemporal.Start(devtemporal.Options{
+			DBPath: filepath.Join(s.DataDir, "temporal.db"), IP: host, Port: port, UIPort: s.TemporalUIPort,
+			Namespace: s.TemporalNS, SearchAttributes: workflows.SearchAttributeNames,
+			LogFile: filepath.Join(s.DataDir, "temporal.log"),
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := srv.Stop(); err != nil {
+				logger.Warn("stop temporal", "err", err)
+			}
+		}()
+		temporalAddr = srv.Address()
+		uiURL = fmt.Sprintf("http://%s:%d", host, s.TemporalUIPort)
+	}
+	env = append(env, "TEMPORAL_ADDRESS="+temporalAddr)
+	tc, err := temporalclient.Dial(ctx, temporalAddr, s.TemporalNS, logger)
+	if err != nil {
+		return err
+	}
+	err = temporalclient.EnsureSearchAttributes(ctx, tc, s.TemporalNS)
+	tc.Close()
+	if err != nil {
+		return err
+	}
+
+	creds := res.Credentials
+	creds.APIURL = "http://" + s.APIAddr
+	creds.TowerSimURL = "http://" + s.TowerSimAddr
+	creds.TemporalUIURL = uiURL
+	gwSecrets := map[string]string{}
+	for _, g := range s.Gateways {
+		secret, err := gatewaySecret(s.DataDir, g.Serial)
+		if err != nil {
+			return err
+		}
+		gwSecrets[g.Serial] = secret
+		// The cloud calls the gateway with its secret, sealed under the master key.
+		if _, err := st.UpsertGateway(ctx, store.NewGateway{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
+			BaseURL: "http://" + g.Addr, SecretSealed: ring.Seal(store.GatewaySecretPurpose(g.Serial), []byte(secret))}); err != nil {
+			return fmt.Errorf("register gateway %s: %w", g.Serial, err)
+		}
+		creds.Gateways = append(creds.Gateways, seed.GatewayRef{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
+			URL: "http://" + g.Addr, Secret: secret, SimURL: "http://" + g.SimAddr})
+	}
+	if err := writeTowerSimConfig(s, creds, res.Towers); err != nil {
+		return err
+	}
+	if err := seed.WriteCredentials(credsPath, creds); err != nil {
+		return err
+	}
+
+	// Children.
+	var procs []*proc
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop(10 * time.Second)
+		}
+	}()
+	type child struct {
+		name, bin string
+		args, env []string
+		health    string
+	}
+	children := []child{
+		// The apiserver runs a gateway-request worker of its own: gateway cloud calls start
+		// their workflows eagerly (docs/guides/gateway-cloud-api.md, "Measured overhead").
+		{name: "apiserver", bin: "apiserver", env: []string{"LOCKERNET_API_ADDR=" + s.APIAddr, "LOCKERNET_PUBLIC_URL=" + s.PublicURL,
+			"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_API_DEBUG_ADDR")},
+			health: "http://" + s.APIAddr + "/healthz"},
+		{name: "worker", bin: "worker", env: []string{"LOCKERNET_WORKER_ADDR=" + s.WorkerAddr,
+			"LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_WORKER_DEBUG_ADDR")}, health: "http://" + s.WorkerAddr + "/healthz"},
+	}
+	for _, g := range s.Gateways {
+		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway",
+			args: []string{"-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
+				"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
+				"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")},
+			health: "http://" + g.Addr + "/healthz"})
+	}
+	children = append(children, child{name: "towersim", bin: "towersim",
+		args:   []string{"serve", "-config", filepath.Join(s.DataDir, "towersim.json"), "-addr", s.TowerSimAddr},
+		health: "http://" + s.TowerSimAddr + "/sim/towers"})
+	for _, c := range children {
+		bin, err := binary(c.bin)
+		if err != nil {
+			return err
+		}
+		p, err := startProc(c.name, bin, c.args, append(append([]string{}, env...), c.env...), out)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+	}
+	for i, c := range children {
+		if err := waitHTTP(ctx, c.health, 90*time.Second, procs[i]); err != nil {
+			return err
+		}
+	}
+
+	printSummary(out, s, creds, credsPath, time.Since(started))
+
+	// Run until Ctrl-C or until a child dies.
+	exited := make(chan *proc, len(procs))
+	for _, p := range procs {
+		go func() { <-p.done; exited <- p }()
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nstopping the Locker Network Service...")
+		return nil
+	case p := <-exited:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	}
+}
+
+func postgres(ctx context.Context, s Settings, logger *slog.Logger) (string, *pgcluster.Cluster, error) {
+	if s.DatabaseURLIsSet {
+		return s.DatabaseURL, nil, nil
+	}
+	if pgcluster.Reachable(ctx, pgcluster.LocalURL, 2*time.Second) {
+		if err := pgcluster.CreateDatabase(ctx, pgcluster.LocalURL, "lockernet"); err != nil {
+			return "", nil, err
+		}
+		return config.DefaultDatabaseURL, nil, nil
+	}
+	logger.Info("no postgres on 127.0.0.1:5432; starting a private cluster", "dir", filepath.Join(s.DataDir, "postgres"), "port", s.PrivatePGPort)
+	c, err := pgcluster.EnsureRunning(ctx, filepath.Join(s.DataDir, "postgres"), s.PrivatePGPort)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := pgcluster.CreateDatabase(ctx, c.URL(), "lockernet"); err != nil {
+		return "", nil, err
+	}
+	u, err := pgcluster.WithDatabase(c.URL(), "lockernet")
+	return u, c, err
+}
+
+// checkPorts fails fast, naming the setting, when a port the stack needs is taken.
+func checkPorts(s Settings) error {
+	type want struct{ addr, setting string }
+	wants := []want{{s.APIAddr, "LOCKERNET_API_ADDR"}, {s.WorkerAddr, "LOCKERNET_WORKER_ADDR"}, {s.TowerSimAddr, "LOCKERNET_TOWERSIM_ADDR"}}
+	for i, g := range s.Gateways {
+		n := strconv.Itoa(i + 1)
+		wants = append(wants, want{g.Addr, "LOCKERNET_GW" + n + "_ADDR"}, want{g.SimAddr, "LOCKERNET_GW" + n + "_SIM_ADDR"})
+	}
+	if !s.TemporalIsSet {
+		host, _, _ := splitHostPort(s.TemporalAddress)
+		wants = append(wants, want{s.TemporalAddress, "LOCKERNET_TEMPORAL_PORT (embedded server)"},
+			want{net.JoinHostPort(host, strconv.Itoa(s.TemporalUIPort)), "LOCKERNET_TEMPORAL_UI_PORT"})
+	}
+	for _, w := range wants {
+		ln, err := net.Listen("tcp", w.addr)
+		if err != nil {
+			return fmt.Errorf("port %s is in use (set %s to move it, or stop what holds it): %w", w.addr, w.setting, err)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+func gatewaySecret(dataDir, serial string) (string, error) {
+	path := filepath.Join(dataDir, "gateways", serial+".secret")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read gateway secret: %w", err)
+	}
+	secret := credential.NewSecret()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("create gateway dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write gateway secret: %w", err)
+	}
+	return secret, nil
+}
+
+func probe(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode < 500
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	return host, port, err
+}
+
+func envStr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}

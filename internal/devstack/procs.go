@@ -1,0 +1,110 @@
+package devstack
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is a child process of the dev stack. Children stay in the stack's process group, so
+// Ctrl-C in the terminal reaches them too; Pdeathsig kills them if the stack itself dies
+// without cleaning up, so no orphan survives.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func startProc(name, bin string, args []string, env []string, out io.Writer) (*proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		prefixLines(out, name, stdout)
+	}()
+	go func() {
+		wg.Wait()
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop asks the process to stop (SIGTERM) and kills it if it has not within grace.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+var outMu sync.Mutex
+
+func prefixLines(out io.Writer, name string, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		outMu.Lock()
+		fmt.Fprintf(out, "%-10s | %s\n", name, sc.Text())
+		outMu.Unlock()
+	}
+}
+
+// binary finds a sibling executable of the running dev stack (make run builds them together).
+func binary(name string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own executable: %w", err)
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("binary %s not found next to %s (build with make run): %w", name, self, err)
+	}
+	return p, nil
+}
+
+// waitHTTP waits until url answers with a status below 500.
+func waitHTTP(ctx context.Context, url string, timeout time.Duration, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if ok := probe(ctx, url); ok {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited during start-up: %v", p.name, p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not become healthy at %s", p.name, url)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

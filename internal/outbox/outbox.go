@@ -1,0 +1,172 @@
+// Package outbox starts the workflows that state changes recorded in the workflow_outbox
+// table, right after their transaction commits, and sweeps up any whose first dispatch was
+// lost (a crash, Temporal briefly unreachable). Dispatch is idempotent: workflow IDs are
+// fixed and a repeated start or signal finds the existing run.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// Store is the outbox persistence the dispatcher needs.
+type Store interface {
+	ClaimDueOutbox(ctx context.Context, limit int, lease time.Duration) ([]store.OutboxItem, error)
+	DeleteOutbox(ctx context.Context, ids ...int64) error
+	RetryOutboxLater(ctx context.Context, id int64, after time.Duration, cause string) error
+}
+
+// Dispatcher starts outbox workflows on a Temporal task queue.
+type Dispatcher struct {
+	store     Store
+	temporal  client.Client
+	taskQueue string
+	logger    *slog.Logger
+
+	queue chan store.OutboxItem
+	wg    sync.WaitGroup
+	// SweepEvery is how often due items are claimed; Lease how long a claim lasts.
+	SweepEvery time.Duration
+	Lease      time.Duration
+	Workers    int
+}
+
+// New returns a dispatcher; call Run to start it.
+func New(st Store, c client.Client, taskQueue string, logger *slog.Logger) *Dispatcher {
+	return &Dispatcher{store: st, temporal: c, taskQueue: taskQueue, logger: logger,
+		queue: make(chan store.OutboxItem, 4096), SweepEvery: time.Second, Lease: 30 * time.Second, Workers: 16}
+}
+
+// Dispatch hands committed items to the dispatch workers without waiting. If the queue is
+// full the items stay in the table and the sweep starts them after their grace period.
+func (d *Dispatcher) Dispatch(items ...store.OutboxItem) {
+	for _, it := range items {
+		select {
+		case d.queue <- it:
+		default:
+		}
+	}
+}
+
+// Run dispatches until ctx is done, then waits for in-flight dispatches.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	for range d.Workers {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case it := <-d.queue:
+					d.handle(ctx, it)
+				}
+			}
+		}()
+	}
+	t := time.NewTicker(d.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.wg.Wait()
+			return nil
+		case <-t.C:
+			d.sweep(ctx)
+		}
+	}
+}
+
+func (d *Dispatcher) sweep(ctx context.Context) {
+	for {
+		items, err := d.store.ClaimDueOutbox(ctx, 100, d.Lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.logger.WarnContext(ctx, "claim outbox", "err", err)
+			}
+			return
+		}
+		if len(items) == 0 {
+			return
+		}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, d.Workers)
+		for _, it := range items {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				d.handle(ctx, it)
+			}()
+		}
+		wg.Wait()
+		if len(items) < 100 {
+			return
+		}
+	}
+}
+
+func (d *Dispatcher) handle(ctx context.Context, it store.OutboxItem) {
+	err := d.start(ctx, it)
+	if err == nil {
+		if err := d.store.DeleteOutbox(ctx, it.ID); err != nil && ctx.Err() == nil {
+			d.logger.WarnContext(ctx, "delete dispatched outbox item", "id", it.ID, "err", err)
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	backoff := min(time.Duration(1<<min(it.Attempts, 6))*time.Second, time.Minute)
+	d.logger.WarnContext(ctx, "dispatch workflow", "workflow_id", it.WorkflowID, "attempts", it.Attempts, "err", err)
+	if err := d.store.RetryOutboxLater(ctx, it.ID, backoff, err.Error()); err != nil {
+		d.logger.WarnContext(ctx, "reschedule outbox item", "id", it.ID, "err", err)
+	}
+}
+
+func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	opts := client.StartWorkflowOptions{
+		ID:                    it.WorkflowID,
+		TaskQueue:             d.taskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: searchAttributes(it.SearchAttributes),
+	}
+	if it.SignalName == "" {
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+		_, err := d.temporal.ExecuteWorkflow(ctx, opts, it.WorkflowType, it.Input)
+		return err
+	}
+	_, err := d.temporal.SignalWithStartWorkflow(ctx, it.WorkflowID, it.SignalName, it.SignalArg, opts, it.WorkflowType, it.Input)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		// The workflow already finished: there is nothing left to tell it.
+		return nil
+	}
+	return err
+}
+
+func searchAttributes(m map[string]string) temporal.SearchAttributes {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	updates := make([]temporal.SearchAttributeUpdate, 0, len(names))
+	for _, k := range names {
+		updates = append(updates, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(m[k]))
+	}
+	return temporal.NewSearchAttributes(updates...)
+}

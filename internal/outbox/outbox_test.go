@@ -1,0 +1,216 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+const taskQueue = "outbox-test"
+
+type fixture struct {
+	st   *store.Store
+	tc   client.Client
+	disp *outbox.Dispatcher
+}
+
+// setup runs a dispatcher against a fresh database and an embedded Temporal server. No
+// worker polls the task queue, so started workflows stay running.
+func setup(t *testing.T) fixture {
+	t.Helper()
+	_, tc := testenv.Temporal(t)
+	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	disp := outbox.New(st, tc, taskQueue, slog.New(slog.DiscardHandler))
+	disp.SweepEvery = 100 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = disp.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return fixture{st: st, tc: tc, disp: disp}
+}
+
+func reservationItem(id string) store.OutboxItem {
+	input, _ := json.Marshal(workflows.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(time.Hour)})
+	return store.OutboxItem{
+		WorkflowID: workflows.ReservationWorkflowID(id), WorkflowType: workflows.ReservationWorkflowName, Input: input,
+		SearchAttributes: map[string]string{"LockerId": "42", "TowerId": "0100000000000011", "OrganizationId": "7"},
+	}
+}
+
+func (f fixture) rowExists(t *testing.T, id int64) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM workflow_outbox WHERE id = $1`, id).Scan(&n))
+	return n > 0
+}
+
+// waitDispatched waits until the workflow runs and the outbox row is gone, and returns the run id.
+func (f fixture) waitDispatched(t *testing.T, wfID string, rowID int64) string {
+	t.Helper()
+	var runID string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		desc, err := f.tc.DescribeWorkflowExecution(context.Background(), wfID, "")
+		if !assert.NoError(c, err) {
+			return
+		}
+		runID = desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		assert.False(c, f.rowExists(t, rowID), "row %d still in the outbox", rowID)
+	}, 30*time.Second, 50*time.Millisecond)
+	return runID
+}
+
+func (f fixture) describe(t *testing.T, wfID string) (runID string, status enumspb.WorkflowExecutionStatus, attrs map[string]string) {
+	t.Helper()
+	desc, err := f.tc.DescribeWorkflowExecution(context.Background(), wfID, "")
+	require.NoError(t, err)
+	info := desc.GetWorkflowExecutionInfo()
+	attrs = map[string]string{}
+	for k, p := range info.GetSearchAttributes().GetIndexedFields() {
+		var v any
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &v))
+		if s, ok := v.(string); ok {
+			attrs[k] = s
+		}
+	}
+	assert.Equal(t, taskQueue, info.GetTaskQueue())
+	assert.Equal(t, workflows.ReservationWorkflowName, info.GetType().GetName())
+	return info.GetExecution().GetRunId(), info.GetStatus(), attrs
+}
+
+func signalCount(t *testing.T, tc client.Client, wfID, runID string) int {
+	t.Helper()
+	it := tc.GetWorkflowHistory(context.Background(), wfID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	n := 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			n++
+		}
+	}
+	return n
+}
+
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+
+	t.Run("the sweep starts an item nobody dispatched", func(t *testing.T) {
+		item := reservationItem("11111111-1111-4111-8111-111111111111")
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second) // due already; no Dispatch call
+		require.NoError(t, err)
+
+		f.waitDispatched(t, item.WorkflowID, id)
+		_, status, attrs := f.describe(t, item.WorkflowID)
+		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status)
+		assert.Equal(t, "42", attrs["LockerId"])
+		assert.Equal(t, "0100000000000011", attrs["TowerId"])
+		assert.Equal(t, "7", attrs["OrganizationId"])
+	})
+
+	t.Run("Dispatch starts an item at once, before its grace ends", func(t *testing.T) {
+		item := reservationItem("22222222-2222-4222-8222-222222222222")
+		id, err := f.st.EnqueueWorkflow(ctx, item, time.Hour) // the sweep would wait an hour
+		require.NoError(t, err)
+		item.ID = id
+		f.disp.Dispatch(item)
+		f.waitDispatched(t, item.WorkflowID, id)
+	})
+
+	t.Run("a repeated dispatch is harmless", func(t *testing.T) {
+		item := reservationItem("33333333-3333-4333-8333-333333333333")
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		first := f.waitDispatched(t, item.WorkflowID, id)
+
+		// The same start again, once through the sweep and once directly.
+		again, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		f.waitDispatched(t, item.WorkflowID, again)
+		third, err := f.st.EnqueueWorkflow(ctx, item, time.Hour)
+		require.NoError(t, err)
+		item.ID = third
+		f.disp.Dispatch(item)
+		f.waitDispatched(t, item.WorkflowID, third)
+
+		runID, status, _ := f.describe(t, item.WorkflowID)
+		assert.Equal(t, first, runID, "the same run")
+		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status)
+	})
+
+	t.Run("a signal item signals the running workflow", func(t *testing.T) {
+		item := reservationItem("44444444-4444-4444-8444-444444444444")
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		runID := f.waitDispatched(t, item.WorkflowID, id)
+
+		item.SignalName = workflows.SignalReservationEnded
+		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
+		sig, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		f.waitDispatched(t, item.WorkflowID, sig)
+
+		got, _, _ := f.describe(t, item.WorkflowID)
+		assert.Equal(t, runID, got)
+		assert.Equal(t, 1, signalCount(t, f.tc, item.WorkflowID, runID))
+	})
+
+	t.Run("a signal for a workflow that already closed is dropped, not retried", func(t *testing.T) {
+		item := reservationItem("55555555-5555-4555-8555-555555555555")
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		runID := f.waitDispatched(t, item.WorkflowID, id)
+		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
+
+		item.SignalName = workflows.SignalReservationEnded
+		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
+		sig, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		f.waitDispatched(t, item.WorkflowID, sig)
+
+		got, status, _ := f.describe(t, item.WorkflowID)
+		assert.Equal(t, runID, got, "no second run")
+		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
+	})
+
+	t.Run("a start Temporal refuses stays in the outbox for a later attempt", func(t *testing.T) {
+		item := reservationItem("66666666-6666-4666-8666-666666666666")
+		item.SearchAttributes = map[string]string{"NoSuchAttribute": "x"}
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var attempts int
+			var lastError *string
+			var later bool
+			err := f.st.Pool().QueryRow(ctx, `SELECT attempts, last_error, next_attempt_at > now() FROM workflow_outbox WHERE id = $1`, id).
+				Scan(&attempts, &lastError, &later)
+			if !assert.NoError(c, err) {
+				return
+			}
+			assert.GreaterOrEqual(c, attempts, 1)
+			if assert.NotNil(c, lastError) {
+				assert.Contains(c, *lastError, "NoSuchAttribute")
+			}
+			assert.True(c, later, "rescheduled")
+		}, 30*time.Second, 50*time.Millisecond)
+		_, err = f.tc.DescribeWorkflowExecution(ctx, item.WorkflowID, "")
+		assert.Error(t, err, "never started")
+	})
+}

@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Access-code statuses.
+const (
+	CodeActive  = "active"
+	CodeUsed    = "used"
+	CodeRemoved = "removed"
+	CodeExpired = "expired"
+)
+
+// AccessCode is a six-digit code that opens one gateway locker. CodeSealed is the code
+// encrypted under the access-code key; CodeHash the keyed hash it is found by.
+type AccessCode struct {
+	ID                uuid.UUID
+	OrganizationID    int64
+	SubOrganizationID *int64 // the scope of the key that made it
+	LocationID        int64
+	GatewayID         int64
+	LockerID          int
+	LockerName        string
+	CodeSealed        []byte
+	CodeHash          []byte
+	CodeLast2         string
+	SingleUse         bool
+	Status            string
+	ExpiresAt         time.Time
+	CreatedByKey      *uuid.UUID
+	CreatedAt         time.Time
+	EndedAt           *time.Time
+	UsedAt            *time.Time
+}
+
+const accessCodeColumns = `c.id, c.organization_id, c.sub_organization_id, c.location_id, c.gateway_id, c.locker_id, c.locker_name,
+	c.code_sealed, c.code_hash, c.code_last2, c.single_use,
+	CASE WHEN c.status = 'active' AND c.expires_at <= now() THEN 'expired' ELSE c.status END,
+	c.expires_at, c.created_by_key, c.created_at, c.ended_at, c.used_at`
+
+func scanAccessCode(row pgx.Row) (AccessCode, error) {
+	var c AccessCode
+	err := row.Scan(&c.ID, &c.OrganizationID, &c.SubOrganizationID, &c.LocationID, &c.GatewayID, &c.LockerID, &c.LockerName,
+		&c.CodeSealed, &c.CodeHash, &c.CodeLast2, &c.SingleUse, &c.Status, &c.ExpiresAt, &c.CreatedByKey, &c.CreatedAt, &c.EndedAt, &c.UsedAt)
+	return c, err
+}
+
+// Conflicts CreateAccessCode reports.
+var (
+	// ErrCodeTaken: another active code of the location has the same digits; draw again.
+	ErrCodeTaken = errors.New("access code digits taken")
+	// ErrLockerHasCode: the locker already has an active code.
+	ErrLockerHasCode = errors.New("locker already has an active access code")
+)
+
+// CreateAccessCode records a code with c.Status (active; or removed, when its locker could
+// not be held and only its workflow's clean-up remains).
+func (s *Store) CreateAccessCode(ctx context.Context, c AccessCode) (AccessCode, error) {
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO access_codes (id, organization_id, sub_organization_id, location_id, gateway_id, locker_id, locker_name,
+		                          code_sealed, code_hash, code_last2, single_use, status, expires_at, created_by_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $13, $10, $14, $11, $12)
+		RETURNING created_at`,
+		c.ID, c.OrganizationID, c.SubOrganizationID, c.LocationID, c.GatewayID, c.LockerID, c.LockerName,
+		c.CodeSealed, c.CodeHash, c.SingleUse, c.ExpiresAt, c.CreatedByKey, c.CodeLast2, c.Status).Scan(&c.CreatedAt)
+	if err != nil {
+		err = translate(err)
+		switch {
+		case errors.Is(err, ErrConflict) && strings.Contains(err.Error(), "access_codes_active_code"):
+			return AccessCode{}, ErrCodeTaken
+		case errors.Is(err, ErrConflict) && strings.Contains(err.Error(), "access_codes_one_per_locker"):
+			return AccessCode{}, ErrLockerHasCode
+		}
+		return AccessCode{}, fmt.Errorf("create access code: %w", err)
+	}
+	return c, nil
+}
+
+// ReleaseLapsedCode ends an active code of the locker whose expiry has passed, so a new
+// code can take the locker at once (its workflow would write the expiry back shortly).
+func (s *Store) ReleaseLapsedCode(ctx context.Context, gatewayID int64, lockerID int) (*uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.db.QueryRow(ctx, `
+		UPDATE access_codes SET status = 'expired', ended_at = expires_at
+		WHERE gateway_id = $1 AND locker_id = $2 AND status = 'active' AND expires_at <= now()
+		RETURNING id`, gatewayID, lockerID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("release lapsed access code: %w", translate(err))
+	}
+	return &id, nil
+}
+
+// AccessCode returns a code of the organization (any status).
+func (s *Store) AccessCode(ctx context.Context, orgID int64, id uuid.UUID) (AccessCode, error) {
+	c, err := scanAccessCode(s.db.QueryRow(ctx, `SELECT `+accessCodeColumns+` FROM access_codes c WHERE c.id = $1 AND ($2 = 0 OR c.organization_id = $2)`, id, orgID))
+	if err != nil {
+		return AccessCode{}, fmt.Errorf("get access code: %w", translate(err))
+	}
+	return c, nil
+}
+
+// ActiveAccessCodeByHash finds the location's active, unexpired code with this keyed hash.
+func (s *Store) ActiveAccessCodeByHash(ctx context.Context, locationID int64, hash []byte) (AccessCode, error) {
+	c, err := scanAccessCode(s.db.QueryRow(ctx, `SELECT `+accessCodeColumns+` FROM access_codes c
+		WHERE c.location_id = $1 AND c.code_hash = $2 AND c.status = 'active' AND c.expires_at > now()`, locationID, hash))
+	if err != nil {
+		return AccessCode{}, fmt.Errorf("find access code: %w", translate(err))
+	}
+	return c, nil
+}
+
+// UseSingleUseCode consumes a single-use code before its door is opened. Of any number of
+// concurrent callers exactly one gets true.
+func (s *Store) UseSingleUseCode(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE access_codes SET status = 'used', used_at = now(), ended_at = now()
+		WHERE id = $1 AND single_use AND status = 'active' AND expires_at > now()`, id)
+	if err != nil {
+		return false, fmt.Errorf("use access code: %w", translate(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// TouchAccessCode records the use of a multi-use code.
+func (s *Store) TouchAccessCode(ctx context.Context, id uuid.UUID) error {
+	if _, err := s.db.Exec(ctx, `UPDATE access_codes SET used_at = now() WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("touch access code: %w", translate(err))
+	}
+	return nil
+}
+
+// RestoreAccessCode gives a single-use code back when its open was never delivered.
+func (s *Store) RestoreAccessCode(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE access_codes SET status = 'active', used_at = NULL, ended_at = NULL
+		WHERE id = $1 AND status = 'used' AND expires_at > now()
+		  AND NOT EXISTS (SELECT 1 FROM access_codes o WHERE o.gateway_id = access_codes.gateway_id
+		                  AND o.locker_id = access_codes.locker_id AND o.status = 'active')`, id)
+	if err != nil {
+		return false, fmt.Errorf("restore access code: %w", translate(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RemoveAccessCode removes an active code of the organization. changed is false when it had
+// already ended (removed again: still the same answer).
+func (s *Store) RemoveAccessCode(ctx context.Context, orgID int64, id uuid.UUID) (AccessCode, bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE access_codes SET status = 'removed', ended_at = now()
+		WHERE id = $1 AND organization_id = $2 AND status = 'active'`, id, orgID)
+	if err != nil {
+		return AccessCode{}, false, fmt.Errorf("remove access code: %w", translate(err))
+	}
+	c, err := s.AccessCode(ctx, orgID, id)
+	return c, tag.RowsAffected() == 1, err
+}
+
+// ExpireAccessCode writes an expiry back: ErrNotDue before the code's time, false when it
+// had ended otherwise.
+func (s *Store) ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE access_codes SET status = 'expired', ended_at = expires_at
+		WHERE id = $1 AND status = 'active' AND expires_at <= now()`, id)
+	if err != nil {
+		return false, fmt.Errorf("expire access code: %w", translate(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var active bool
+	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM access_codes WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
+		return false, fmt.Errorf("expire access code: %w", translate(err))
+	}
+	if active {
+		return false, ErrNotDue
+	}
+	return false, nil
+}
+
+// AccessCodeFilter selects active codes; zero fields filter nothing.
+type AccessCodeFilter struct {
+	OrgID int64
+	// ScopeSubOrg restricts to the locations of a sub-organization (a sub-organization key).
+	ScopeSubOrg *int64
+	// MadeBySubOrg restricts to codes made by keys of a sub-organization.
+	MadeBySubOrg *int64
+	LocationID   int64
+	LockerName   string
+}
+
+// ListAccessCodes lists active, unexpired codes, newest first.
+func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]AccessCode, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+accessCodeColumns+`
+		FROM access_codes c JOIN locations l ON l.id = c.location_id
+		WHERE c.organization_id = $1 AND c.status = 'active' AND c.expires_at > now()
+		  AND ($2::bigint IS NULL OR l.sub_organization_id = $2)
+		  AND ($3::bigint IS NULL OR c.sub_organization_id = $3)
+		  AND ($4 = 0 OR c.location_id = $4)
+		  AND ($5 = '' OR c.locker_name = $5)
+		ORDER BY c.created_at DESC, c.id DESC`, f.OrgID, f.ScopeSubOrg, f.MadeBySubOrg, f.LocationID, f.LockerName)
+	if err != nil {
+		return nil, fmt.Errorf("list access codes: %w", translate(err))
+	}
+	codes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list access codes: %w", translate(err))
+	}
+	return codes, nil
+}
+
+// RecordCodeFailure counts a wrong code against (key, location).
+func (s *Store) RecordCodeFailure(ctx context.Context, keyID uuid.UUID, locationID int64) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO access_code_failures (key_id, location_id) VALUES ($1, $2)`, keyID, locationID); err != nil {
+		return fmt.Errorf("record access code failure: %w", translate(err))
+	}
+	return nil
+}
+
+// CodeFailures counts the failures of (key, location) within window and says when the
+// oldest of them leaves it.
+func (s *Store) CodeFailures(ctx context.Context, keyID uuid.UUID, locationID int64, window time.Duration) (int, time.Time, error) {
+	var n int
+	var oldest *time.Time
+	err := s.db.QueryRow(ctx, `
+		SELECT count(*), min(at) FROM access_code_failures
+		WHERE key_id = $1 AND location_id = $2 AND at > now() - make_interval(secs => $3)`, keyID, locationID, window.Seconds()).Scan(&n, &oldest)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count access code failures: %w", translate(err))
+	}
+	if oldest == nil {
+		return n, time.Time{}, nil
+	}
+	return n, oldest.Add(window), nil
+}
+
+// GatewayLocation is a gateway location of the organization within a sub-organization's
+// scope (nil: any of the organization's).
+func (s *Store) GatewayLocationInScope(ctx context.Context, orgID int64, subOrg *int64, locationID int64) (Gateway, error) {
+	g, err := scanGateway(s.db.QueryRow(ctx, `SELECT `+gatewayColumns+` FROM gateways g JOIN locations l ON l.id = g.location_id
+		WHERE g.location_id = $1 AND g.organization_id = $2 AND ($3::bigint IS NULL OR l.sub_organization_id = $3)`, locationID, orgID, subOrg))
+	if err != nil {
+		return Gateway{}, fmt.Errorf("find gateway location: %w", translate(err))
+	}
+	return g, nil
+}
+
+// LockerHasActiveCode reports whether the gateway locker has an active, unexpired code.
+func (s *Store) LockerHasActiveCode(ctx context.Context, gatewayID int64, lockerID int) (bool, error) {
+	var has bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM access_codes WHERE gateway_id = $1 AND locker_id = $2
+		AND status = 'active' AND expires_at > now())`, gatewayID, lockerID).Scan(&has)
+	if err != nil {
+		return false, fmt.Errorf("check locker's access code: %w", translate(err))
+	}
+	return has, nil
+}

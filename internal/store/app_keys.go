@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// AppKey is an app engine API key (never its secret).
+type AppKey struct {
+	ID                uuid.UUID
+	OrganizationID    int64
+	SubOrganizationID *int64
+	Prefix            string
+	ClientID          *string
+	CreatedAt         time.Time
+	LastUsedAt        *time.Time
+}
+
+// OrgWide reports whether the key is an organization admin key.
+func (k AppKey) OrgWide() bool { return k.SubOrganizationID == nil }
+
+// CreateAppKey stores a new key by its hash.
+func (s *Store) CreateAppKey(ctx context.Context, k AppKey, keyHash []byte) (AppKey, error) {
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO app_api_keys (id, organization_id, sub_organization_id, key_hash, prefix, client_id)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
+		k.ID, k.OrganizationID, k.SubOrganizationID, keyHash, k.Prefix, k.ClientID).Scan(&k.CreatedAt)
+	if err != nil {
+		return AppKey{}, fmt.Errorf("create app key: %w", translate(err))
+	}
+	return k, nil
+}
+
+const appKeySelect = `SELECT id, organization_id, sub_organization_id, prefix, client_id, created_at, last_used_at FROM app_api_keys`
+
+func scanAppKey(row pgx.Row) (AppKey, error) {
+	var k AppKey
+	err := row.Scan(&k.ID, &k.OrganizationID, &k.SubOrganizationID, &k.Prefix, &k.ClientID, &k.CreatedAt, &k.LastUsedAt)
+	return k, err
+}
+
+// ListAppKeys lists the live keys of the organization; with subOrg set, only that
+// sub-organization's.
+func (s *Store) ListAppKeys(ctx context.Context, orgID int64, subOrg *int64) ([]AppKey, error) {
+	rows, err := s.db.Query(ctx, appKeySelect+`
+		WHERE organization_id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR sub_organization_id = $2)
+		ORDER BY created_at, id`, orgID, subOrg)
+	if err != nil {
+		return nil, fmt.Errorf("list app keys: %w", translate(err))
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppKey, error) { return scanAppKey(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list app keys: %w", translate(err))
+	}
+	return keys, nil
+}
+
+// DeleteAppKey deletes a live key of the organization; ErrNotFound otherwise.
+func (s *Store) DeleteAppKey(ctx context.Context, orgID int64, id uuid.UUID) error {
+	tag, err := s.db.Exec(ctx, `UPDATE app_api_keys SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, id, orgID)
+	if err != nil {
+		return fmt.Errorf("delete app key: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete app key: %w", ErrNotFound)
+	}
+	return nil
+}
+
+// SubOrganizationOf reports whether the sub-organization belongs to the organization.
+func (s *Store) SubOrganizationOf(ctx context.Context, orgID, subOrgID int64) (bool, error) {
+	var ok bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sub_organizations WHERE id = $1 AND organization_id = $2)`, subOrgID, orgID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("check sub-organization: %w", translate(err))
+	}
+	return ok, nil
+}
+
+// UseAppKey finds a live key by the hash of its secret and records its use, in one statement.
+func (s *Store) UseAppKey(ctx context.Context, keyHash []byte) (AppKey, error) {
+	k, err := scanAppKey(s.db.QueryRow(ctx, `
+		UPDATE app_api_keys SET last_used_at = now() WHERE key_hash = $1 AND deleted_at IS NULL
+		RETURNING id, organization_id, sub_organization_id, prefix, client_id, created_at, last_used_at`, keyHash))
+	if err != nil {
+		return AppKey{}, fmt.Errorf("use app key: %w", translate(err))
+	}
+	return k, nil
+}

@@ -1,0 +1,366 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ErrIdempotencyKeyReused means an idempotency key already stands for a request with another
+// method, path or body.
+var ErrIdempotencyKeyReused = errors.New("idempotency key reused with another request")
+
+// NewGatewayRequest is a proxied call accepted by the gateway cloud API.
+type NewGatewayRequest struct {
+	ID             uuid.UUID
+	OrganizationID int64
+	LocationID     int64
+	GatewayID      int64
+	GatewaySerial  string
+	Kind           string
+	Class          string
+	Method         string
+	// Path is the cloud path the caller used; GatewayPath the local-API path it maps to.
+	Path        string
+	GatewayPath string
+	Body        []byte
+}
+
+// IdempotencyClaim binds an Idempotency-Key to the request being created.
+type IdempotencyClaim struct {
+	Key  string
+	Hash []byte
+	TTL  time.Duration
+}
+
+// GatewayOutcome is the terminal outcome of a gateway request.
+type GatewayOutcome struct {
+	Status       string
+	HTTPStatus   int
+	Headers      map[string]string
+	Body         []byte
+	ErrorCode    string
+	ErrorMessage string
+	Details      map[string]any
+}
+
+// GatewayRequest is a stored gateway request with its outcome once terminal.
+type GatewayRequest struct {
+	NewGatewayRequest
+	Status      string
+	Attempts    int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt *time.Time
+	Outcome     GatewayOutcome
+}
+
+// Terminal reports whether the request has its outcome.
+func (r GatewayRequest) Terminal() bool { return r.CompletedAt != nil }
+
+const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
+	gateway_path, request_body, status, attempts, created_at, updated_at, completed_at,
+	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
+
+func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
+	var r GatewayRequest
+	var headers, details []byte
+	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
+		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
+		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
+		&r.Outcome.ErrorMessage, &details)
+	if err != nil {
+		return GatewayRequest{}, err
+	}
+	r.Outcome.Status = r.Status
+	if len(headers) > 0 {
+		if err := json.Unmarshal(headers, &r.Outcome.Headers); err != nil {
+			return GatewayRequest{}, fmt.Errorf("decode response headers: %w", err)
+		}
+	}
+	if len(details) > 0 {
+		if err := decodeJSONNumbers(details, &r.Outcome.Details); err != nil {
+			return GatewayRequest{}, fmt.Errorf("decode details: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// decodeJSONNumbers keeps numbers as json.Number, so a stored outcome renders exactly as the
+// live one did (no integer turned into a float).
+func decodeJSONNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// CreateGatewayRequest stores a new gateway request. With an idempotency claim it first
+// takes the key for (organization, key): when a live key already stands for another
+// request, nothing is created and that request is returned with created false, or
+// ErrIdempotencyKeyReused if its hash differs. Concurrent first requests with one key
+// serialise on the key's row, so exactly one of them creates a request.
+func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, bool, error) {
+	var out GatewayRequest
+	created := false
+	err := s.WithTx(ctx, func(tx *Store) error {
+		if idem != nil {
+			var claimed uuid.UUID
+			err := tx.db.QueryRow(ctx, `
+				INSERT INTO gateway_idempotency_keys AS i (organization_id, key, request_hash, request_id, expires_at)
+				VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+				ON CONFLICT (organization_id, key) DO UPDATE SET
+				    request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
+				    created_at = now(), expires_at = EXCLUDED.expires_at
+				WHERE i.expires_at <= now()
+				RETURNING request_id`,
+				r.OrganizationID, idem.Key, idem.Hash, r.ID, idem.TTL.Seconds()).Scan(&claimed)
+			if errors.Is(translate(err), ErrNotFound) {
+				var hash []byte
+				var existing uuid.UUID
+				err = tx.db.QueryRow(ctx, `SELECT request_hash, request_id FROM gateway_idempotency_keys
+					WHERE organization_id = $1 AND key = $2`, r.OrganizationID, idem.Key).Scan(&hash, &existing)
+				if err != nil {
+					return fmt.Errorf("read idempotency key: %w", translate(err))
+				}
+				if !bytes.Equal(hash, idem.Hash) {
+					return ErrIdempotencyKeyReused
+				}
+				out, err = tx.GatewayRequest(ctx, r.OrganizationID, existing)
+				return err
+			}
+			if err != nil {
+				return fmt.Errorf("claim idempotency key: %w", translate(err))
+			}
+		}
+		row := tx.db.QueryRow(ctx, `
+			INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
+			                              method, path, gateway_path, request_body)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			RETURNING `+gatewayRequestColumns,
+			r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
+			r.Method, r.Path, r.GatewayPath, r.Body)
+		var err error
+		if out, err = scanGatewayRequest(row); err != nil {
+			return fmt.Errorf("create gateway request: %w", translate(err))
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return GatewayRequest{}, false, err
+	}
+	return out, created, nil
+}
+
+// GatewayRequest returns one of the organization's gateway requests; another
+// organization's is ErrNotFound.
+func (s *Store) GatewayRequest(ctx context.Context, orgID int64, id uuid.UUID) (GatewayRequest, error) {
+	r, err := scanGatewayRequest(s.db.QueryRow(ctx, `SELECT `+gatewayRequestColumns+`
+		FROM gateway_requests WHERE id = $1 AND organization_id = $2`, id, orgID))
+	if err != nil {
+		return GatewayRequest{}, fmt.Errorf("get gateway request: %w", translate(err))
+	}
+	return r, nil
+}
+
+// GatewayRequestByID returns a gateway request of any organization (workers, reconciler).
+func (s *Store) GatewayRequestByID(ctx context.Context, id uuid.UUID) (GatewayRequest, error) {
+	r, err := scanGatewayRequest(s.db.QueryRow(ctx, `SELECT `+gatewayRequestColumns+`
+		FROM gateway_requests WHERE id = $1`, id))
+	if err != nil {
+		return GatewayRequest{}, fmt.Errorf("get gateway request: %w", translate(err))
+	}
+	return r, nil
+}
+
+// GatewaySend is what BeginGatewaySend returns: whether the send may go out, and where to.
+type GatewaySend struct {
+	// Began is false when this send number was already begun before (an activity retried
+	// after a crash or a lost answer): it may have reached the gateway, so it must not be
+	// sent again blindly.
+	Began    bool
+	Attempts int
+	Gateway  Gateway
+}
+
+// BeginGatewaySend records that the workflow's send number send is about to go out: the
+// request becomes dispatched and its attempts count up. It returns the gateway to send to
+// in the same statement. A terminal request never begins a send (ErrNotFound).
+func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (GatewaySend, error) {
+	var out GatewaySend
+	g := &out.Gateway
+	err := s.db.QueryRow(ctx, `
+		WITH old AS (
+		    SELECT id, last_send FROM gateway_requests WHERE id = $1 AND completed_at IS NULL FOR UPDATE
+		), upd AS (
+		    UPDATE gateway_requests r SET
+		        attempts = CASE WHEN old.last_send < $2 THEN r.attempts + 1 ELSE r.attempts END,
+		        status = 'dispatched',
+		        updated_at = now(),
+		        last_send = greatest(old.last_send, $2)
+		    FROM old WHERE r.id = old.id
+		    RETURNING r.gateway_id, r.attempts, old.last_send < $2 AS began
+		)
+		SELECT upd.began, upd.attempts, `+gatewayColumns+`
+		FROM upd JOIN gateways g ON g.id = upd.gateway_id`, id, send).
+		Scan(&out.Began, &out.Attempts, &g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL,
+			&g.SecretSealed, &g.Disabled, &g.Online, &g.LastSeenAt)
+	if err != nil {
+		return GatewaySend{}, fmt.Errorf("begin gateway send: %w", translate(err))
+	}
+	return out, nil
+}
+
+// AbandonGatewaySend records that send number send never reached the gateway (connection
+// refused, DNS, TLS): the request is pending again and the same send may go out later.
+func (s *Store) AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error {
+	_, err := s.db.Exec(ctx, `
+		UPDATE gateway_requests SET last_send = $2 - 1, status = 'pending', updated_at = now()
+		WHERE id = $1 AND last_send = $2 AND completed_at IS NULL`, id, send)
+	if err != nil {
+		return fmt.Errorf("abandon gateway send: %w", translate(err))
+	}
+	return nil
+}
+
+// GatewayOutcomeChannel is the Postgres NOTIFY channel on which FinishGatewayRequest
+// announces, at commit, the id of each request that got its outcome.
+const GatewayOutcomeChannel = "gateway_request_outcome"
+
+// ListenGatewayOutcomes calls fn with the id of every gateway request that gets its outcome,
+// on any instance, until ctx is done or the connection fails (the caller listens again). It
+// calls ready once it listens. It holds one connection of the pool for its whole life.
+func (s *Store) ListenGatewayOutcomes(ctx context.Context, ready func(), fn func(uuid.UUID)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", translate(err))
+	}
+	// The connection keeps LISTENing: it must never go back to the pool.
+	pc := conn.Hijack()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = pc.Close(cctx)
+	}()
+	if _, err := pc.Exec(ctx, "LISTEN "+GatewayOutcomeChannel); err != nil {
+		return fmt.Errorf("listen for gateway outcomes: %w", translate(err))
+	}
+	ready()
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for gateway outcomes: %w", err)
+		}
+		if id, err := uuid.Parse(n.Payload); err == nil {
+			fn(id)
+		}
+	}
+}
+
+// Gateway health as a request outcome shows it.
+const (
+	GatewaySeenUnknown     = 0 // the outcome says nothing about the gateway (no answer)
+	GatewaySeenAnswered    = 1 // the gateway answered: online now
+	GatewaySeenUnreachable = 2 // the request could not be delivered: offline
+)
+
+// FinishGatewayRequest stores the terminal outcome and, in the same statement, what it shows
+// about the gateway (seen, one of the GatewaySeen constants) and whether its locker mirror
+// needs a refresh. It is idempotent: once a request has an outcome, later calls change
+// nothing and return the stored request.
+func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool) (GatewayRequest, error) {
+	headers, err := json.Marshal(orEmpty(o.Headers))
+	if err != nil {
+		return GatewayRequest{}, fmt.Errorf("encode response headers: %w", err)
+	}
+	var details []byte
+	if o.Details != nil {
+		if details, err = json.Marshal(o.Details); err != nil {
+			return GatewayRequest{}, fmt.Errorf("encode details: %w", err)
+		}
+	}
+	cause := o.ErrorMessage
+	if len(cause) > 500 {
+		cause = cause[:500]
+	}
+	r, err := scanGatewayRequest(s.db.QueryRow(ctx, `
+		WITH fin AS (
+		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4, response_body = $5,
+		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
+		        completed_at = now(), updated_at = now()
+		    WHERE id = $1 AND completed_at IS NULL
+		    RETURNING *
+		), gw AS (
+		    UPDATE gateways g SET
+		        online = CASE $9::integer WHEN 1 THEN true WHEN 2 THEN false ELSE g.online END,
+		        last_seen_at = CASE WHEN $9::integer = 1 THEN now() ELSE g.last_seen_at END,
+		        last_error = CASE $9::integer WHEN 1 THEN NULL WHEN 2 THEN $11 ELSE g.last_error END,
+		        sync_due_at = CASE WHEN $10 THEN least(g.sync_due_at, now()) ELSE g.sync_due_at END
+		    FROM fin WHERE g.id = fin.gateway_id AND ($9::integer <> 0 OR $10)
+		)
+		SELECT `+gatewayRequestColumns+`
+		FROM fin CROSS JOIN LATERAL (SELECT pg_notify('`+GatewayOutcomeChannel+`', fin.id::text)) AS announced`,
+		id, o.Status, o.HTTPStatus, headers, o.Body, o.ErrorCode, o.ErrorMessage, details, seen, syncMirror, cause))
+	if errors.Is(translate(err), ErrNotFound) {
+		return s.GatewayRequestByID(ctx, id)
+	}
+	if err != nil {
+		return GatewayRequest{}, fmt.Errorf("finish gateway request: %w", translate(err))
+	}
+	return r, nil
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// StalledGatewayRequests lists requests still pending, never sent, and older than olderThan:
+// their workflow may never have started (the apiserver stopped between commit and start).
+func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Duration, limit int) ([]GatewayRequest, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+gatewayRequestColumns+` FROM gateway_requests
+		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0
+		  AND created_at < now() - make_interval(secs => $1)
+		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []GatewayRequest
+	for rows.Next() {
+		r, err := scanGatewayRequest(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan gateway request: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
+	}
+	return out, nil
+}
+
+// PruneGatewayRequests deletes expired idempotency keys and terminal requests older than
+// keep that no live key refers to.
+func (s *Store) PruneGatewayRequests(ctx context.Context, keep time.Duration) (keys, requests int64, err error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM gateway_idempotency_keys WHERE expires_at <= now()`)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune idempotency keys: %w", translate(err))
+	}
+	keys = tag.RowsAffected()
+	tag, err = s.db.Exec(ctx, `
+		DELETE FROM gateway_requests r
+		WHERE r.completed_at < now() - make_interval(secs => $1)
+		  AND NOT EXISTS (SELECT 1 FROM gateway_idempotency_keys i WHERE i.request_id = r.id)`, keep.Seconds())
+	if err != nil {
+		return keys, 0, fmt.Errorf("prune gateway requests: %w", translate(err))
+	}
+	return keys, tag.RowsAffected(), nil
+}

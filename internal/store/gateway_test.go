@@ -1,0 +1,354 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// gatewayFixture is a seeded database with GW-0001 registered at Downtown Hub.
+func gatewayFixture(t *testing.T) (*store.Store, seed.Result, store.Gateway) {
+	t.Helper()
+	st, res := seeded(t)
+	g, err := st.UpsertGateway(context.Background(), store.NewGateway{Serial: "GW-0001", LocationID: res.GatewayLocationID["GW-0001"],
+		BaseURL: "http://127.0.0.1:1", SecretSealed: []byte("sealed")})
+	require.NoError(t, err)
+	return st, res, g
+}
+
+func TestAuthorizeGatewayKeyIsARollingLimit(t *testing.T) {
+	t.Parallel()
+	st, res, _ := gatewayFixture(t)
+	ctx := context.Background()
+	limit := 3
+	key, k, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "t", &limit)
+	require.NoError(t, err)
+
+	for want := 2; want >= 0; want-- {
+		a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+		require.NoError(t, err)
+		assert.True(t, a.Allowed)
+		assert.Equal(t, 3, a.Limit, "the key's override")
+		assert.Equal(t, want, a.Remaining())
+		assert.Equal(t, k.ID, a.KeyID)
+		assert.Equal(t, seed.OrganizationName, a.OrganizationName)
+	}
+	a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+	require.NoError(t, err)
+	assert.False(t, a.Allowed)
+	assert.Equal(t, 0, a.Remaining())
+	assert.True(t, a.RetryAfter() > 0 && a.RetryAfter() <= 20*time.Second, "one request back every 20 s: %s", a.RetryAfter())
+	assert.True(t, a.ResetAt().After(a.At))
+
+	// Refused requests are not counted: a minute later (moved back in the state rather than
+	// waited for) the whole allowance is back, not less.
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_rate_limits SET tat = tat - interval '60 seconds' WHERE key_id = $1`, k.ID)
+	require.NoError(t, err)
+	a, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+	require.NoError(t, err)
+	assert.True(t, a.Allowed)
+	assert.Equal(t, 2, a.Remaining())
+
+	// Half a minute refills half of it.
+	for range 2 {
+		_, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+		require.NoError(t, err)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_rate_limits SET tat = tat - interval '40 seconds' WHERE key_id = $1`, k.ID)
+	require.NoError(t, err)
+	a, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+	require.NoError(t, err)
+	assert.True(t, a.Allowed)
+	assert.Equal(t, 1, a.Remaining(), "40 s gave two requests back, this one used one")
+}
+
+func TestAuthorizeGatewayKeyDefaultsAndRefusals(t *testing.T) {
+	t.Parallel()
+	st, res, _ := gatewayFixture(t)
+	ctx := context.Background()
+	key, k, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "", nil)
+	require.NoError(t, err)
+	a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+	require.NoError(t, err)
+	assert.Equal(t, 120, a.Limit)
+	assert.Equal(t, 119, a.Remaining())
+	assert.Equal(t, key[:12], a.KeyPrefix)
+
+	_, err = st.AuthorizeGatewayKey(ctx, credential.Hash(credential.NewGatewayKey()), 120)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.RevokeGatewayKey(ctx, k.ID)
+	require.NoError(t, err)
+	_, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+	assert.ErrorIs(t, err, store.ErrNotFound, "revoked")
+	_, err = st.RevokeGatewayKey(ctx, uuid.New())
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestAuthorizeGatewayKeyConcurrently(t *testing.T) {
+	t.Parallel()
+	st, res, _ := gatewayFixture(t)
+	ctx := context.Background()
+	limit := 10
+	key, _, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "t", &limit)
+	require.NoError(t, err)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+			if assert.NoError(t, err) && a.Allowed {
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	refill := int64(time.Since(began) / (6 * time.Second))
+	assert.GreaterOrEqual(t, allowed.Load(), int64(10))
+	assert.LessOrEqual(t, allowed.Load(), 10+refill, "one statement per request keeps the count exact")
+}
+
+func newRequest(res seed.Result, g store.Gateway, kind string) store.NewGatewayRequest {
+	return store.NewGatewayRequest{ID: uuid.New(), OrganizationID: res.Credentials.OrganizationID, LocationID: g.LocationID,
+		GatewayID: g.ID, GatewaySerial: g.Serial, Kind: kind, Class: "hardware", Method: "POST",
+		Path: "/api/customer/v1/locations/1/lockers/101/open", GatewayPath: "/lockers/101/open"}
+}
+
+func TestCreateGatewayRequestWithIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	claim := &store.IdempotencyClaim{Key: "k1", Hash: []byte("hash-a"), TTL: time.Hour}
+
+	first, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), claim)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, "pending", first.Status)
+
+	again, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), claim)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, first.ID, again.ID)
+
+	_, _, err = st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "k1", Hash: []byte("hash-b"), TTL: time.Hour})
+	assert.ErrorIs(t, err, store.ErrIdempotencyKeyReused)
+
+	// An expired key is free again.
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'k1'`)
+	require.NoError(t, err)
+	fresh, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "k1", Hash: []byte("hash-b"), TTL: time.Hour})
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.NotEqual(t, first.ID, fresh.ID)
+
+	// Concurrent first requests with one key: one creates, the others find it.
+	var wg sync.WaitGroup
+	var creates atomic.Int64
+	ids := make(chan uuid.UUID, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "race", Hash: []byte("h"), TTL: time.Hour})
+			if !assert.NoError(t, err) {
+				return
+			}
+			if created {
+				creates.Add(1)
+			}
+			ids <- r.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	assert.Equal(t, int64(1), creates.Load())
+	var one uuid.UUID
+	for id := range ids {
+		if one == uuid.Nil {
+			one = id
+		}
+		assert.Equal(t, one, id)
+	}
+	var n int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests`).Scan(&n))
+	assert.Equal(t, 3, n, "first, fresh and the race's one")
+}
+
+func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	r, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+
+	s, err := st.BeginGatewaySend(ctx, r.ID, 1)
+	require.NoError(t, err)
+	assert.True(t, s.Began)
+	assert.Equal(t, 1, s.Attempts)
+	assert.Equal(t, "GW-0001", s.Gateway.Serial)
+	assert.Equal(t, "http://127.0.0.1:1", s.Gateway.BaseURL)
+
+	s, err = st.BeginGatewaySend(ctx, r.ID, 1)
+	require.NoError(t, err)
+	assert.False(t, s.Began, "the same send again may have been delivered")
+	assert.Equal(t, 1, s.Attempts)
+
+	// A send that never got out may go again.
+	require.NoError(t, st.AbandonGatewaySend(ctx, r.ID, 1))
+	got, err := st.GatewayRequest(ctx, res.Credentials.OrganizationID, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "pending", got.Status)
+	s, err = st.BeginGatewaySend(ctx, r.ID, 1)
+	require.NoError(t, err)
+	assert.True(t, s.Began)
+	assert.Equal(t, 2, s.Attempts)
+
+	s, err = st.BeginGatewaySend(ctx, r.ID, 2)
+	require.NoError(t, err)
+	assert.True(t, s.Began)
+	got, err = st.GatewayRequest(ctx, res.Credentials.OrganizationID, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "dispatched", got.Status)
+	assert.Equal(t, 3, got.Attempts)
+
+	done, err := st.FinishGatewayRequest(ctx, r.ID, store.GatewayOutcome{Status: "completed", HTTPStatus: 200,
+		Headers: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"doorOpen":true}`)}, store.GatewaySeenAnswered, true)
+	require.NoError(t, err)
+	require.NotNil(t, done.CompletedAt)
+	assert.Equal(t, "completed", done.Status)
+
+	again, err := st.FinishGatewayRequest(ctx, r.ID, store.GatewayOutcome{Status: "rejected", HTTPStatus: 502, ErrorCode: "X"}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	assert.Equal(t, "completed", again.Status, "the first outcome stays")
+	assert.Equal(t, []byte(`{"doorOpen":true}`), again.Outcome.Body)
+	assert.Equal(t, "application/json", again.Outcome.Headers["Content-Type"])
+
+	_, err = st.BeginGatewaySend(ctx, r.ID, 3)
+	assert.ErrorIs(t, err, store.ErrNotFound, "a terminal request sends nothing")
+
+	// The outcome told the gateway's health and asked for a mirror refresh.
+	gw, err := st.GatewayByID(ctx, g.ID)
+	require.NoError(t, err)
+	require.NotNil(t, gw.Online)
+	assert.True(t, *gw.Online)
+	assert.NotNil(t, gw.LastSeenAt)
+	due, err := st.ClaimDueGatewaySyncs(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+
+	// Another organization cannot read it.
+	other, err := st.EnsureOrganization(ctx, "Someone Else")
+	require.NoError(t, err)
+	_, err = st.GatewayRequest(ctx, other.ID, r.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestPruneGatewayRequests(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	old, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "list-lockers"), nil)
+	require.NoError(t, err)
+	keyed, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "kept", Hash: []byte("h"), TTL: time.Hour})
+	require.NoError(t, err)
+	pending, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+	for _, id := range []uuid.UUID{old.ID, keyed.ID} {
+		_, err := st.FinishGatewayRequest(ctx, id, store.GatewayOutcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+		require.NoError(t, err)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET completed_at = now() - interval '31 days', created_at = now() - interval '31 days'`+
+		` WHERE completed_at IS NOT NULL`)
+	require.NoError(t, err)
+
+	keys, reqs, err := st.PruneGatewayRequests(ctx, 30*24*time.Hour)
+	require.NoError(t, err)
+	assert.Zero(t, keys)
+	assert.Equal(t, int64(1), reqs, "only the old request no live key refers to")
+	_, err = st.GatewayRequestByID(ctx, keyed.ID)
+	assert.NoError(t, err)
+	_, err = st.GatewayRequestByID(ctx, pending.ID)
+	assert.NoError(t, err)
+
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_idempotency_keys SET expires_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	keys, reqs, err = st.PruneGatewayRequests(ctx, 30*24*time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), keys)
+	assert.Equal(t, int64(1), reqs)
+}
+
+func TestListenGatewayOutcomes(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	got := make(chan uuid.UUID, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- st.ListenGatewayOutcomes(ctx, func() { close(ready) }, func(id uuid.UUID) { got <- id })
+	}()
+	<-ready
+
+	r, _, err := st.CreateGatewayRequest(context.Background(), newRequest(res, g, "list-lockers"), nil)
+	require.NoError(t, err)
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, store.GatewayOutcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	select {
+	case id := <-got:
+		assert.Equal(t, r.ID, id)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no announcement")
+	}
+	// A second finish changes nothing and announces nothing.
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, store.GatewayOutcome{Status: "rejected", HTTPStatus: 502}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	cancel()
+	assert.Error(t, <-done)
+	assert.Empty(t, got)
+}
+
+// The demo seed keeps its gateway cloud key across re-runs, and replaces one that stopped
+// working.
+func TestSeedKeepsTheGatewayKey(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	master := make([]byte, keyring.KeySize)
+	_, _ = rand.Read(master)
+	ring, err := keyring.New(master)
+	require.NoError(t, err)
+	res, err := seed.Demo(ctx, st, ring, nil)
+	require.NoError(t, err)
+	key := res.Credentials.GatewayAPIKey
+	require.True(t, credential.IsGatewayKey(key))
+	k, err := st.ActiveGatewayKeyByHash(ctx, credential.Hash(key))
+	require.NoError(t, err)
+	assert.Equal(t, res.Credentials.OrganizationID, k.OrganizationID)
+
+	again, err := seed.Demo(ctx, st, ring, &res.Credentials)
+	require.NoError(t, err)
+	assert.Equal(t, key, again.Credentials.GatewayAPIKey)
+
+	_, err = st.RevokeGatewayKey(ctx, k.ID)
+	require.NoError(t, err)
+	fresh, err := seed.Demo(ctx, st, ring, &again.Credentials)
+	require.NoError(t, err)
+	assert.NotEqual(t, key, fresh.Credentials.GatewayAPIKey)
+	_, err = st.ActiveGatewayKeyByHash(ctx, credential.Hash(fresh.Credentials.GatewayAPIKey))
+	assert.NoError(t, err)
+}

@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// GatewaySecretPurpose is the keyring purpose under which a gateway's bearer secret is
+// sealed, so a sealed secret copied to another gateway's row does not open.
+func GatewaySecretPurpose(serial string) string { return "gateway:" + serial }
+
+// NewGateway registers (or re-registers) a gateway at a location.
+type NewGateway struct {
+	Serial       string
+	LocationID   int64
+	BaseURL      string
+	SecretSealed []byte
+}
+
+// Gateway is a registered gateway; its secret stays sealed.
+type Gateway struct {
+	ID             int64
+	Serial         string
+	OrganizationID int64
+	LocationID     int64
+	BaseURL        string
+	SecretSealed   []byte
+	Disabled       bool
+	Online         *bool
+	LastSeenAt     *time.Time
+}
+
+const gatewayColumns = `g.id, g.serial, g.organization_id, g.location_id, g.base_url, g.secret_sealed,
+	g.disabled_at IS NOT NULL, g.online, g.last_seen_at`
+
+func scanGateway(row interface{ Scan(...any) error }) (Gateway, error) {
+	var g Gateway
+	err := row.Scan(&g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL, &g.SecretSealed,
+		&g.Disabled, &g.Online, &g.LastSeenAt)
+	return g, err
+}
+
+// UpsertGateway registers the gateway with this serial at a location of its organization,
+// or updates its location, URL and secret. The organization is the location's. Moving a
+// gateway to a location that already has another gateway is ErrConflict.
+func (s *Store) UpsertGateway(ctx context.Context, g NewGateway) (Gateway, error) {
+	row := s.db.QueryRow(ctx, `
+		INSERT INTO gateways AS g (serial, organization_id, location_id, base_url, secret_sealed)
+		SELECT $1, l.organization_id, l.id, $3, $4 FROM locations l WHERE l.id = $2
+		ON CONFLICT (serial) DO UPDATE SET
+		    organization_id = EXCLUDED.organization_id, location_id = EXCLUDED.location_id,
+		    base_url = EXCLUDED.base_url, secret_sealed = EXCLUDED.secret_sealed,
+		    disabled_at = NULL, sync_due_at = now(), updated_at = now()
+		RETURNING `+gatewayColumns, g.Serial, g.LocationID, g.BaseURL, g.SecretSealed)
+	out, err := scanGateway(row)
+	if err != nil {
+		return Gateway{}, fmt.Errorf("upsert gateway: %w", translate(err))
+	}
+	return out, nil
+}
+
+// GatewayAtLocation returns the gateway of a location of the organization; ErrNotFound for
+// a location of another organization, one without a gateway, or a disabled gateway.
+func (s *Store) GatewayAtLocation(ctx context.Context, orgID, locationID int64) (Gateway, error) {
+	g, err := scanGateway(s.db.QueryRow(ctx, `
+		SELECT `+gatewayColumns+` FROM gateways g
+		WHERE g.location_id = $2 AND g.organization_id = $1 AND g.disabled_at IS NULL`, orgID, locationID))
+	if err != nil {
+		return Gateway{}, fmt.Errorf("get gateway of location: %w", translate(err))
+	}
+	return g, nil
+}
+
+// GatewayByID returns a gateway, disabled ones included (the caller decides).
+func (s *Store) GatewayByID(ctx context.Context, id int64) (Gateway, error) {
+	g, err := scanGateway(s.db.QueryRow(ctx, `SELECT `+gatewayColumns+` FROM gateways g WHERE g.id = $1`, id))
+	if err != nil {
+		return Gateway{}, fmt.Errorf("get gateway: %w", translate(err))
+	}
+	return g, nil
+}
+
+// GatewayBySerial returns a gateway by its serial.
+func (s *Store) GatewayBySerial(ctx context.Context, serial string) (Gateway, error) {
+	g, err := scanGateway(s.db.QueryRow(ctx, `SELECT `+gatewayColumns+` FROM gateways g WHERE g.serial = $1`, serial))
+	if err != nil {
+		return Gateway{}, fmt.Errorf("get gateway: %w", translate(err))
+	}
+	return g, nil
+}
+
+// GatewayLocation is a location of the gateway cloud API with its gateway's health.
+type GatewayLocation struct {
+	ID            int64
+	Name          string
+	Timezone      *string
+	GatewaySerial string
+	Online        bool
+	LastSeenAt    *time.Time
+}
+
+// GatewayLocations lists the organization's locations that have a gateway, by id. A gateway
+// counts as online when its last answer says so and is more recent than onlineWithin.
+func (s *Store) GatewayLocations(ctx context.Context, orgID int64, onlineWithin time.Duration) ([]GatewayLocation, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT l.id, l.name, l.timezone, g.serial,
+		       coalesce(g.online, false) AND g.last_seen_at > now() - make_interval(secs => $2),
+		       g.last_seen_at
+		FROM gateways g JOIN locations l ON l.id = g.location_id
+		WHERE g.organization_id = $1 AND g.disabled_at IS NULL
+		ORDER BY l.id`, orgID, onlineWithin.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("list gateway locations: %w", translate(err))
+	}
+	defer rows.Close()
+	out := []GatewayLocation{}
+	for rows.Next() {
+		var l GatewayLocation
+		if err := rows.Scan(&l.ID, &l.Name, &l.Timezone, &l.GatewaySerial, &l.Online, &l.LastSeenAt); err != nil {
+			return nil, fmt.Errorf("scan gateway location: %w", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list gateway locations: %w", translate(err))
+	}
+	return out, nil
+}
+
+// RecordGatewayHealth records what a health check or a request outcome showed: online with
+// the time it answered, or offline with the reason. A gateway that answered is never marked
+// offline by an older observation.
+func (s *Store) RecordGatewayHealth(ctx context.Context, gatewayID int64, online bool, cause string) error {
+	var err error
+	if online {
+		_, err = s.db.Exec(ctx, `
+			UPDATE gateways SET online = true, last_seen_at = now(), last_error = NULL
+			WHERE id = $1 AND (online IS NOT TRUE OR last_seen_at IS NULL OR last_seen_at < now() - interval '1 second')`, gatewayID)
+	} else {
+		_, err = s.db.Exec(ctx, `UPDATE gateways SET online = false, last_error = left($2, 500) WHERE id = $1`, gatewayID, cause)
+	}
+	if err != nil {
+		return fmt.Errorf("record gateway health: %w", translate(err))
+	}
+	return nil
+}
+
+// MarkGatewaySyncDue asks for a refresh of the gateway's health and locker mirror now.
+func (s *Store) MarkGatewaySyncDue(ctx context.Context, gatewayID int64) error {
+	if _, err := s.db.Exec(ctx, `UPDATE gateways SET sync_due_at = now() WHERE id = $1 AND sync_due_at > now()`, gatewayID); err != nil {
+		return fmt.Errorf("mark gateway sync due: %w", translate(err))
+	}
+	return nil
+}
+
+// ClaimDueGatewaySyncs leases up to limit gateways whose sync is due until now()+lease, so
+// concurrent workers never sync the same gateway at the same time.
+func (s *Store) ClaimDueGatewaySyncs(ctx context.Context, limit int, lease time.Duration) ([]Gateway, error) {
+	rows, err := s.db.Query(ctx, `
+		UPDATE gateways g SET sync_due_at = now() + make_interval(secs => $2)
+		WHERE g.id IN (
+		    SELECT id FROM gateways WHERE sync_due_at <= now() AND disabled_at IS NULL
+		    ORDER BY sync_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+gatewayColumns, limit, lease.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim gateway syncs: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []Gateway
+	for rows.Next() {
+		g, err := scanGateway(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan gateway: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim gateway syncs: %w", translate(err))
+	}
+	return out, nil
+}
+
+// ScheduleGatewaySync sets when the gateway is synced next, unless a refresh was asked for
+// while the claimed sync ran (then it stays due).
+func (s *Store) ScheduleGatewaySync(ctx context.Context, gatewayID int64, after time.Duration) error {
+	_, err := s.db.Exec(ctx, `UPDATE gateways SET sync_due_at = now() + make_interval(secs => $2)
+		WHERE id = $1 AND sync_due_at > now()`, gatewayID, after.Seconds())
+	if err != nil {
+		return fmt.Errorf("schedule gateway sync: %w", translate(err))
+	}
+	return nil
+}
+
+// GatewayLocker is one locker of the read-only mirror of a gateway's lockers.
+type GatewayLocker struct {
+	LockerID       int
+	Name           string
+	LockerTypeID   int
+	LockerTypeName *string
+	BankID         int
+	IsLowLocker    bool
+	OutOfService   bool
+}
+
+// ReplaceGatewayLockers makes the mirror of a gateway's lockers exactly lockers, in one
+// transaction (call it inside WithTx).
+func (s *Store) ReplaceGatewayLockers(ctx context.Context, gatewayID int64, lockers []GatewayLocker) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM gateway_lockers WHERE gateway_id = $1`, gatewayID); err != nil {
+		return fmt.Errorf("clear gateway lockers: %w", translate(err))
+	}
+	for _, l := range lockers {
+		_, err := s.db.Exec(ctx, `
+			INSERT INTO gateway_lockers (gateway_id, locker_id, location_id, name, locker_type_id, locker_type_name,
+			                             bank_id, is_low_locker, out_of_service)
+			SELECT g.id, $2, g.location_id, $3, $4, $5, $6, $7, $8 FROM gateways g WHERE g.id = $1`,
+			gatewayID, l.LockerID, l.Name, l.LockerTypeID, l.LockerTypeName, l.BankID, l.IsLowLocker, l.OutOfService)
+		if err != nil {
+			return fmt.Errorf("mirror gateway locker %d: %w", l.LockerID, translate(err))
+		}
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE gateways SET synced_at = now() WHERE id = $1`, gatewayID); err != nil {
+		return fmt.Errorf("record gateway sync: %w", translate(err))
+	}
+	return nil
+}
+
+// GatewayLockers returns the mirror of a gateway's lockers by locker id.
+func (s *Store) GatewayLockers(ctx context.Context, gatewayID int64) ([]GatewayLocker, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT locker_id, name, locker_type_id, locker_type_name, bank_id, is_low_locker, out_of_service
+		FROM gateway_lockers WHERE gateway_id = $1 ORDER BY locker_id`, gatewayID)
+	if err != nil {
+		return nil, fmt.Errorf("list gateway lockers: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []GatewayLocker
+	for rows.Next() {
+		var l GatewayLocker
+		if err := rows.Scan(&l.LockerID, &l.Name, &l.LockerTypeID, &l.LockerTypeName, &l.BankID, &l.IsLowLocker, &l.OutOfService); err != nil {
+			return nil, fmt.Errorf("scan gateway locker: %w", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list gateway lockers: %w", translate(err))
+	}
+	return out, nil
+}
+
+// GatewayLockerByName resolves a locker name at a location of the organization through the
+// mirror (the app engine addresses gateway lockers this way).
+func (s *Store) GatewayLockerByName(ctx context.Context, orgID, locationID int64, name string) (Gateway, GatewayLocker, error) {
+	var l GatewayLocker
+	var gatewayID int64
+	err := s.db.QueryRow(ctx, `
+		SELECT m.gateway_id, m.locker_id, m.name, m.locker_type_id, m.locker_type_name, m.bank_id, m.is_low_locker, m.out_of_service
+		FROM gateway_lockers m JOIN gateways g ON g.id = m.gateway_id
+		WHERE m.location_id = $2 AND m.name = $3 AND g.organization_id = $1 AND g.disabled_at IS NULL`,
+		orgID, locationID, name).
+		Scan(&gatewayID, &l.LockerID, &l.Name, &l.LockerTypeID, &l.LockerTypeName, &l.BankID, &l.IsLowLocker, &l.OutOfService)
+	if err != nil {
+		return Gateway{}, GatewayLocker{}, fmt.Errorf("find gateway locker: %w", translate(err))
+	}
+	g, err := s.GatewayByID(ctx, gatewayID)
+	if err != nil {
+		return Gateway{}, GatewayLocker{}, err
+	}
+	return g, l, nil
+}
+
+// SyncGatewayLockers replaces the mirror of a gateway's lockers in one transaction.
+func (s *Store) SyncGatewayLockers(ctx context.Context, gatewayID int64, lockers []GatewayLocker) error {
+	return s.WithTx(ctx, func(tx *Store) error { return tx.ReplaceGatewayLockers(ctx, gatewayID, lockers) })
+}

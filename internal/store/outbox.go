@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// OutboxItem is a workflow start (and optional signal) recorded with the state change it
+// belongs to. Dispatching is idempotent: workflow IDs are fixed, so a repeat is harmless.
+type OutboxItem struct {
+	ID               int64
+	WorkflowID       string
+	WorkflowType     string
+	Input            json.RawMessage
+	SearchAttributes map[string]string
+	SignalName       string
+	SignalArg        json.RawMessage
+	Attempts         int
+	CreatedAt        time.Time
+}
+
+// EnqueueWorkflow records an outbox item; the dispatcher picks it up at once, and the
+// periodic sweep after grace if that first attempt was lost.
+func (s *Store) EnqueueWorkflow(ctx context.Context, item OutboxItem, grace time.Duration) (int64, error) {
+	a, err := outboxArgsOf(item, grace)
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = s.db.QueryRow(ctx, `
+		INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
+		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+		RETURNING id`,
+		a.workflowID, a.workflowType, a.input, a.attrs, a.signalName, a.signalArg, a.grace).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue workflow: %w", translate(err))
+	}
+	return id, nil
+}
+
+// outboxArgs are an outbox item's column values (nil workflowID: no item).
+type outboxArgs struct {
+	workflowID, workflowType, signalName any
+	input, attrs, signalArg              any
+	grace                                float64
+}
+
+func outboxArgsOf(item OutboxItem, grace time.Duration) (outboxArgs, error) {
+	attrs, err := json.Marshal(item.SearchAttributes)
+	if err != nil {
+		return outboxArgs{}, fmt.Errorf("encode search attributes: %w", err)
+	}
+	a := outboxArgs{workflowID: item.WorkflowID, workflowType: item.WorkflowType, input: []byte(item.Input), attrs: attrs,
+		grace: grace.Seconds()}
+	if item.SignalArg != nil {
+		a.signalArg = []byte(item.SignalArg)
+	}
+	if item.SignalName != "" {
+		a.signalName = item.SignalName
+	}
+	return a, nil
+}
+
+// ClaimDueOutbox leases up to limit due items for lease, oldest first. Concurrent
+// dispatchers (one per apiserver) never claim the same item at the same time.
+func (s *Store) ClaimDueOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error) {
+	rows, err := s.db.Query(ctx, `
+		UPDATE workflow_outbox o SET next_attempt_at = now() + make_interval(secs => $2), attempts = o.attempts + 1
+		WHERE o.id IN (
+		    SELECT id FROM workflow_outbox WHERE next_attempt_at <= now()
+		    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+		RETURNING o.id, o.workflow_id, o.workflow_type, o.input, o.search_attributes,
+		          coalesce(o.signal_name, ''), o.signal_arg, o.attempts, o.created_at`, limit, lease.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", translate(err))
+	}
+	defer rows.Close()
+	var items []OutboxItem
+	for rows.Next() {
+		var it OutboxItem
+		var attrs []byte
+		if err := rows.Scan(&it.ID, &it.WorkflowID, &it.WorkflowType, &it.Input, &attrs, &it.SignalName,
+			&it.SignalArg, &it.Attempts, &it.CreatedAt); err != nil {
+			return nil, fmt.Errorf("scan outbox: %w", err)
+		}
+		if err := json.Unmarshal(attrs, &it.SearchAttributes); err != nil {
+			return nil, fmt.Errorf("decode search attributes: %w", err)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", translate(err))
+	}
+	return items, nil
+}
+
+// DeleteOutbox removes dispatched items.
+func (s *Store) DeleteOutbox(ctx context.Context, ids ...int64) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM workflow_outbox WHERE id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("delete outbox: %w", translate(err))
+	}
+	return nil
+}
+
+// RetryOutboxLater records a failed dispatch and when to try again.
+func (s *Store) RetryOutboxLater(ctx context.Context, id int64, after time.Duration, cause string) error {
+	if len(cause) > 500 {
+		cause = cause[:500]
+	}
+	_, err := s.db.Exec(ctx, `
+		UPDATE workflow_outbox SET next_attempt_at = now() + make_interval(secs => $2), last_error = $3
+		WHERE id = $1`, id, after.Seconds(), cause)
+	if err != nil {
+		return fmt.Errorf("reschedule outbox: %w", translate(err))
+	}
+	return nil
+}
+
+// OutboxBacklog returns how many items wait and the age of the oldest.
+func (s *Store) OutboxBacklog(ctx context.Context) (count int, oldest time.Duration, err error) {
+	var secs float64
+	err = s.db.QueryRow(ctx, `
+		SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM workflow_outbox`).Scan(&count, &secs)
+	if err != nil {
+		return 0, 0, fmt.Errorf("outbox backlog: %w", translate(err))
+	}
+	return count, time.Duration(secs * float64(time.Second)), nil
+}

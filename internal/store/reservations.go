@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// StatusConflictError says why a locker or reservation could not make a transition; it
+// matches ErrConflict with errors.Is.
+type StatusConflictError struct {
+	Status LockerStatus // the locker's current status, when the conflict is about a locker
+	Msg    string
+}
+
+func (e *StatusConflictError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *StatusConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ErrNotDue means an expiry ran before its time by the database clock; retry shortly.
+var ErrNotDue = errors.New("expiry not due yet")
+
+// ReserveParams describe a new reservation.
+type ReserveParams struct {
+	ID       uuid.UUID
+	OrgID    int64
+	ClientID string
+	TowerID  string
+	LockerID int64
+	Duration time.Duration
+	// Start, when set, is when the reservation begins (it expires Duration later); zero: the
+	// database's now().
+	Start time.Time
+	// Outbox, when set, is recorded in the same statement (its workflow releases the hold).
+	Outbox      *OutboxItem
+	OutboxGrace time.Duration
+}
+
+// ReserveLocker holds an available locker (a lapsed hold counts as available) for the
+// client. Exactly one of any number of concurrent callers wins; the others get a
+// *StatusConflictError naming the current status, or ErrNotFound for an unknown locker.
+func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation, error) {
+	r := Reservation{ID: p.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, LockerID: p.LockerID,
+		TowerID: strings.ToLower(p.TowerID), Status: ReservationActive, DurationSeconds: int(p.Duration.Seconds())}
+	var start *time.Time
+	if !p.Start.IsZero() {
+		start = &p.Start
+	}
+	var ob outboxArgs
+	if p.Outbox != nil {
+		var err error
+		if ob, err = outboxArgsOf(*p.Outbox, p.OutboxGrace); err != nil {
+			return Reservation{}, err
+		}
+	}
+	// One statement (one round trip, atomic): claim the locker if it is available now,
+	// record the reservation, and (given) the outbox row of its workflow.
+	var outboxID *int64
+	err := s.db.QueryRow(ctx, `
+		WITH t AS (SELECT coalesce($7::timestamptz, now()) AS start),
+		claimed AS (
+		    UPDATE lockers k SET
+		        status = 2,
+		        reservation_id = $1,
+		        hold_expires_at = t.start + make_interval(secs => $6),
+		        possessor_client_id = $3,
+		        possession_since = t.start,
+		        -- a new possession: its generation makes every earlier customer's token stale
+		        generation = k.generation + 1,
+		        updated_at = now()
+		    FROM t
+		    WHERE k.id = $4 AND k.tower_id = $5 AND k.organization_id = $2
+		      AND locker_status(k.status, k.hold_expires_at) = 1
+		    RETURNING k.id, k.location_id, k.hold_expires_at, t.start
+		), res AS (
+		    INSERT INTO reservations (id, organization_id, client_id, locker_id, tower_id, status,
+		                              duration_seconds, created_at, expires_at)
+		    SELECT $1, $2, $3, c.id, $5, 'active', $6, c.start, c.hold_expires_at FROM claimed c
+		    RETURNING created_at, expires_at
+		), ob AS (
+		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
+		    SELECT $8, $9, $10, $11, $12, $13, now() + make_interval(secs => $14) FROM res WHERE $8::text IS NOT NULL
+		    RETURNING id
+		)
+		SELECT res.created_at, res.expires_at, (SELECT location_id FROM claimed), (SELECT id FROM ob) FROM res`,
+		p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start,
+		ob.workflowID, ob.workflowType, ob.input, ob.attrs, ob.signalName, ob.signalArg, ob.grace).
+		Scan(&r.CreatedAt, &r.ExpiresAt, &r.LocationID, &outboxID)
+	if err == nil && outboxID != nil {
+		p.Outbox.ID = *outboxID
+	}
+	if err == nil {
+		return r, nil
+	}
+	if err = translate(err); !errors.Is(err, ErrNotFound) {
+		return Reservation{}, fmt.Errorf("reserve locker: %w", err)
+	}
+	k, err := s.Locker(ctx, p.OrgID, p.TowerID, p.LockerID)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("reserve locker: %w", err)
+	}
+	return Reservation{}, &StatusConflictError{Status: k.Status,
+		Msg: fmt.Sprintf("locker %d is %s, not available", k.ID, k.Status.Name())}
+}
+
+const reservationSelect = `
+	SELECT r.id, r.organization_id, r.client_id, r.locker_id, r.tower_id, k.location_id,
+	       CASE WHEN r.status = 'active' AND r.expires_at <= now() THEN 'expired' ELSE r.status END,
+	       r.duration_seconds, r.created_at, r.expires_at, r.ended_at
+	FROM reservations r JOIN lockers k ON k.id = r.locker_id`
+
+// Reservation returns a reservation of the organization, with a lapsed one shown expired.
+func (s *Store) Reservation(ctx context.Context, orgID int64, id uuid.UUID) (Reservation, error) {
+	var r Reservation
+	err := s.db.QueryRow(ctx, reservationSelect+` WHERE r.id = $1 AND r.organization_id = $2`, id, orgID).
+		Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.LocationID, &r.Status,
+			&r.DurationSeconds, &r.CreatedAt, &r.ExpiresAt, &r.EndedAt)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("get reservation: %w", translate(err))
+	}
+	return r, nil
+}
+
+// CancelReservation cancels an active reservation of the client and frees its locker.
+// cancelled is false when it had already been cancelled (a repeated DELETE). A reservation of
+// another locker or organization is ErrNotFound; one of another client of the organization,
+// or one no longer active, is a *StatusConflictError.
+func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, towerID string, lockerID int64, id uuid.UUID) (r Reservation, cancelled bool, err error) {
+	r, err = s.Reservation(ctx, orgID, id)
+	if err != nil {
+		return Reservation{}, false, err
+	}
+	if r.LockerID != lockerID || r.TowerID != strings.ToLower(towerID) {
+		return Reservation{}, false, fmt.Errorf("cancel reservation: %w", ErrNotFound)
+	}
+	if r.ClientID != clientID {
+		return Reservation{}, false, &StatusConflictError{Msg: "the reservation belongs to another client"}
+	}
+	tag, err := s.db.Exec(ctx, `
+		UPDATE reservations SET status = 'cancelled', ended_at = now()
+		WHERE id = $1 AND status = 'active' AND expires_at > now()`, id)
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("cancel reservation: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		cur, err := s.Reservation(ctx, orgID, id)
+		if err != nil {
+			return Reservation{}, false, err
+		}
+		if cur.Status == ReservationCancelled {
+			return cur, false, nil
+		}
+		return Reservation{}, false, &StatusConflictError{Msg: fmt.Sprintf("the reservation is %s", cur.Status)}
+	}
+	if err := s.releaseReservedLocker(ctx, id); err != nil {
+		return Reservation{}, false, fmt.Errorf("cancel reservation: %w", err)
+	}
+	r.Status = ReservationCancelled
+	return r, true, nil
+}
+
+// ExpireReservation marks an active reservation expired and frees its locker if the
+// reservation still holds it. It does nothing for a reservation that ended otherwise, and
+// returns ErrNotDue if the database clock has not reached the expiry yet.
+func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bool, err error) {
+	var due bool
+	err = s.db.QueryRow(ctx, `
+		WITH r AS (
+		    UPDATE reservations SET status = 'expired', ended_at = expires_at
+		    WHERE id = $1 AND status = 'active' AND expires_at <= now()
+		    RETURNING id
+		)
+		SELECT EXISTS (SELECT 1 FROM r)`, id).Scan(&due)
+	if err != nil {
+		return false, fmt.Errorf("expire reservation: %w", translate(err))
+	}
+	if !due {
+		var active bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reservations WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
+			return false, fmt.Errorf("expire reservation: %w", translate(err))
+		}
+		if active {
+			return false, ErrNotDue
+		}
+		return false, nil
+	}
+	if err := s.releaseReservedLocker(ctx, id); err != nil {
+		return false, fmt.Errorf("expire reservation: %w", err)
+	}
+	return true, nil
+}
+
+// releaseReservedLocker frees the locker only if this reservation still holds it.
+func (s *Store) releaseReservedLocker(ctx context.Context, reservationID uuid.UUID) error {
+	_, err := s.db.Exec(ctx, `
+		UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL,
+		       possessor_client_id = NULL, possession_since = NULL, updated_at = now()
+		WHERE reservation_id = $1 AND status = 2`, reservationID)
+	return translate(err)
+}
+
+// ReleaseLapsedHolds writes back reservations and locker holds whose expiry passed more than
+// olderThan ago. The generation stays: the next possession bumps it, and until then a late
+// drop-off event of the lapsed possession can still apply (DESIGN §4.7).
+func (s *Store) ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE reservations SET status = 'expired', ended_at = expires_at
+		WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
+	if err != nil {
+		return 0, 0, fmt.Errorf("release lapsed reservations: %w", translate(err))
+	}
+	reservations = int(tag.RowsAffected())
+	tag, err = s.db.Exec(ctx, `
+		UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL, possessor_client_id = NULL,
+		       possession_since = NULL, updated_at = now()
+		WHERE status IN (2, 3, 5) AND hold_expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
+	if err != nil {
+		return reservations, 0, fmt.Errorf("release lapsed lockers: %w", translate(err))
+	}
+	lockers = int(tag.RowsAffected())
+	if _, err := s.db.Exec(ctx, `
+		UPDATE locker_tokens SET status = 'expired'
+		WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds()); err != nil {
+		return reservations, lockers, fmt.Errorf("expire lapsed tokens: %w", translate(err))
+	}
+	return reservations, lockers, nil
+}

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// InsertSigningKey stores a new signing key.
+func (s *Store) InsertSigningKey(ctx context.Context, k SigningKey) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO signing_keys (kid, algorithm, public_key, private_key_sealed) VALUES ($1, $2, $3, $4)`,
+		k.KID, k.Algorithm, k.PublicKey, k.PrivateKeySealed)
+	if err != nil {
+		return fmt.Errorf("insert signing key: %w", translate(err))
+	}
+	return nil
+}
+
+// RetireSigningKeysExcept marks every active key other than kid as retired.
+func (s *Store) RetireSigningKeysExcept(ctx context.Context, kid string) error {
+	_, err := s.db.Exec(ctx, `UPDATE signing_keys SET retired_at = now() WHERE kid <> $1 AND retired_at IS NULL`, kid)
+	if err != nil {
+		return fmt.Errorf("retire signing keys: %w", translate(err))
+	}
+	return nil
+}
+
+// SigningKeys returns the active keys and the keys retired within keep, newest first.
+func (s *Store) SigningKeys(ctx context.Context, keep time.Duration) ([]SigningKey, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT kid, algorithm, public_key, private_key_sealed, created_at, retired_at
+		FROM signing_keys
+		WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
+		ORDER BY created_at DESC, kid`, keep.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("list signing keys: %w", translate(err))
+	}
+	defer rows.Close()
+	var keys []SigningKey
+	for rows.Next() {
+		var k SigningKey
+		if err := rows.Scan(&k.KID, &k.Algorithm, &k.PublicKey, &k.PrivateKeySealed, &k.CreatedAt, &k.RetiredAt); err != nil {
+			return nil, fmt.Errorf("scan signing key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list signing keys: %w", translate(err))
+	}
+	return keys, nil
+}

@@ -1,0 +1,104 @@
+// Package store is the PostgreSQL layer: one tuned pgxpool, migrations embedded in the
+// binary, pgx errors translated once into ErrNotFound and ErrConflict, and a WithTx helper.
+// Status changes are conditional updates, so two concurrent callers can never both win.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is what queries run on: the pool or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Store runs the service's queries. Inside WithTx it is bound to the transaction.
+type Store struct {
+	pool *pgxpool.Pool
+	db   DBTX
+}
+
+// Options tune the pool; zero values take the defaults.
+type Options struct {
+	MaxConns int32
+	AppName  string
+}
+
+// Open connects a pool to databaseURL. This is the one place the pool is tuned.
+func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.MaxConns = 20
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.MinConns = 2
+	cfg.MaxConnLifetime = time.Hour
+	cfg.MaxConnLifetimeJitter = 6 * time.Minute
+	cfg.MaxConnIdleTime = 10 * time.Minute
+	cfg.HealthCheckPeriod = 30 * time.Second
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if opts.AppName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.AppName
+	}
+	// Timestamps are compared and returned in UTC; a stuck statement can't hold a connection forever.
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "30000"
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	return &Store{pool: pool, db: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool exposes the pool for the few callers that need it directly (LISTEN, tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// WithTx runs fn in a transaction, committing when fn returns nil. The rollback runs even
+// when ctx is already cancelled, so a cancelled request never leaves a transaction open.
+func (s *Store) WithTx(ctx context.Context, fn func(tx *Store) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", translate(err))
+	}
+	defer rollbackWithoutCancel(ctx, tx)
+	if err := fn(&Store{pool: s.pool, db: tx}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit transaction: %w", translate(err))
+	}
+	return nil
+}
+
+func rollbackWithoutCancel(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		_ = err // the connection is discarded by pgx when a rollback fails
+	}
+}

@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/testenv"
+)
+
+// openStore opens a fresh, migrated, empty database.
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st
+}
+
+// seeded opens a fresh database with the demo data.
+func seeded(t *testing.T) (*store.Store, seed.Result) {
+	t.Helper()
+	st := openStore(t)
+	key := make([]byte, keyring.KeySize)
+	_, _ = rand.Read(key)
+	ring, err := keyring.New(key)
+	require.NoError(t, err)
+	res, err := seed.Demo(context.Background(), st, ring, nil)
+	require.NoError(t, err)
+	return st, res
+}
+
+// addTowerLocation creates a location with one tower (the tower API only sees those).
+func addTowerLocation(t *testing.T, st *store.Store, orgID int64, name, towerID string, lat, lon float64) int64 {
+	t.Helper()
+	ctx := context.Background()
+	id, err := st.UpsertLocation(ctx, store.NewLocation{OrganizationID: orgID, Name: name, Lat: lat, Lon: lon,
+		Address1: "1 Main St", City: "Somewhere", State: "-", Zip: "0", Country: "FJ"})
+	require.NoError(t, err)
+	_, err = st.EnsureTower(ctx, store.Tower{ID: towerID, OrganizationID: orgID, LocationID: id, Name: name + " tower", SecretSealed: []byte("sealed")})
+	require.NoError(t, err)
+	return id
+}

@@ -1,0 +1,332 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Token types and statuses.
+const (
+	TokenDropoff = "dropoff"
+	TokenPickup  = "pickup"
+	TokenRelease = "release"
+
+	TokenActive  = "active"
+	TokenUsed    = "used"
+	TokenExpired = "expired"
+	TokenRevoked = "revoked"
+)
+
+// ReleaseGrace is how long a declined locker stays with its possessor before it is free.
+const ReleaseGrace = 10 * time.Minute
+
+// LockerToken is a drop-off, pickup or release token.
+type LockerToken struct {
+	ID         uuid.UUID
+	OrgID      int64
+	ClientID   string
+	LockerID   int64
+	TowerID    string
+	LocationID int64
+	Type       string
+	Generation int32
+	ClientInfo *string
+	Status     string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	UsedAt     *time.Time
+}
+
+// lockedLocker is a locker row read FOR UPDATE, with its effective status.
+type lockedLocker struct {
+	ID             int64
+	LocationID     int64
+	TowerID        string
+	Name           string
+	Raw            LockerStatus // the stored status
+	Status         LockerStatus // with a lapsed hold counted as available
+	HoldExpiresAt  *time.Time
+	ReservationID  *uuid.UUID
+	Possessor      *string
+	Since          *time.Time
+	Generation     int32
+	KeptPossession bool
+	Now            time.Time
+}
+
+// possessedBy reports whether client holds the locker now (a lapsed hold is no possession).
+func (k lockedLocker) possessedBy(client string) bool {
+	return k.Status != StatusAvailable && k.Possessor != nil && *k.Possessor == client
+}
+
+const lockedSelect = `
+	SELECT id, location_id, tower_id, name, status, locker_status(status, hold_expires_at), hold_expires_at,
+	       reservation_id, possessor_client_id, possession_since, generation, kept_possession, now()
+	FROM lockers`
+
+func scanLocked(row pgx.Row) (lockedLocker, error) {
+	var k lockedLocker
+	err := row.Scan(&k.ID, &k.LocationID, &k.TowerID, &k.Name, &k.Raw, &k.Status, &k.HoldExpiresAt, &k.ReservationID,
+		&k.Possessor, &k.Since, &k.Generation, &k.KeptPossession, &k.Now)
+	return k, err
+}
+
+// lockLocker reads a locker of the organization FOR UPDATE (orgID 0: any organization, for
+// operators), so the transition that follows is decided and written under the row lock.
+func (s *Store) lockLocker(ctx context.Context, orgID int64, towerID string, lockerID int64) (lockedLocker, error) {
+	q := lockedSelect + ` WHERE id = $1 AND tower_id = $2 AND ($3 = 0 OR organization_id = $3) FOR UPDATE`
+	k, err := scanLocked(s.db.QueryRow(ctx, q, lockerID, strings.ToLower(towerID), orgID))
+	if err != nil {
+		return lockedLocker{}, fmt.Errorf("lock locker: %w", translate(err))
+	}
+	return k, nil
+}
+
+func conflict(k lockedLocker, format string, args ...any) error {
+	return &StatusConflictError{Status: k.Status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// IssueTokenParams describe a token to issue.
+type IssueTokenParams struct {
+	ID         uuid.UUID
+	OrgID      int64
+	ClientID   string
+	TowerID    string
+	LockerID   int64
+	Type       string
+	Duration   time.Duration
+	ClientInfo *string
+	// Outbox, when set, names the workflows to record with the token (its expiry, a consumed
+	// reservation's end); they are written in the same round trip as the token.
+	Outbox      func(IssueResult) []OutboxItem
+	OutboxGrace time.Duration
+}
+
+// IssueResult is a new token and what issuing it changed.
+type IssueResult struct {
+	Token LockerToken
+	// ConsumedReservation is the reservation a drop-off token used up, if any.
+	ConsumedReservation *uuid.UUID
+	From, To            LockerStatus
+	// Outbox are the recorded outbox items, with their ids.
+	Outbox []OutboxItem
+}
+
+// IssueToken applies the token transitions of DESIGN §4.1 under the locker's row lock and
+// records the token. Call it inside WithTx. A drop-off token needs the locker available,
+// reserved by the caller, or rented, declined or occupied by the caller; a pickup token an
+// occupied locker of the caller; a release token a declined locker of the caller. Anything
+// else is a *StatusConflictError naming the current status.
+func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult, error) {
+	k, err := s.lockLocker(ctx, p.OrgID, p.TowerID, p.LockerID)
+	if err != nil {
+		return IssueResult{}, err
+	}
+	res := IssueResult{From: k.Status, To: k.Status}
+	generation := k.Generation
+	switch p.Type {
+	case TokenDropoff:
+		switch k.Status {
+		case StatusAvailable:
+			// A new possession: its generation makes every earlier customer's token stale.
+			generation++
+			res.To = StatusRented
+		case StatusReserved:
+			if !k.possessedBy(p.ClientID) {
+				return IssueResult{}, conflict(k, "locker %d is reserved by another client", k.ID)
+			}
+			res.ConsumedReservation = k.ReservationID
+			res.To = StatusRented
+		case StatusRented, StatusDeclined:
+			if !k.possessedBy(p.ClientID) {
+				return IssueResult{}, conflict(k, "locker %d is %s by another client", k.ID, k.Status.Name())
+			}
+			res.To = StatusRented
+		case StatusOccupied:
+			if !k.possessedBy(p.ClientID) {
+				return IssueResult{}, conflict(k, "locker %d is occupied by another client's item", k.ID)
+			}
+		default:
+			return IssueResult{}, conflict(k, "locker %d is %s", k.ID, k.Status.Name())
+		}
+	case TokenPickup:
+		if k.Status != StatusOccupied {
+			return IssueResult{}, conflict(k, "a pickup token needs an occupied locker; locker %d is %s", k.ID, k.Status.Name())
+		}
+		if !k.possessedBy(p.ClientID) {
+			return IssueResult{}, conflict(k, "locker %d is occupied by another client's item", k.ID)
+		}
+	case TokenRelease:
+		if k.Status != StatusDeclined {
+			return IssueResult{}, conflict(k, "a release token needs a declined locker; locker %d is %s", k.ID, k.Status.Name())
+		}
+		if !k.possessedBy(p.ClientID) {
+			return IssueResult{}, conflict(k, "locker %d is declined by another client", k.ID)
+		}
+	default:
+		return IssueResult{}, fmt.Errorf("issue token: unknown type %q", p.Type)
+	}
+
+	now := time.Now().UTC()
+	t := LockerToken{ID: p.ID, OrgID: p.OrgID, ClientID: p.ClientID, LockerID: k.ID, TowerID: k.TowerID,
+		LocationID: k.LocationID, Type: p.Type, Generation: generation, ClientInfo: p.ClientInfo, Status: TokenActive,
+		// Expiry on a whole second: the token payload carries unix seconds.
+		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: now.Truncate(time.Second).Add(p.Duration)}
+	res.Token = t
+	rents := p.Type == TokenDropoff && k.Status != StatusOccupied
+	var items []OutboxItem
+	if p.Outbox != nil {
+		items = p.Outbox(res)
+	}
+
+	// The writes go out in one pipelined batch: one round trip for the token, the consumed
+	// reservation, the locker and the workflows' outbox rows.
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO locker_tokens (id, organization_id, client_id, locker_id, tower_id, type, generation, client_info, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9, $10)`,
+		t.ID, t.OrgID, t.ClientID, t.LockerID, t.TowerID, t.Type, t.Generation, t.ClientInfo, t.CreatedAt, t.ExpiresAt)
+	if res.ConsumedReservation != nil {
+		b.Queue(`UPDATE reservations SET status = 'consumed', ended_at = now() WHERE id = $1 AND status = 'active'`, *res.ConsumedReservation)
+	}
+	if rents {
+		// Rented: the possession lasts until the last drop-off token of this generation expires.
+		b.Queue(`
+			UPDATE lockers SET status = 3, generation = $2, reservation_id = NULL,
+			       possessor_client_id = $3,
+			       possession_since = CASE WHEN $4 THEN now() ELSE coalesce(possession_since, now()) END,
+			       hold_expires_at = (SELECT max(expires_at) FROM locker_tokens
+			                          WHERE locker_id = $1 AND generation = $2 AND type = 'dropoff' AND status <> 'revoked'),
+			       updated_at = now()
+			WHERE id = $1 AND status = $5`,
+			k.ID, generation, p.ClientID, k.Status == StatusAvailable, k.Raw)
+	}
+	for _, it := range items {
+		a, err := outboxArgsOf(it, p.OutboxGrace)
+		if err != nil {
+			return IssueResult{}, err
+		}
+		b.Queue(`
+			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING id`,
+			a.workflowID, a.workflowType, a.input, a.attrs, a.signalName, a.signalArg, a.grace)
+	}
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return IssueResult{}, fmt.Errorf("insert token: %w", translate(err))
+	}
+	if res.ConsumedReservation != nil {
+		if _, err := br.Exec(); err != nil {
+			return IssueResult{}, fmt.Errorf("consume reservation: %w", translate(err))
+		}
+	}
+	if rents {
+		tag, err := br.Exec()
+		if err != nil {
+			return IssueResult{}, fmt.Errorf("rent locker: %w", translate(err))
+		}
+		if tag.RowsAffected() != 1 {
+			return IssueResult{}, fmt.Errorf("rent locker %d: the row changed under its lock", k.ID)
+		}
+	}
+	for i := range items {
+		if err := br.QueryRow().Scan(&items[i].ID); err != nil {
+			return IssueResult{}, fmt.Errorf("enqueue workflow: %w", translate(err))
+		}
+	}
+	res.Outbox = items
+	return res, nil
+}
+
+// ReleaseLocker gives a rented locker back before using it (rented → declined): the caller
+// keeps it for the release grace, during which a drop-off or release token moves it on.
+func (s *Store) ReleaseLocker(ctx context.Context, orgID int64, clientID, towerID string, lockerID int64) error {
+	k, err := s.lockLocker(ctx, orgID, towerID, lockerID)
+	if err != nil {
+		return err
+	}
+	if k.Status != StatusRented {
+		return conflict(k, "only a rented locker can be released; locker %d is %s", k.ID, k.Status.Name())
+	}
+	if !k.possessedBy(clientID) {
+		return conflict(k, "locker %d is rented by another client", k.ID)
+	}
+	_, err = s.db.Exec(ctx, `
+		UPDATE lockers SET status = 5, hold_expires_at = now() + make_interval(secs => $2), updated_at = now()
+		WHERE id = $1 AND status = 3`, k.ID, ReleaseGrace.Seconds())
+	if err != nil {
+		return fmt.Errorf("release locker: %w", translate(err))
+	}
+	return nil
+}
+
+// ExpireToken marks an active token expired once its time has come (ErrNotDue before) and
+// writes back the end of a rental whose last drop-off token this was. It does nothing to a
+// token that was used or revoked.
+func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, err error) {
+	var lockerID int64
+	var generation int32
+	err = s.db.QueryRow(ctx, `
+		UPDATE locker_tokens SET status = 'expired'
+		WHERE id = $1 AND status = 'active' AND expires_at <= now()
+		RETURNING locker_id, generation`, id).Scan(&lockerID, &generation)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var active bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM locker_tokens WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
+			return false, fmt.Errorf("expire token: %w", translate(err))
+		}
+		if active {
+			return false, ErrNotDue
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("expire token: %w", translate(err))
+	}
+	// The possession ends when its hold has lapsed (its last drop-off token expired).
+	_, err = s.db.Exec(ctx, `
+		UPDATE lockers SET status = 1, possessor_client_id = NULL, possession_since = NULL,
+		       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
+		WHERE id = $1 AND generation = $2 AND status IN (3, 5) AND hold_expires_at <= now()`, lockerID, generation)
+	if err != nil {
+		return false, fmt.Errorf("end lapsed rental: %w", translate(err))
+	}
+	return true, nil
+}
+
+// revokeActiveTokens revokes the locker's active tokens (their possession ended) and returns
+// their ids, so their workflows can be told.
+func (s *Store) revokeActiveTokens(ctx context.Context, lockerID int64) ([]uuid.UUID, error) {
+	rows, err := s.db.Query(ctx, `UPDATE locker_tokens SET status = 'revoked' WHERE locker_id = $1 AND status = 'active' RETURNING id`, lockerID)
+	if err != nil {
+		return nil, fmt.Errorf("revoke tokens: %w", translate(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("revoke tokens: %w", translate(err))
+	}
+	return ids, nil
+}
+
+// Token returns a token of the organization (orgID 0: of any organization, for operators).
+func (s *Store) Token(ctx context.Context, orgID int64, id uuid.UUID) (LockerToken, error) {
+	var t LockerToken
+	err := s.db.QueryRow(ctx, `
+		SELECT t.id, t.organization_id, t.client_id, t.locker_id, t.tower_id, k.location_id, t.type, t.generation,
+		       t.client_info, t.status, t.created_at, t.expires_at, t.used_at
+		FROM locker_tokens t JOIN lockers k ON k.id = t.locker_id
+		WHERE t.id = $1 AND ($2 = 0 OR t.organization_id = $2)`, id, orgID).
+		Scan(&t.ID, &t.OrgID, &t.ClientID, &t.LockerID, &t.TowerID, &t.LocationID, &t.Type, &t.Generation,
+			&t.ClientInfo, &t.Status, &t.CreatedAt, &t.ExpiresAt, &t.UsedAt)
+	if err != nil {
+		return LockerToken{}, fmt.Errorf("get token: %w", translate(err))
+	}
+	return t, nil
+}

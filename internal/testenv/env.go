@@ -1,0 +1,251 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/temporal"
+	"go.temporal.io/server/temporaltest"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/temporalclient"
+	"github.com/lockernet/lockernet/worker"
+)
+
+// Env is a running system for one test: Postgres database, Temporal server, apiserver and
+// worker, with the demo data seeded.
+type Env struct {
+	URL       string
+	Creds     seed.Credentials
+	Seed      seed.Result
+	Store     *store.Store
+	Keyring   *keyring.Keyring
+	Auth      *jwtauth.Authority
+	Temporal  client.Client
+	Namespace string
+	TaskQueue string
+	Logger    *slog.Logger
+
+	t          testing.TB
+	server     *apiserver.Server
+	stopWorker context.CancelFunc
+	ctx        context.Context
+}
+
+// Options adjust Start.
+type Options struct {
+	// NoWorker leaves the worker stopped (tests start it with StartWorker).
+	NoWorker bool
+	// Customer configures the gateway cloud API (zero: production defaults; see
+	// ScaledCustomerSettings in gateways.go for tests).
+	Customer apiserver.CustomerSettings
+}
+
+// Temporal starts an embedded Temporal server for the test, with the search attributes
+// registered and the transfer-queue limit raised so the first task of a new workflow does
+// not wait ~50 ms on a one-shard server.
+func Temporal(t testing.TB) (*temporaltest.TestServer, client.Client) {
+	t.Helper()
+	tt, ok := t.(*testing.T)
+	if !ok {
+		t.Fatal("testenv.Temporal needs a *testing.T")
+	}
+	dc := dynamicconfig.StaticClient{
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():  []dynamicconfig.ConstrainedValue{{Value: true}},
+		dynamicconfig.MakeKey("history.transferProcessorMaxPollRPS"): []dynamicconfig.ConstrainedValue{{Value: 10000}},
+	}
+	ts := temporaltest.NewServer(temporaltest.WithT(tt), temporaltest.WithBaseServerOptions(temporal.WithDynamicConfigClient(dc)))
+	c := ts.GetDefaultClient()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, temporalclient.EnsureSearchAttributes(ctx, c, ts.GetDefaultNamespace()))
+	return ts, c
+}
+
+// Start brings the whole system up for one test and stops it when the test ends.
+func Start(t *testing.T, opts Options) *Env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	st, err := store.Open(ctx, NewDatabase(t), store.Options{MaxConns: 10})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	key := make([]byte, keyring.KeySize)
+	_, _ = rand.Read(key)
+	ring, err := keyring.New(key)
+	require.NoError(t, err)
+
+	res, err := seed.Demo(ctx, st, ring, nil)
+	require.NoError(t, err)
+
+	ts, tc := Temporal(t)
+	srv := httptest.NewUnstartedServer(nil)
+	auth := jwtauth.New(st, ring, "http://"+srv.Listener.Addr().String())
+	require.NoError(t, auth.EnsureKey(ctx))
+
+	taskQueue := "lockernet-test"
+	disp := outbox.New(st, tc, taskQueue, logger)
+	disp.SweepEvery = 200 * time.Millisecond
+	done := make(chan struct{})
+	go func() { _ = disp.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	server := apiserver.New(apiserver.Deps{
+		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
+		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Customer,
+	})
+	srv.Config.Handler = server.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	e := &Env{
+		URL: srv.URL, Creds: res.Credentials, Seed: res, Store: st, Keyring: ring, Auth: auth,
+		Temporal: tc, Namespace: ts.GetDefaultNamespace(), TaskQueue: taskQueue, Logger: logger,
+		t: t, server: server, ctx: ctx,
+	}
+	if !opts.NoWorker {
+		e.StartWorker()
+	}
+	return e
+}
+
+// StartWorker starts a worker on the env's task queue; StopWorker stops it.
+func (e *Env) StartWorker() {
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store,
+		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring}}
+	go func() {
+		_ = worker.Run(ctx, e.Temporal, e.TaskQueue, acts, worker.Options{})
+		close(done)
+	}()
+	e.stopWorker = func() { cancel(); <-done }
+	e.t.Cleanup(e.StopWorker)
+}
+
+// StopWorker stops the worker started by StartWorker (no-op if none runs).
+func (e *Env) StopWorker() {
+	if e.stopWorker != nil {
+		e.stopWorker()
+		e.stopWorker = nil
+	}
+}
+
+// Token gets an access token for the demo client with the given scopes (all when none).
+func (e *Env) Token(scopes ...string) string {
+	e.t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {e.Creds.ServiceProvider.ClientID},
+		"client_secret": {e.Creds.ServiceProvider.ClientSecret}}
+	if len(scopes) > 0 {
+		form.Set("scope", strings.Join(scopes, " "))
+	}
+	resp, err := http.PostForm(e.URL+"/oauth/token", form)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	require.Equal(e.t, http.StatusOK, resp.StatusCode)
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&tok))
+	return tok.AccessToken
+}
+
+// Response is an HTTP answer with its body read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v.
+func (r Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
+}
+
+// Map decodes the body as a JSON object.
+func (r Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// Do sends a request with an optional bearer token and JSON body (a string or []byte is
+// sent as is) and returns the answer.
+func (e *Env) Do(method, path, token string, body any) Response {
+	e.t.Helper()
+	return Do(e.t, method, e.URL+path, token, body)
+}
+
+// Do is Env.Do against any base URL.
+func Do(t testing.TB, method, fullURL, token string, body any) Response {
+	t.Helper()
+	h := map[string]string{}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return DoWithHeaders(t, method, fullURL, h, body)
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	return len(p), nil
+}
+
+// DoWithHeaders is Do with extra request headers (e.g. x-api-key) and no bearer token.
+func DoWithHeaders(t testing.TB, method, fullURL string, headers map[string]string, body any) Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, fullURL, rd)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}

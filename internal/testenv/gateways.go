@@ -1,0 +1,123 @@
+package testenv
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+// ScaledCustomerSettings are the gateway cloud API's settings for tests: the rules of
+// DESIGN §6.2 with deadlines and backoffs in (tens of) milliseconds and seconds, to match
+// gatewaytest's scaled open policy (a door open takes at most about a second there).
+func ScaledCustomerSettings() apiserver.CustomerSettings {
+	return apiserver.CustomerSettings{Policy: workflows.GatewayPolicy{
+		CallTimeout: 3 * time.Second, HardwareTimeout: 5 * time.Second,
+		DispatchAttempts: 3, DispatchBackoff: 50 * time.Millisecond,
+		ConflictRetries: 3, ConflictBackoff: 20 * time.Millisecond,
+	}}
+}
+
+// Gateway is a simulated gateway registered with the cloud at a demo location.
+type Gateway struct {
+	*gatewaytest.Gateway
+	Serial     string
+	LocationID int64
+	// DBID is the gateway's id in Postgres.
+	DBID int64
+}
+
+// StartDemoGateways starts the two demo gateways of DESIGN §9 — GW-0001 (two banks, 16
+// lockers) at Downtown Hub and GW-0002 (one bank, 8 lockers) at Culver City — and registers
+// them with their URLs and sealed secrets, as make run does.
+func (e *Env) StartDemoGateways(t testing.TB) (gw1, gw2 *Gateway) {
+	t.Helper()
+	return e.StartGateway(t, "GW-0001", gateway.PresetTwoBanks), e.StartGateway(t, "GW-0002", gateway.PresetOneBank)
+}
+
+// StartGateway starts a simulated gateway with a layout preset and registers it at the demo
+// location the seed made for serial.
+func (e *Env) StartGateway(t testing.TB, serial, preset string) *Gateway {
+	t.Helper()
+	loc, ok := e.Seed.GatewayLocationID[serial]
+	require.True(t, ok, "no demo location for gateway %s", serial)
+	g := gatewaytest.Start(t, gatewaytest.Options{Preset: preset, GatewayID: serial})
+	return e.RegisterGateway(t, g, serial, loc)
+}
+
+// RegisterGateway registers a running test gateway at a location.
+func (e *Env) RegisterGateway(t testing.TB, g *gatewaytest.Gateway, serial string, locationID int64) *Gateway {
+	t.Helper()
+	row, err := e.Store.UpsertGateway(context.Background(), store.NewGateway{Serial: serial, LocationID: locationID, BaseURL: g.URL,
+		SecretSealed: e.Keyring.Seal(store.GatewaySecretPurpose(serial), []byte(g.Secret))})
+	require.NoError(t, err)
+	return &Gateway{Gateway: g, Serial: serial, LocationID: locationID, DBID: row.ID}
+}
+
+// GatewayKey is the seeded gateway cloud API key of the demo organization.
+func (e *Env) GatewayKey() string { return e.Creds.GatewayAPIKey }
+
+// StartGatewaySync runs the worker's gateway sync loop (health checks and locker mirror)
+// until the test ends.
+func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	sync := &activities.GatewaySync{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Interval: interval, Tick: 100 * time.Millisecond}
+	go func() { _ = sync.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// StartAPIServer starts another apiserver instance on the env's database and Temporal
+// server, with its own customer settings, and returns its base URL. Instances share
+// everything through Postgres and Temporal, as in production.
+func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CustomerSettings) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	server := apiserver.New(apiserver.Deps{
+		Store: e.Store, Auth: e.Auth, Keyring: e.Keyring, Temporal: e.Temporal,
+		Workflows: outbox.New(e.Store, e.Temporal, e.TaskQueue, e.Logger), Logger: e.Logger,
+		PublicURL: e.URL, TaskQueue: e.TaskQueue, Customer: settings,
+	})
+	srv.Config.Handler = server.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	runGatewayCloud(t, e.ctx, server)
+	return srv.URL
+}
+
+// RunGatewayCloud runs the env's apiserver's gateway cloud background work (the listener of
+// request outcomes and the reconciler), as cmd/apiserver does, until the test ends.
+func (e *Env) RunGatewayCloud(t testing.TB) {
+	t.Helper()
+	runGatewayCloud(t, e.ctx, e.server)
+}
+
+func runGatewayCloud(t testing.TB, parent context.Context, s *apiserver.Server) {
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() { s.RunGatewayCloud(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// ReconcileGatewayRequests runs the env's apiserver's reconciler once: it starts the
+// workflows of requests stored but never sent for longer than grace.
+func (e *Env) ReconcileGatewayRequests(t testing.TB, grace time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { e.server.ReconcileGatewayRequests(ctx, 10*time.Millisecond, grace); close(done) }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+}

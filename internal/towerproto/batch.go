@@ -1,0 +1,270 @@
+package towerproto
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// EventKind says what happened at a tower.
+type EventKind uint8
+
+// Event kinds; the values are on the wire.
+const (
+	EventTokenUsed  EventKind = 1
+	EventDoorOpened EventKind = 2
+	EventDoorClosed EventKind = 3
+)
+
+// String returns the event name of DESIGN §4.7 ("token_used", "door_opened", "door_closed").
+func (k EventKind) String() string {
+	switch k {
+	case EventTokenUsed:
+		return "token_used"
+	case EventDoorOpened:
+		return "door_opened"
+	case EventDoorClosed:
+		return "door_closed"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Valid reports whether k is one of the defined event kinds.
+func (k EventKind) Valid() bool {
+	return k >= EventTokenUsed && k <= EventDoorClosed
+}
+
+// ParseEventKind is the inverse of EventKind.String.
+func ParseEventKind(s string) (EventKind, error) {
+	for k := EventTokenUsed; k <= EventDoorClosed; k++ {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("parse event kind %q: %w", s, ErrMalformed)
+}
+
+// Event is one thing a tower recorded.
+type Event struct {
+	Seq        uint64    // per-boot-epoch sequence number, from 1
+	Kind       EventKind //
+	At         time.Time // tower clock, millisecond precision on the wire
+	LockerID   int64     // > 0
+	TokenID    [16]byte  // zero for door events not tied to a token
+	Generation uint32    // the token's generation (for events tied to a token)
+	ItemInside bool      // for door_closed: the sensor saw an item when the door closed
+}
+
+// Batch is a run of events with consecutive sequence numbers from one boot epoch of a tower.
+type Batch struct {
+	TowerID   string
+	BootEpoch uint32
+	Events    []Event
+}
+
+// BatchEnvelope is one element of the JSON array the SDK uploads to
+// POST /api/v1/towers/{tower_id}/events. SyncEventStart and SyncEventCount repeat what the
+// signed payload says so the cloud can spot duplicates before doing any crypto; DecodeBatch
+// insists they agree.
+type BatchEnvelope struct {
+	SyncEventStart uint64 `json:"syncEventStart"`
+	SyncEventCount int    `json:"syncEventCount"`
+	Payload        string `json:"payload"`
+	PayloadAuth    string `json:"payloadAuth"`
+}
+
+// BatchVersion is the format version byte of batch payloads written by EncodeBatch.
+const BatchVersion = 0x01
+
+// MaxBatchEvents is the most events one batch can carry (the count is a uint16).
+const MaxBatchEvents = math.MaxUint16
+
+// Batch payload layout (version 1), all integers big-endian:
+//
+//	offset size field
+//	     0    1 version (0x01)
+//	     1    8 tower id
+//	     9    4 boot epoch (uint32)
+//	    13    8 first sequence number (uint64, >= 1)
+//	    21    2 event count n (uint16, >= 1)
+//	    23 38*n events, each:
+//	              +0  1 kind (1 token_used, 2 door_opened, 3 door_closed)
+//	              +1  8 time (int64 unix milliseconds, tower clock)
+//	              +9  8 locker id (int64, > 0)
+//	             +17 16 token id (zero when not tied to a token)
+//	             +33  4 generation (uint32)
+//	             +37  1 flags (bit 0: item inside; other bits zero)
+//
+// Event i has sequence number first + i.
+const (
+	batOffTower  = 1
+	batOffEpoch  = 9
+	batOffStart  = 13
+	batOffCount  = 21
+	batchHeader  = 23
+	eventLen     = 38
+	evOffAt      = 1
+	evOffLocker  = 9
+	evOffToken   = 17
+	evOffGen     = 33
+	evOffFlags   = 37
+	flagItem     = 0x01
+	maxBatchSize = batchHeader + eventLen*MaxBatchEvents
+)
+
+// BatchPayloadLen is the length in bytes of a version-1 batch payload with n events.
+func BatchPayloadLen(n int) int { return batchHeader + eventLen*n }
+
+// EncodeBatch signs b with eventKey (from EventKey). The events must have consecutive
+// sequence numbers starting at 1 or later.
+func EncodeBatch(b Batch, eventKey []byte) (BatchEnvelope, error) {
+	if err := checkKey(eventKey); err != nil {
+		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
+	}
+	tower, err := towerIDBytes(b.TowerID)
+	if err != nil {
+		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
+	}
+	n := len(b.Events)
+	if n == 0 || n > MaxBatchEvents {
+		return BatchEnvelope{}, fmt.Errorf("encode batch: %w: %d events, want 1..%d", ErrMalformed, n, MaxBatchEvents)
+	}
+	start := b.Events[0].Seq
+	if start == 0 || start > math.MaxUint64-uint64(n-1) {
+		return BatchEnvelope{}, fmt.Errorf("encode batch: %w: first sequence number %d", ErrMalformed, start)
+	}
+
+	p := make([]byte, BatchPayloadLen(n))
+	p[0] = BatchVersion
+	copy(p[batOffTower:], tower[:])
+	binary.BigEndian.PutUint32(p[batOffEpoch:], b.BootEpoch)
+	binary.BigEndian.PutUint64(p[batOffStart:], start)
+	binary.BigEndian.PutUint16(p[batOffCount:], uint16(n))
+	for i, e := range b.Events {
+		switch {
+		case e.Seq != start+uint64(i):
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event %d has seq %d, want %d", ErrMalformed, i, e.Seq, start+uint64(i))
+		case !e.Kind.Valid():
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has kind %d", ErrMalformed, e.Seq, e.Kind)
+		case e.LockerID <= 0:
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has locker id %d", ErrMalformed, e.Seq, e.LockerID)
+		case e.At.IsZero():
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has no time", ErrMalformed, e.Seq)
+		}
+		q := p[batchHeader+i*eventLen:]
+		q[0] = byte(e.Kind)
+		binary.BigEndian.PutUint64(q[evOffAt:], uint64(e.At.UnixMilli()))
+		binary.BigEndian.PutUint64(q[evOffLocker:], uint64(e.LockerID))
+		copy(q[evOffToken:], e.TokenID[:])
+		binary.BigEndian.PutUint32(q[evOffGen:], e.Generation)
+		if e.ItemInside {
+			q[evOffFlags] = flagItem
+		}
+	}
+	return BatchEnvelope{
+		SyncEventStart: start,
+		SyncEventCount: n,
+		Payload:        hex.EncodeToString(p),
+		PayloadAuth:    hex.EncodeToString(sign(p, eventKey)),
+	}, nil
+}
+
+// DecodeBatch verifies env with eventKey and returns the batch. It checks the MAC (constant
+// time) before reading any field, then that SyncEventStart and SyncEventCount match the
+// payload (ErrMalformed otherwise). The tower id is returned lower-case.
+func DecodeBatch(env BatchEnvelope, eventKey []byte) (Batch, error) {
+	if err := checkKey(eventKey); err != nil {
+		return Batch{}, fmt.Errorf("decode batch: %w", err)
+	}
+	p, err := batchPayload(env.Payload)
+	if err != nil {
+		return Batch{}, fmt.Errorf("decode batch: %w", err)
+	}
+	auth, err := decodeHex(env.PayloadAuth, authLen)
+	if err != nil {
+		return Batch{}, fmt.Errorf("decode batch auth: %w", err)
+	}
+	if err := verify(p, auth, eventKey); err != nil {
+		return Batch{}, fmt.Errorf("decode batch: %w", err)
+	}
+	if p[0] != BatchVersion {
+		return Batch{}, fmt.Errorf("decode batch: %w: payload version %#02x", ErrVersion, p[0])
+	}
+
+	start := binary.BigEndian.Uint64(p[batOffStart:])
+	n := int(binary.BigEndian.Uint16(p[batOffCount:]))
+	switch {
+	case n == 0:
+		return Batch{}, fmt.Errorf("decode batch: %w: no events", ErrMalformed)
+	case start == 0 || start > math.MaxUint64-uint64(n-1):
+		return Batch{}, fmt.Errorf("decode batch: %w: first sequence number %d", ErrMalformed, start)
+	case env.SyncEventStart != start || env.SyncEventCount != n:
+		return Batch{}, fmt.Errorf("decode batch: %w: envelope says start %d count %d, payload says start %d count %d",
+			ErrMalformed, env.SyncEventStart, env.SyncEventCount, start, n)
+	}
+
+	b := Batch{
+		TowerID:   hex.EncodeToString(p[batOffTower:batOffEpoch]),
+		BootEpoch: binary.BigEndian.Uint32(p[batOffEpoch:]),
+		Events:    make([]Event, n),
+	}
+	for i := range b.Events {
+		q := p[batchHeader+i*eventLen : batchHeader+(i+1)*eventLen]
+		e := Event{
+			Seq:        start + uint64(i),
+			Kind:       EventKind(q[0]),
+			At:         time.UnixMilli(int64(binary.BigEndian.Uint64(q[evOffAt:]))).UTC(),
+			LockerID:   int64(binary.BigEndian.Uint64(q[evOffLocker:])),
+			Generation: binary.BigEndian.Uint32(q[evOffGen:]),
+			ItemInside: q[evOffFlags]&flagItem != 0,
+		}
+		copy(e.TokenID[:], q[evOffToken:])
+		switch {
+		case !e.Kind.Valid():
+			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has kind %d", ErrMalformed, e.Seq, e.Kind)
+		case e.LockerID <= 0:
+			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has locker id %d", ErrMalformed, e.Seq, e.LockerID)
+		case q[evOffFlags]&^flagItem != 0:
+			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has flags %#02x", ErrMalformed, e.Seq, q[evOffFlags])
+		}
+		b.Events[i] = e
+	}
+	return b, nil
+}
+
+// PeekBatchTower returns the (lower-case) tower id an envelope's payload names, without
+// verifying it, so the cloud can pick which tower's key to use.
+func PeekBatchTower(env BatchEnvelope) (string, error) {
+	p, err := batchPayload(env.Payload)
+	if err != nil {
+		return "", fmt.Errorf("peek batch tower: %w", err)
+	}
+	if p[0] != BatchVersion {
+		return "", fmt.Errorf("peek batch tower: %w: payload version %#02x", ErrVersion, p[0])
+	}
+	return hex.EncodeToString(p[batOffTower:batOffEpoch]), nil
+}
+
+// batchPayload decodes the hex and checks the structure a version-1 payload must have (its
+// length agrees with its event count). Other versions are left for the caller to reject
+// after the MAC check.
+func batchPayload(payloadHex string) ([]byte, error) {
+	p, err := decodeHex(payloadHex, maxBatchSize)
+	if err != nil {
+		return nil, err
+	}
+	if p[0] != BatchVersion {
+		return p, nil
+	}
+	if len(p) < batchHeader {
+		return nil, fmt.Errorf("%w: version-1 batch payload is %d bytes, header alone is %d", ErrMalformed, len(p), batchHeader)
+	}
+	n := int(binary.BigEndian.Uint16(p[batOffCount:]))
+	if len(p) != BatchPayloadLen(n) {
+		return nil, fmt.Errorf("%w: version-1 batch payload of %d events is %d bytes, want %d", ErrMalformed, n, len(p), BatchPayloadLen(n))
+	}
+	return p, nil
+}

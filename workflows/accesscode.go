@@ -1,0 +1,129 @@
+package workflows
+
+import (
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/lockernet/lockernet/activities"
+)
+
+// Access-code workflow names.
+const (
+	AccessCodeWorkflowName = "AccessCode"
+	// SignalCodeEnded tells the workflow the code ended before its expiry; the argument is
+	// the reason ("removed" or "used").
+	SignalCodeEnded = "code-ended"
+	// QueryAccessCodeState answers the workflow's current AccessCodeState.
+	QueryAccessCodeState = "state"
+)
+
+// AccessCodeWorkflowID is the workflow ID of an access code.
+func AccessCodeWorkflowID(codeID string) string { return "access-code/" + codeID }
+
+// AccessCodeInput starts an access code's workflow.
+type AccessCodeInput struct {
+	CodeID    string
+	ExpiresAt time.Time
+	// HoldRequestID is the gateway request that created the code's hold, when the
+	// apiserver stopped waiting for it: the workflow waits for it to settle before
+	// releasing, so a late hold is never left behind.
+	HoldRequestID string
+	// Ended: the code never became active (its hold did not settle in time); only the
+	// release remains.
+	Ended bool
+}
+
+// AccessCodeState is the workflow's answer to QueryAccessCodeState and its result.
+type AccessCodeState struct {
+	Outcome  string // active, expired, removed, used
+	Released bool   // the gateway confirmed the locker's hold is gone
+	Releases int    // release attempts (gateway requests) made
+}
+
+// AccessCode keeps an access code's lifecycle: an active code holds its locker through a
+// gateway transaction (its id is the code's); when the code expires (durable timer), is
+// removed or is used up, the workflow releases the hold through a gateway request, trying
+// again until the gateway confirms.
+func AccessCode(ctx workflow.Context, in AccessCodeInput) (AccessCodeState, error) {
+	wf := &accessCodeImpl{state: AccessCodeState{Outcome: "active"}}
+	if err := workflow.SetQueryHandler(ctx, QueryAccessCodeState, func() (AccessCodeState, error) { return wf.state, nil }); err != nil {
+		return AccessCodeState{}, err
+	}
+	return wf.run(ctx, in)
+}
+
+type accessCodeImpl struct {
+	state AccessCodeState
+}
+
+func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessCodeState, error) {
+	waitCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{"InvalidInput"}},
+	})
+	if in.HoldRequestID != "" {
+		// Retried (NotSettled) until the hold's gateway request has its outcome.
+		if err := workflow.ExecuteActivity(waitCtx, a.AwaitGatewayRequest, activities.AwaitGatewayRequestInput{RequestID: in.HoldRequestID}).Get(ctx, nil); err != nil {
+			return AccessCodeState{}, err
+		}
+	}
+	wf.state.Outcome = "removed"
+	if !in.Ended {
+		reason, expired := awaitEnd(ctx, in.ExpiresAt, SignalCodeEnded, "access code expiry")
+		switch {
+		case expired:
+			var res activities.ExpireAccessCodeResult
+			if err := workflow.ExecuteActivity(withExpiryActivity(ctx), a.ExpireAccessCode, activities.ExpireAccessCodeInput{CodeID: in.CodeID}).Get(ctx, &res); err != nil {
+				return AccessCodeState{}, err
+			}
+			wf.state.Outcome = "expired"
+			if !res.Expired {
+				wf.state.Outcome = res.Status // it ended otherwise just before the timer
+			}
+		case reason == "used":
+			wf.state.Outcome = "used"
+		}
+	}
+	return wf.release(ctx, waitCtx, in)
+}
+
+// release sends DELETE /transactions/{code id} as a gateway request, and again (backing off
+// up to 10 minutes) until the gateway answers that the hold is gone (204, or 404: gone).
+func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInput) (AccessCodeState, error) {
+	backoff := 15 * time.Second
+	for {
+		wf.state.Releases++
+		var req GatewayRequestInput // PrepareHoldRelease answers a GatewayRequestSpec: the same fields
+		if err := workflow.ExecuteActivity(actCtx, a.PrepareHoldRelease, activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: wf.state.Releases}).Get(ctx, &req); err != nil {
+			return AccessCodeState{}, err
+		}
+		child := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID: GatewayRequestWorkflowID(req.RequestID),
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				AttrOrganizationID.ValueSet(itoa(req.OrganizationID)),
+				AttrLocationID.ValueSet(itoa(req.LocationID)),
+				AttrRequestKind.ValueSet("gateway:"+req.GatewaySerial+":"+req.Kind),
+			),
+		})
+		var res GatewayRequestResult
+		if err := workflow.ExecuteChildWorkflow(child, GatewayRequestWorkflowName, req).Get(ctx, &res); err != nil {
+			return AccessCodeState{}, err
+		}
+		if res.Outcome.Status == activities.StateCompleted && (res.Outcome.HTTPStatus/100 == 2 || res.Outcome.HTTPStatus == 404) {
+			wf.state.Released = true
+			return wf.state, nil
+		}
+		workflow.GetLogger(ctx).Warn("access code hold not released; trying again", "status", res.Outcome.Status,
+			"httpStatus", res.Outcome.HTTPStatus, "backoff", backoff)
+		if err := workflow.Sleep(ctx, backoff); err != nil {
+			return AccessCodeState{}, err
+		}
+		backoff = min(backoff*2, 10*time.Minute)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,336 @@
+package workflows_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+const gatewayRequestID = "0b9a6c1e-3f2d-4e5a-8b7c-6d5e4f3a2b1c"
+
+func newGatewayEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	env := newTestEnv()
+	env.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
+	env.RegisterActivity(&activities.Activities{})
+	env.SetStartTime(start)
+	return env
+}
+
+func gatewayInput(kind, class, method, path string, body []byte) workflows.GatewayRequestInput {
+	return workflows.GatewayRequestInput{
+		RequestID: gatewayRequestID, OrganizationID: 1, LocationID: 4, GatewayID: 1, GatewaySerial: "GW-0001",
+		Kind: kind, Class: class, Method: method, Path: path, Body: body, Policy: workflows.DefaultGatewayPolicy(),
+	}
+}
+
+var (
+	readLockers = gatewayInput("list-lockers", activities.ClassRead, http.MethodGet, "/lockers", nil)
+	openLocker  = gatewayInput("open-locker", activities.ClassHardware, http.MethodPost, "/lockers/101/open", nil)
+	release     = gatewayInput("release-transaction", activities.ClassWrite, http.MethodDelete, "/transactions/t1", nil)
+	create      = gatewayInput(workflows.KindCreateTransaction, activities.ClassWrite, http.MethodPost, "/transactions",
+		[]byte(`{"transactionId":"t1","lockerTypeId":1}`))
+)
+
+func answered(status int, body, code string) activities.SendGatewayRequestResult {
+	return activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: status, Body: []byte(body),
+		Headers: map[string]string{"Content-Type": "application/json"}, APIJSON: true, ErrorCode: code}
+}
+
+// sends scripts the results of successive sends and records their inputs.
+type sends struct {
+	results []activities.SendGatewayRequestResult
+	got     []activities.SendGatewayRequestInput
+	at      []time.Time
+}
+
+func (s *sends) mock(env *testsuite.TestWorkflowEnvironment) {
+	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.SendGatewayRequestInput) (activities.SendGatewayRequestResult, error) {
+			s.got = append(s.got, in)
+			s.at = append(s.at, env.Now())
+			i := len(s.got) - 1
+			if i >= len(s.results) {
+				i = len(s.results) - 1
+			}
+			r := s.results[i]
+			r.Attempts = len(s.got)
+			return r, nil
+		})
+}
+
+// finishes records the outcome the workflow stores and echoes it as stored.
+type finishes struct {
+	got []activities.FinishGatewayRequestInput
+}
+
+func (f *finishes) mock(env *testsuite.TestWorkflowEnvironment) {
+	env.OnActivity(acts.FinishGatewayRequest, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FinishGatewayRequestInput) (activities.FinishGatewayRequestResult, error) {
+			f.got = append(f.got, in)
+			now := env.Now()
+			return activities.FinishGatewayRequestResult{Outcome: in.Outcome, Attempts: 1, CreatedAt: start, UpdatedAt: now, CompletedAt: now}, nil
+		})
+}
+
+func runGateway(t *testing.T, in workflows.GatewayRequestInput, results ...activities.SendGatewayRequestResult) (*sends, activities.FinishGatewayRequestInput, workflows.GatewayRequestResult) {
+	t.Helper()
+	env := newGatewayEnv(t)
+	s, f := &sends{results: results}, &finishes{}
+	s.mock(env)
+	f.mock(env)
+	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.GatewayRequestResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Len(t, f.got, 1, "the outcome is stored once, last")
+	for i, in := range s.got {
+		assert.Equal(t, i+1, in.Send, "sends are numbered")
+		assert.Equal(t, gatewayRequestID, in.RequestID)
+	}
+	return s, f.got[0], res
+}
+
+func TestGatewayRequestWorkflowID(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "gateway-request/"+gatewayRequestID, workflows.GatewayRequestWorkflowID(gatewayRequestID))
+}
+
+func TestGatewayRequestCompleted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		in     workflows.GatewayRequestInput
+		answer activities.SendGatewayRequestResult
+	}{
+		{"a read's 200", readLockers, answered(200, `[{"lockerId":101}]`, "")},
+		{"a gateway 404, verbatim", readLockers, answered(404, `{"error":"LOCKER_NOT_FOUND"}`, "LOCKER_NOT_FOUND")},
+		{"a 204 without a body", release, activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 204, APIJSON: true}},
+		{"a door open", openLocker, answered(200, `{"success":true,"doorOpen":true}`, "")},
+		{"a first-time 409 is the caller's own conflict", create, answered(409, `{"error":"TRANSACTION_EXISTS","transactionId":"t1","lockerId":7}`, "TRANSACTION_EXISTS")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, fin, res := runGateway(t, tc.in, tc.answer)
+			assert.Len(t, s.got, 1)
+			assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+			assert.Equal(t, tc.answer.Status, fin.Outcome.HTTPStatus)
+			assert.Equal(t, tc.answer.Body, fin.Outcome.Body)
+			assert.True(t, fin.GatewayAnswered)
+			assert.Equal(t, fin.Outcome, res.Outcome, "the result is what was stored")
+			assert.Equal(t, tc.in.Policy.Timeout(tc.in.Class), s.got[0].Timeout)
+		})
+	}
+}
+
+func TestGatewayRequestDeadlinesByClass(t *testing.T) {
+	t.Parallel()
+	s, _, _ := runGateway(t, openLocker, answered(200, `{}`, ""))
+	assert.Equal(t, 65*time.Second, s.got[0].Timeout, "hardware: the gateway's open policy and some")
+	s, _, _ = runGateway(t, release, answered(204, ``, ""))
+	assert.Equal(t, 10*time.Second, s.got[0].Timeout)
+}
+
+func TestGatewayRequestRejected(t *testing.T) {
+	t.Parallel()
+	notJSON := activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, Body: []byte("<html>proxy</html>"),
+		Headers: map[string]string{"Content-Type": "text/html"}, APIJSON: false}
+	conflict := answered(503, `{"error":"LOCKER_ASSIGNMENT_CONFLICT"}`, "LOCKER_ASSIGNMENT_CONFLICT")
+	for _, tc := range []struct {
+		name    string
+		in      workflows.GatewayRequestInput
+		answers []activities.SendGatewayRequestResult
+		sends   int
+		gwError string
+	}{
+		{"a read's 5xx is re-sent once", readLockers, []activities.SendGatewayRequestResult{answered(500, `{"error":"INTERNAL_ERROR"}`, "INTERNAL_ERROR")}, 2, "INTERNAL_ERROR"},
+		{"a write's 5xx is not re-sent", release, []activities.SendGatewayRequestResult{answered(500, `{"error":"INTERNAL_ERROR"}`, "INTERNAL_ERROR")}, 1, "INTERNAL_ERROR"},
+		{"a hardware fault is not re-sent", openLocker, []activities.SendGatewayRequestResult{answered(500, `{"error":"HARDWARE_FAULT"}`, "HARDWARE_FAULT")}, 1, "HARDWARE_FAULT"},
+		{"the gateway refuses the cloud's credential", readLockers, []activities.SendGatewayRequestResult{answered(401, `{"error":"GATEWAY_AUTH_FAILED"}`, "GATEWAY_AUTH_FAILED")}, 1, "GATEWAY_AUTH_FAILED"},
+		{"not the API's JSON", readLockers, []activities.SendGatewayRequestResult{notJSON}, 1, ""},
+		{"a redirect", openLocker, []activities.SendGatewayRequestResult{answered(302, `{}`, "")}, 1, ""},
+		{"a create's assignment conflict, retried 3 times", create, []activities.SendGatewayRequestResult{conflict}, 4, "LOCKER_ASSIGNMENT_CONFLICT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, fin, res := runGateway(t, tc.in, tc.answers...)
+			assert.Len(t, s.got, tc.sends)
+			o := fin.Outcome
+			assert.Equal(t, activities.StateRejected, o.Status)
+			assert.Equal(t, http.StatusBadGateway, o.HTTPStatus)
+			assert.Equal(t, workflows.CodeGatewayRejected, o.ErrorCode)
+			assert.EqualValues(t, tc.answers[0].Status, o.Details["gatewayStatus"])
+			if tc.gwError != "" {
+				assert.Equal(t, tc.gwError, o.Details["gatewayError"])
+			}
+			assert.EqualValues(t, tc.sends, o.Details["attempts"])
+			assert.True(t, fin.GatewayAnswered)
+			assert.Equal(t, o.ErrorCode, res.Outcome.ErrorCode)
+		})
+	}
+}
+
+func TestGatewayRequestRetriesThenCompletes(t *testing.T) {
+	t.Parallel()
+	notDelivered := activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "connection refused"}
+	conflict := answered(503, `{"error":"LOCKER_ASSIGNMENT_CONFLICT"}`, "LOCKER_ASSIGNMENT_CONFLICT")
+
+	t.Run("a read after one 5xx", func(t *testing.T) {
+		t.Parallel()
+		s, fin, _ := runGateway(t, readLockers, answered(502, `{"error":"X"}`, "X"), answered(200, `[]`, ""))
+		assert.Len(t, s.got, 2)
+		assert.Equal(t, 200, fin.Outcome.HTTPStatus)
+	})
+	t.Run("a create after assignment conflicts, with growing pauses", func(t *testing.T) {
+		t.Parallel()
+		s, fin, _ := runGateway(t, create, conflict, conflict, answered(201, `{"transactionId":"t1","lockerId":7}`, ""))
+		require.Len(t, s.got, 3)
+		assert.Equal(t, 201, fin.Outcome.HTTPStatus)
+		assert.GreaterOrEqual(t, s.at[1].Sub(s.at[0]), 200*time.Millisecond)
+		assert.GreaterOrEqual(t, s.at[2].Sub(s.at[1]), 400*time.Millisecond)
+	})
+	t.Run("any class after failed deliveries, with backoff", func(t *testing.T) {
+		t.Parallel()
+		s, fin, _ := runGateway(t, openLocker, notDelivered, notDelivered, answered(200, `{"doorOpen":true}`, ""))
+		require.Len(t, s.got, 3)
+		assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+		assert.GreaterOrEqual(t, s.at[1].Sub(s.at[0]), 500*time.Millisecond)
+		assert.GreaterOrEqual(t, s.at[2].Sub(s.at[1]), time.Second)
+	})
+}
+
+func TestGatewayRequestDispatchFailed(t *testing.T) {
+	t.Parallel()
+	notDelivered := activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "dial tcp: connection refused"}
+	s, fin, res := runGateway(t, openLocker, notDelivered)
+	assert.Len(t, s.got, 3, "the dispatch budget")
+	o := fin.Outcome
+	assert.Equal(t, activities.StateDispatchFailed, o.Status)
+	assert.Equal(t, http.StatusServiceUnavailable, o.HTTPStatus)
+	assert.Equal(t, workflows.CodeDispatchFailed, o.ErrorCode)
+	assert.Equal(t, "dial tcp: connection refused", o.Details["error"])
+	assert.True(t, fin.GatewayUnreachable, "the gateway is recorded offline")
+	assert.False(t, fin.GatewayAnswered)
+	assert.Equal(t, o.Status, res.Outcome.Status)
+}
+
+func TestGatewayRequestMisconfiguredGatewayFailsToDispatch(t *testing.T) {
+	t.Parallel()
+	env := newGatewayEnv(t)
+	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.Anything).Return(activities.SendGatewayRequestResult{},
+		temporal.NewNonRetryableApplicationError("secret does not open", activities.ErrTypeGatewayMisconfigured, nil)).Once()
+	f := &finishes{}
+	f.mock(env)
+	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, readLockers)
+	require.NoError(t, env.GetWorkflowError())
+	require.Len(t, f.got, 1)
+	assert.Equal(t, activities.StateDispatchFailed, f.got[0].Outcome.Status)
+}
+
+func TestGatewayRequestUnresponsive(t *testing.T) {
+	t.Parallel()
+	noAnswer := activities.SendGatewayRequestResult{Outcome: activities.SendNoAnswer, Error: "context deadline exceeded"}
+	unknown := activities.SendGatewayRequestResult{Outcome: activities.SendUnknown}
+	for _, tc := range []struct {
+		name   string
+		in     workflows.GatewayRequestInput
+		answer activities.SendGatewayRequestResult
+		sends  int
+	}{
+		{"a hardware call is never re-sent once delivered", openLocker, noAnswer, 1},
+		{"nor when its send's fate is unknown", openLocker, unknown, 1},
+		{"a release is not re-sent", release, noAnswer, 1},
+		{"a read is re-sent once", readLockers, noAnswer, 2},
+		{"a create is re-sent once", create, noAnswer, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, fin, _ := runGateway(t, tc.in, tc.answer)
+			assert.Len(t, s.got, tc.sends)
+			o := fin.Outcome
+			assert.Equal(t, activities.StateGatewayUnresponsive, o.Status)
+			assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
+			assert.Equal(t, workflows.CodeGatewayUnresponsive, o.ErrorCode)
+			assert.Nil(t, o.Details["gatewayStatus"])
+			assert.Equal(t, tc.in.Policy.Timeout(tc.in.Class).Seconds(), o.Details["timeoutSeconds"])
+			assert.False(t, fin.GatewayAnswered)
+			assert.False(t, fin.GatewayUnreachable)
+		})
+	}
+}
+
+func TestGatewayRequestCreateResentAfterALostAnswerCountsAsTheOriginal(t *testing.T) {
+	t.Parallel()
+	noAnswer := activities.SendGatewayRequestResult{Outcome: activities.SendNoAnswer}
+	exists := answered(409, `{"error":"TRANSACTION_EXISTS","message":"transaction \"t1\" already exists","timestamp":"2026-03-14T15:09:27.000Z",`+
+		`"details":{},"transactionId":"t1","lockerId":7,"createdAt":"2026-03-14T15:09:26.500Z"}`+"\n", "TRANSACTION_EXISTS")
+	s, fin, _ := runGateway(t, create, noAnswer, exists)
+	assert.Len(t, s.got, 2)
+	assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+	assert.Equal(t, http.StatusCreated, fin.Outcome.HTTPStatus)
+	assert.JSONEq(t, `{"transactionId":"t1","lockerId":7,"createdAt":"2026-03-14T15:09:26.500Z"}`, string(fin.Outcome.Body))
+
+	// A 409 naming another transaction is not ours: passed through.
+	other := answered(409, `{"error":"TRANSACTION_EXISTS","transactionId":"t2","lockerId":8}`, "TRANSACTION_EXISTS")
+	_, fin, _ = runGateway(t, create, noAnswer, other)
+	assert.Equal(t, http.StatusConflict, fin.Outcome.HTTPStatus)
+}
+
+func TestGatewayRequestAlreadySettledElsewhere(t *testing.T) {
+	t.Parallel()
+	s, fin, _ := runGateway(t, readLockers, activities.SendGatewayRequestResult{Outcome: activities.SendFinished})
+	assert.Len(t, s.got, 1)
+	assert.Len(t, fin.RequestID, len(gatewayRequestID), "finishing returns the stored outcome")
+}
+
+func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
+	t.Parallel()
+	env := newGatewayEnv(t)
+	notDelivered := activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "connection refused", Attempts: 1}
+	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.MatchedBy(func(in activities.SendGatewayRequestInput) bool { return in.Send == 1 })).
+		After(50*time.Millisecond).Return(notDelivered, nil).Once()
+	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.MatchedBy(func(in activities.SendGatewayRequestInput) bool { return in.Send == 2 })).
+		After(10*time.Second).Return(activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, APIJSON: true, Attempts: 2}, nil).Once()
+	(&finishes{}).mock(env)
+
+	var states []workflows.GatewayRequestState
+	q := func() {
+		v, err := env.QueryWorkflow(workflows.QueryGatewayRequestState)
+		require.NoError(t, err)
+		var st workflows.GatewayRequestState
+		require.NoError(t, v.Get(&st))
+		states = append(states, st)
+	}
+	env.RegisterDelayedCallback(q, 600*time.Millisecond) // backing off after the refused delivery
+	env.RegisterDelayedCallback(q, 5*time.Second)        // the second send is out
+	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, openLocker)
+	require.NoError(t, env.GetWorkflowError())
+	q()
+	require.Len(t, states, 3)
+	assert.Equal(t, activities.StatePending, states[0].Status)
+	assert.Equal(t, "connection refused", states[0].LastError)
+	assert.Equal(t, 1, states[0].Attempts)
+	assert.Equal(t, activities.StatePending, states[1].Status, "the workflow learns of a send when it returns")
+	assert.Equal(t, activities.StateCompleted, states[2].Status)
+}
+
+func TestGatewayRequestRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	env := newGatewayEnv(t)
+	in := readLockers
+	in.Class = "sometimes"
+	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	require.Error(t, env.GetWorkflowError())
+}
