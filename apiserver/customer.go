@@ -167,6 +167,30 @@ func edgeOf(ctx context.Context) *customerEdge {
 	return e
 }
 
+// bufferBody reads a body of up to MaxBodyBytes into memory and puts it back on r for huma
+// to read again. The body gets BodyReadTimeout to arrive, like huma's own read; the deadline
+// is lifted afterwards so the handler may wait on a gateway for longer than that. ok is false
+// without a body, or when it is too large or unreadable (huma then reads the rest and
+// answers 413 or 400).
+func bufferBody(w http.ResponseWriter, r *http.Request) (buf []byte, ok bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength > MaxBodyBytes {
+		return nil, false
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(BodyReadTimeout))
+	buf, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err == nil && len(buf) <= MaxBodyBytes {
+		r.Body = io.NopCloser(bytes.NewReader(buf))
+		return buf, true
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	return nil, false
+}
+
 // customerEdgeMiddleware runs before routing for every request under /api/customer/v1: it
 // answers OPTIONS with 405 before anything else (no CORS, ever), adds the deprecation
 // headers when configured, notes when the exchange started (X-Request-Duration-Ms), and
@@ -183,19 +207,7 @@ func (s *Server) customerEdgeMiddleware(next http.Handler) http.Handler {
 			writeRouterError(w, r, http.StatusMethodNotAllowed, "method not allowed: the gateway cloud API is for server-to-server calls and has no CORS")
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody && r.ContentLength <= MaxBodyBytes {
-			buf, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-			if err == nil && len(buf) <= MaxBodyBytes {
-				e.rawBody, e.bodyOK = buf, true
-				r.Body = io.NopCloser(bytes.NewReader(buf))
-			} else {
-				// Too large or unreadable: let huma read the rest and answer 413 or 400.
-				r.Body = struct {
-					io.Reader
-					io.Closer
-				}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
-			}
-		}
+		e.rawBody, e.bodyOK = bufferBody(w, r)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), customerEdgeKey{}, e)))
 	})
 }

@@ -89,7 +89,7 @@ func New(d Deps) *Server {
 		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{})}
 
 	r := chi.NewRouter()
-	r.Use(liftBodyDeadline, s.recoverer, s.observe, s.customerEdgeMiddleware)
+	r.Use(s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})
@@ -146,8 +146,11 @@ func op(o huma.Operation) huma.Operation {
 	return o
 }
 
+// BodyReadTimeout is how long a client may take to send a request body (huma's default).
+const BodyReadTimeout = 5 * time.Second
+
 // liftBodyDeadline clears the connection's read deadline once the request body has been
-// read. huma gives every body 5 s (BodyReadTimeout) by setting that deadline and never
+// read; it is the innermost middleware, so it wraps the body huma reads. huma gives every body 5 s (BodyReadTimeout) by setting that deadline and never
 // clears it: a handler that outlives it (Prefer: wait up to 30 s) would have its
 // connection's context canceled when the server's background read times out, for that
 // request and for every later one on the keep-alive connection.
