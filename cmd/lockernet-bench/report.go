@@ -60,8 +60,12 @@ func (r *report) markdown() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	w("# Benchmarks")
 	w("")
-	w("Measured by `make bench` (`lockernet-bench %s`) against the `make run` stack on this machine, %s, at commit %s.",
-		strings.Join(r.args, " "), r.started.UTC().Format("2006-01-02 15:04 UTC"), commit())
+	cmd := "`make bench`"
+	if len(r.args) > 0 {
+		cmd += " (`lockernet-bench " + strings.Join(r.args, " ") + "`)"
+	}
+	w("Measured by %s against the `make run` stack on this machine, %s, at commit %s.",
+		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), commit())
 	w("")
 	w("Machine: %s. The load generator, the apiserver, the worker, the embedded Temporal server (SQLite) and PostgreSQL share it.", machine())
 	w("")
