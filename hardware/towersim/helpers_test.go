@@ -266,5 +266,3 @@ func simConfig(cloudURL, stateDir string) towersim.Config {
 		Towers:       []towersim.TowerConfig{towerConfigA(), towerConfigB()},
 	}
 }
-
-func boolPtr(b bool) *bool { return &b }
