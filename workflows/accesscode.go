@@ -71,9 +71,12 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 			return AccessCodeState{}, err
 		}
 	}
-	wf.state.Outcome = "removed"
-	if !in.Ended {
+	if in.Ended {
+		wf.state.Outcome = "removed"
+	} else {
+		// Active (the query says so) until the expiry or a signal ends it.
 		reason, expired := awaitEnd(ctx, in.ExpiresAt, SignalCodeEnded, "access code expiry")
+		wf.state.Outcome = "removed"
 		switch {
 		case expired:
 			var res activities.ExpireAccessCodeResult

@@ -1,0 +1,290 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/workflows"
+)
+
+const codeID = "3c9a1f0e-7b2d-4e8f-9a1b-2c3d4e5f6a7b"
+
+// codeFakes stands in for the access-code activities and the hold release's gateway request:
+// releases answers the HTTP status of each release in turn (the last one repeats).
+type codeFakes struct {
+	mu       sync.Mutex
+	releases []int
+	calls    []string
+	notYet   int // AwaitGatewayRequest answers NotSettled this many times first
+	expired  activities.ExpireAccessCodeResult
+}
+
+func (f *codeFakes) record(call string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call)
+}
+
+func (f *codeFakes) awaitGatewayRequest(_ context.Context, in activities.AwaitGatewayRequestInput) (string, error) {
+	f.record("await " + in.RequestID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.notYet > 0 {
+		f.notYet--
+		return "", temporal.NewApplicationError("gateway request not settled yet", "NotSettled")
+	}
+	return activities.StateCompleted, nil
+}
+
+func (f *codeFakes) expireAccessCode(_ context.Context, in activities.ExpireAccessCodeInput) (activities.ExpireAccessCodeResult, error) {
+	f.record("expire " + in.CodeID)
+	return f.expired, nil
+}
+
+func (f *codeFakes) prepareHoldRelease(_ context.Context, in activities.PrepareHoldReleaseInput) (activities.GatewayRequestSpec, error) {
+	f.record("prepare release")
+	// The request id is derived from the code and the attempt, as the real activity does.
+	id := uuid.NewSHA1(uuid.MustParse(in.CodeID), fmt.Appendf(nil, "release/%d", in.Attempt)).String()
+	return activities.GatewayRequestSpec{RequestID: id, OrganizationID: 1, LocationID: 7, GatewayID: 3, GatewaySerial: "GW-0001",
+		Kind: activities.KindAccessCodeRelease, Class: activities.ClassWrite, Method: "DELETE", Path: "/transactions/" + in.CodeID}, nil
+}
+
+func (f *codeFakes) gatewayRequest(ctx workflow.Context, in workflows.GatewayRequestInput) (workflows.GatewayRequestResult, error) {
+	f.mu.Lock()
+	status := f.releases[0]
+	if len(f.releases) > 1 {
+		f.releases = f.releases[1:]
+	}
+	f.calls = append(f.calls, "gateway "+in.Method+" "+in.Path)
+	f.mu.Unlock()
+	return workflows.GatewayRequestResult{Outcome: activities.GatewayOutcome{Status: activities.StateCompleted, HTTPStatus: status}}, nil
+}
+
+func (f *codeFakes) register(r interface {
+	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
+	RegisterActivityWithOptions(any, activity.RegisterOptions)
+}) {
+	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
+	r.RegisterWorkflowWithOptions(f.gatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
+	r.RegisterActivityWithOptions(f.awaitGatewayRequest, activity.RegisterOptions{Name: "AwaitGatewayRequest"})
+	r.RegisterActivityWithOptions(f.expireAccessCode, activity.RegisterOptions{Name: "ExpireAccessCode"})
+	r.RegisterActivityWithOptions(f.prepareHoldRelease, activity.RegisterOptions{Name: "PrepareHoldRelease"})
+}
+
+func newCodeEnv(f *codeFakes) *testsuite.TestWorkflowEnvironment {
+	env := newTestEnv()
+	f.register(env)
+	env.SetStartTime(start)
+	return env
+}
+
+func codeResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.AccessCodeState {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var st workflows.AccessCodeState
+	require.NoError(t, env.GetWorkflowResult(&st))
+	return st
+}
+
+func TestAccessCodeWorkflowID(t *testing.T) {
+	assert.Equal(t, "access-code/"+codeID, workflows.AccessCodeWorkflowID(codeID))
+}
+
+func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
+	t.Parallel()
+	f := &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}}
+	env := newCodeEnv(f)
+	expiresAt := start.Add(24 * time.Hour)
+	var activeBefore workflows.AccessCodeState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.QueryAccessCodeState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&activeBefore))
+	}, 23*time.Hour)
+	var expiredAt time.Time
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "ExpireAccessCode" {
+			expiredAt = env.Now()
+		}
+	})
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: expiresAt})
+
+	st := codeResult(t, env)
+	assert.Equal(t, "active", activeBefore.Outcome, "active until its expiry")
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "expired", Released: true, Releases: 1}, st)
+	assert.False(t, expiredAt.Before(expiresAt), "not expired before its time")
+	assert.WithinDuration(t, expiresAt, expiredAt, time.Second)
+	assert.Equal(t, []string{"expire " + codeID, "prepare release", "gateway DELETE /transactions/" + codeID}, f.calls)
+}
+
+func TestAccessCodeExpiryFindsItAlreadyEnded(t *testing.T) {
+	t.Parallel()
+	// The code was used just before the timer fired: the expiry changes nothing.
+	f := &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: false, Status: "used"}}
+	env := newCodeEnv(f)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(time.Hour)})
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "used", Released: true, Releases: 1}, codeResult(t, env))
+}
+
+func TestAccessCodeEndsEarlyOnSignal(t *testing.T) {
+	t.Parallel()
+	for _, reason := range []string{"removed", "used"} {
+		t.Run(reason, func(t *testing.T) {
+			t.Parallel()
+			f := &codeFakes{releases: []int{204}}
+			env := newCodeEnv(f)
+			env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCodeEnded, reason) }, time.Minute)
+			env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(30 * 24 * time.Hour)})
+			assert.Equal(t, workflows.AccessCodeState{Outcome: reason, Released: true, Releases: 1}, codeResult(t, env))
+			assert.NotContains(t, f.calls, "expire "+codeID)
+			assert.Less(t, env.Now().Sub(start), time.Hour, "it did not wait for the expiry")
+		})
+	}
+}
+
+func TestAccessCodeRetriesTheReleaseUntilTheGatewayConfirms(t *testing.T) {
+	t.Parallel()
+	// 503 and 500 from the gateway: not released; 404: the hold is gone, which is released too.
+	f := &codeFakes{releases: []int{503, 500, 404}}
+	env := newCodeEnv(f)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	st := codeResult(t, env)
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 3}, st)
+	assert.GreaterOrEqual(t, env.Now().Sub(start), 45*time.Second, "backs off 15 s, then 30 s")
+}
+
+func TestAccessCodeWaitsForALateHold(t *testing.T) {
+	t.Parallel()
+	const hold = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
+	f := &codeFakes{releases: []int{204}, notYet: 2}
+	env := newCodeEnv(f)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, HoldRequestID: hold, Ended: true})
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 1}, codeResult(t, env))
+	require.Len(t, f.calls, 5)
+	assert.Equal(t, []string{"await " + hold, "await " + hold, "await " + hold}, f.calls[:3], "the release waits until the hold settled")
+}
+
+func TestAccessCodeFailsOnBadInput(t *testing.T) {
+	t.Parallel()
+	f := &codeFakes{releases: []int{204}}
+	env := newTestEnv()
+	f.register(env)
+	env.SetStartTime(start)
+	env.OnActivity("PrepareHoldRelease", mock.Anything, mock.Anything).Return(activities.GatewayRequestSpec{},
+		temporal.NewNonRetryableApplicationError("no such code", "InvalidInput", nil))
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	require.True(t, env.IsWorkflowCompleted())
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
+	assert.Equal(t, "InvalidInput", appErr.Type())
+}
+
+// Recorded histories of real AccessCode runs (see TestRecordAccessCodeHistories).
+var codeHistories = []string{"accesscode_expired.json", "accesscode_removed.json", "accesscode_release_retried.json"}
+
+func TestReplayAccessCode(t *testing.T) {
+	t.Parallel()
+	for _, name := range codeHistories {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rp := sdkworker.NewWorkflowReplayer()
+			rp.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
+			require.NoError(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
+		})
+	}
+}
+
+// changedAccessCode releases without waiting for the expiry: the kind of edit the replay
+// test exists to catch.
+func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (workflows.AccessCodeState, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	var spec activities.GatewayRequestSpec
+	err := workflow.ExecuteActivity(ctx, "PrepareHoldRelease", activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: 1}).Get(ctx, &spec)
+	return workflows.AccessCodeState{Outcome: "removed"}, err
+}
+
+func TestReplayCatchesAChangedAccessCode(t *testing.T) {
+	t.Parallel()
+	rp := sdkworker.NewWorkflowReplayer()
+	rp.RegisterWorkflowWithOptions(changedAccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
+	assert.Error(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "accesscode_expired.json")))
+}
+
+// TestRecordAccessCodeHistories runs the workflow on an embedded Temporal server, with the
+// activities and the release's gateway request played by codeFakes, and writes its histories
+// to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
+func TestRecordAccessCodeHistories(t *testing.T) {
+	if os.Getenv("LOCKERNET_RECORD_HISTORIES") != "1" {
+		t.Skip("set LOCKERNET_RECORD_HISTORIES=1 to record testdata histories")
+	}
+	_, c := testenv.Temporal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(taskQueue string, f *codeFakes, in workflows.AccessCodeInput, signal string) (client.WorkflowRun, workflows.AccessCodeState) {
+		w := sdkworker.New(c, taskQueue, sdkworker.Options{})
+		f.register(w)
+		require.NoError(t, w.Start())
+		defer w.Stop()
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.AccessCodeWorkflowID(in.CodeID), TaskQueue: taskQueue},
+			workflows.AccessCodeWorkflowName, in)
+		require.NoError(t, err)
+		if signal != "" {
+			require.NoError(t, c.SignalWorkflow(ctx, r.GetID(), r.GetRunID(), workflows.SignalCodeEnded, signal))
+		}
+		var st workflows.AccessCodeState
+		require.NoError(t, r.Get(ctx, &st))
+		return r, st
+	}
+	write := func(r client.WorkflowRun, name string) {
+		it := c.GetWorkflowHistory(ctx, r.GetID(), r.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		h := &historypb.History{}
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			h.Events = append(h.Events, ev)
+		}
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
+	}
+
+	r, st := run("record-code-expired", &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}},
+		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Second)}, "")
+	assert.Equal(t, "expired", st.Outcome)
+	write(r, "accesscode_expired.json")
+
+	r, st = run("record-code-removed", &codeFakes{releases: []int{204}},
+		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour), HoldRequestID: uuid.NewString()}, "removed")
+	assert.Equal(t, "removed", st.Outcome)
+	write(r, "accesscode_removed.json")
+
+	// One failed release, then the 15 s backoff and a confirmed one.
+	r, st = run("record-code-release-retried", &codeFakes{releases: []int{503, 204}},
+		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now(), Ended: true}, "")
+	assert.Equal(t, 2, st.Releases)
+	write(r, "accesscode_release_retried.json")
+}
