@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -208,14 +203,7 @@ var codeHistories = []string{"accesscode_expired.json", "accesscode_removed.json
 
 func TestReplayAccessCode(t *testing.T) {
 	t.Parallel()
-	for _, name := range codeHistories {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rp := sdkworker.NewWorkflowReplayer()
-			rp.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
-			require.NoError(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
-		})
-	}
+	replayHistories(t, workflows.AccessCode, workflows.AccessCodeWorkflowName, codeHistories)
 }
 
 // changedAccessCode releases without waiting for the expiry: the kind of edit the replay
@@ -229,18 +217,14 @@ func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (work
 
 func TestReplayCatchesAChangedAccessCode(t *testing.T) {
 	t.Parallel()
-	rp := sdkworker.NewWorkflowReplayer()
-	rp.RegisterWorkflowWithOptions(changedAccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
-	assert.Error(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "accesscode_expired.json")))
+	requireReplayFails(t, changedAccessCode, workflows.AccessCodeWorkflowName, "accesscode_expired.json")
 }
 
 // TestRecordAccessCodeHistories runs the workflow on an embedded Temporal server, with the
 // activities and the release's gateway request played by codeFakes, and writes its histories
 // to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
 func TestRecordAccessCodeHistories(t *testing.T) {
-	if os.Getenv("LOCKERNET_RECORD_HISTORIES") != "1" {
-		t.Skip("set LOCKERNET_RECORD_HISTORIES=1 to record testdata histories")
-	}
+	recordHistories(t)
 	_, c := testenv.Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -259,32 +243,20 @@ func TestRecordAccessCodeHistories(t *testing.T) {
 		require.NoError(t, r.Get(ctx, &st))
 		return r, st
 	}
-	write := func(r client.WorkflowRun, name string) {
-		it := c.GetWorkflowHistory(ctx, r.GetID(), r.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
-	}
 
 	r, st := run("record-code-expired", &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}},
 		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Second)}, "")
 	assert.Equal(t, "expired", st.Outcome)
-	write(r, "accesscode_expired.json")
+	writeHistory(ctx, t, c, r, "accesscode_expired.json")
 
 	r, st = run("record-code-removed", &codeFakes{releases: []int{204}},
 		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour), HoldRequestID: uuid.NewString()}, "removed")
 	assert.Equal(t, "removed", st.Outcome)
-	write(r, "accesscode_removed.json")
+	writeHistory(ctx, t, c, r, "accesscode_removed.json")
 
 	// One failed release, then the 15 s backoff and a confirmed one.
 	r, st = run("record-code-release-retried", &codeFakes{releases: []int{503, 204}},
 		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now(), Ended: true}, "")
 	assert.Equal(t, 2, st.Releases)
-	write(r, "accesscode_release_retried.json")
+	writeHistory(ctx, t, c, r, "accesscode_release_retried.json")
 }

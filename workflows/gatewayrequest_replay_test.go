@@ -5,8 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -34,14 +29,7 @@ var gatewayHistories = []string{"gateway_request_completed.json", "gateway_reque
 
 func TestReplayGatewayRequest(t *testing.T) {
 	t.Parallel()
-	for _, name := range gatewayHistories {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rp := sdkworker.NewWorkflowReplayer()
-			rp.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
-			require.NoError(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
-		})
-	}
+	replayHistories(t, workflows.GatewayRequest, workflows.GatewayRequestWorkflowName, gatewayHistories)
 }
 
 // recordingStore stands in for Postgres behind the recording worker's activities: the first
@@ -75,9 +63,7 @@ func (plainSecret) Open(string, []byte) ([]byte, error) { return []byte("secret"
 // a fake gateway and writes its histories to testdata/. Run it with
 // LOCKERNET_RECORD_HISTORIES=1.
 func TestRecordGatewayRequestHistories(t *testing.T) {
-	if os.Getenv("LOCKERNET_RECORD_HISTORIES") != "1" {
-		t.Skip("set LOCKERNET_RECORD_HISTORIES=1 to record testdata histories")
-	}
+	recordHistories(t)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"success":true,"lockerId":101,"doorOpen":true,"message":"locker opened"}` + "\n"))
@@ -107,27 +93,15 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 		require.NoError(t, r.Get(ctx, &res))
 		return r, res
 	}
-	write := func(r client.WorkflowRun, name string) {
-		it := c.GetWorkflowHistory(ctx, r.GetID(), r.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
-	}
 
 	r, res := run(readLockers)
 	assert.Equal(t, activities.StateCompleted, res.Outcome.Status)
-	write(r, "gateway_request_completed.json")
+	writeHistory(ctx, t, c, r, "gateway_request_completed.json")
 
 	st.refused.Store(true)
 	r, res = run(openLocker)
 	assert.Equal(t, activities.StateCompleted, res.Outcome.Status)
-	write(r, "gateway_request_redelivered.json")
+	writeHistory(ctx, t, c, r, "gateway_request_redelivered.json")
 }
 
 // changedGatewayRequest skips the dispatch entirely: the kind of edit the replay test exists
@@ -138,7 +112,5 @@ func changedGatewayRequest(ctx workflow.Context, in workflows.GatewayRequestInpu
 
 func TestReplayCatchesAChangedGatewayRequest(t *testing.T) {
 	t.Parallel()
-	rp := sdkworker.NewWorkflowReplayer()
-	rp.RegisterWorkflowWithOptions(changedGatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
-	assert.Error(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", gatewayHistories[0])))
+	requireReplayFails(t, changedGatewayRequest, workflows.GatewayRequestWorkflowName, gatewayHistories[0])
 }

@@ -2,8 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,9 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -231,14 +226,7 @@ var tokenHistories = []string{"lockertoken_expired.json", "lockertoken_used.json
 
 func TestReplayLockerToken(t *testing.T) {
 	t.Parallel()
-	for _, name := range tokenHistories {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rp := sdkworker.NewWorkflowReplayer()
-			rp.RegisterWorkflowWithOptions(workflows.LockerToken, workflow.RegisterOptions{Name: workflows.LockerTokenWorkflowName})
-			require.NoError(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
-		})
-	}
+	replayHistories(t, workflows.LockerToken, workflows.LockerTokenWorkflowName, tokenHistories)
 }
 
 // changedLockerToken skips the timer: the kind of edit the replay test exists to catch.
@@ -251,9 +239,7 @@ func changedLockerToken(ctx workflow.Context, in workflows.LockerTokenInput) (wo
 
 func TestReplayCatchesAChangedLockerToken(t *testing.T) {
 	t.Parallel()
-	rp := sdkworker.NewWorkflowReplayer()
-	rp.RegisterWorkflowWithOptions(changedLockerToken, workflow.RegisterOptions{Name: workflows.LockerTokenWorkflowName})
-	assert.Error(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "lockertoken_expired.json")))
+	requireReplayFails(t, changedLockerToken, workflows.LockerTokenWorkflowName, "lockertoken_expired.json")
 }
 
 // expireTokenAlways is the store behind the recording worker's activities.
@@ -264,9 +250,7 @@ func (expireTokenAlways) ExpireToken(context.Context, uuid.UUID) (bool, error) {
 // TestRecordLockerTokenHistories runs the workflow on an embedded Temporal server and writes
 // its histories to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
 func TestRecordLockerTokenHistories(t *testing.T) {
-	if os.Getenv("LOCKERNET_RECORD_HISTORIES") != "1" {
-		t.Skip("set LOCKERNET_RECORD_HISTORIES=1 to record testdata histories")
-	}
+	recordHistories(t)
 	_, c := testenv.Temporal(t)
 	const taskQueue = "record-locker-token-histories"
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
@@ -288,28 +272,16 @@ func TestRecordLockerTokenHistories(t *testing.T) {
 		require.NoError(t, r.Get(ctx, &st))
 		return r, st
 	}
-	write := func(r client.WorkflowRun, name string) {
-		it := c.GetWorkflowHistory(ctx, r.GetID(), r.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
-	}
 
 	r, st := run(time.Second, "")
 	assert.Equal(t, workflows.TokenOutcomeExpired, st.Outcome)
-	write(r, "lockertoken_expired.json")
+	writeHistory(ctx, t, c, r, "lockertoken_expired.json")
 
 	r, st = run(time.Hour, workflows.TokenOutcomeUsed)
 	assert.Equal(t, workflows.TokenOutcomeUsed, st.Outcome)
-	write(r, "lockertoken_used.json")
+	writeHistory(ctx, t, c, r, "lockertoken_used.json")
 
 	r, st = run(time.Hour, workflows.TokenOutcomeRevoked)
 	assert.Equal(t, workflows.TokenOutcomeRevoked, st.Outcome)
-	write(r, "lockertoken_revoked.json")
+	writeHistory(ctx, t, c, r, "lockertoken_revoked.json")
 }

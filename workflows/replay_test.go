@@ -2,17 +2,12 @@ package workflows_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -30,14 +25,7 @@ var histories = []string{"reservation_expired.json", "reservation_cancelled.json
 
 func TestReplayReservation(t *testing.T) {
 	t.Parallel()
-	for _, name := range histories {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rp := sdkworker.NewWorkflowReplayer()
-			rp.RegisterWorkflowWithOptions(workflows.Reservation, workflow.RegisterOptions{Name: workflows.ReservationWorkflowName})
-			require.NoError(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", name)))
-		})
-	}
+	replayHistories(t, workflows.Reservation, workflows.ReservationWorkflowName, histories)
 }
 
 // expireAlways is the store behind the recording worker's activities.
@@ -48,9 +36,7 @@ func (expireAlways) ExpireReservation(context.Context, uuid.UUID) (bool, error) 
 // TestRecordReservationHistories runs the workflow on an embedded Temporal server and writes
 // its histories to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
 func TestRecordReservationHistories(t *testing.T) {
-	if os.Getenv("LOCKERNET_RECORD_HISTORIES") != "1" {
-		t.Skip("set LOCKERNET_RECORD_HISTORIES=1 to record testdata histories")
-	}
+	recordHistories(t)
 	_, c := testenv.Temporal(t)
 	const taskQueue = "record-reservation-histories"
 	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
@@ -72,26 +58,14 @@ func TestRecordReservationHistories(t *testing.T) {
 		require.NoError(t, r.Get(ctx, &st))
 		return r, st
 	}
-	write := func(r client.WorkflowRun, name string) {
-		it := c.GetWorkflowHistory(ctx, r.GetID(), r.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			require.NoError(t, err)
-			h.Events = append(h.Events, ev)
-		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", name), append(b, '\n'), 0o644))
-	}
 
 	r, st := run(time.Second, "")
 	assert.Equal(t, workflows.OutcomeExpired, st.Outcome)
-	write(r, "reservation_expired.json")
+	writeHistory(ctx, t, c, r, "reservation_expired.json")
 
 	r, st = run(time.Hour, workflows.OutcomeCancelled)
 	assert.Equal(t, workflows.OutcomeCancelled, st.Outcome)
-	write(r, "reservation_cancelled.json")
+	writeHistory(ctx, t, c, r, "reservation_cancelled.json")
 }
 
 // changedReservation is the workflow with its expiry timer taken out: the kind of edit the
@@ -105,7 +79,5 @@ func changedReservation(ctx workflow.Context, in workflows.ReservationInput) (wo
 
 func TestReplayCatchesAChangedWorkflow(t *testing.T) {
 	t.Parallel()
-	rp := sdkworker.NewWorkflowReplayer()
-	rp.RegisterWorkflowWithOptions(changedReservation, workflow.RegisterOptions{Name: workflows.ReservationWorkflowName})
-	assert.Error(t, rp.ReplayWorkflowHistoryFromJSONFile(nil, filepath.Join("testdata", "reservation_expired.json")))
+	requireReplayFails(t, changedReservation, workflows.ReservationWorkflowName, "reservation_expired.json")
 }
