@@ -281,6 +281,10 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 		case errors.Is(err, store.ErrNotFound):
 			writeCustomerError(ctx, invalid)
 			return
+		case errors.Is(err, context.Canceled):
+			// The client went away; nobody reads the answer.
+			writeCustomerError(ctx, customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil))
+			return
 		case err != nil:
 			s.logger.ErrorContext(ctx.Context(), "authorize gateway key", "err", err)
 			writeCustomerError(ctx, customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))

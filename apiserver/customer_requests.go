@@ -512,6 +512,8 @@ func (s *Server) answerAfterWait(ctx context.Context, row store.GatewayRequest, 
 		res, done, err := s.awaitOutcome(ctx, run, &row, prefs.wait, announced)
 		markTiming(ctx, "wait", began)
 		switch {
+		case errors.Is(err, context.Canceled):
+			s.logger.InfoContext(ctx, "client left while waiting for its gateway request", "requestId", row.ID)
 		case err != nil:
 			s.logger.ErrorContext(ctx, "wait for gateway request", "requestId", row.ID, "err", err)
 		case done && res != nil:
