@@ -283,7 +283,7 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		case errors.Is(err, context.Canceled):
 			// The client went away; nobody reads the answer.
-			writeCustomerError(ctx, customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil))
+			writeCustomerError(ctx, errClientClosed())
 			return
 		case err != nil:
 			s.logger.ErrorContext(ctx.Context(), "authorize gateway key", "err", err)
@@ -445,9 +445,14 @@ func (c *customer) meta() ApiMeta {
 }
 
 // customerInternal logs an unexpected error and answers 500 without its text.
+// errClientClosed answers a request whose client went away (nginx's 499; nobody reads it).
+func errClientClosed() *CustomerError {
+	return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
+}
+
 func (s *Server) customerInternal(ctx context.Context, op string, err error) error {
 	if errors.Is(err, context.Canceled) {
-		return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
+		return errClientClosed()
 	}
 	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
 	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)

@@ -143,17 +143,21 @@ func op(o huma.Operation) huma.Operation {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = MaxBodyBytes + 1 // huma refuses a body that reaches the limit
 	}
+	if o.BodyReadTimeout == 0 {
+		o.BodyReadTimeout = BodyReadTimeout
+	}
 	return o
 }
 
-// BodyReadTimeout is how long a client may take to send a request body (huma's default).
+// BodyReadTimeout is how long a client may take to send a request body.
 const BodyReadTimeout = 5 * time.Second
 
 // liftBodyDeadline clears the connection's read deadline once the request body has been
-// read; it is the innermost middleware, so it wraps the body huma reads. huma gives every body 5 s (BodyReadTimeout) by setting that deadline and never
-// clears it: a handler that outlives it (Prefer: wait up to 30 s) would have its
-// connection's context canceled when the server's background read times out, for that
-// request and for every later one on the keep-alive connection.
+// read. It is the innermost middleware, so it wraps the body huma reads. huma gives a body
+// BodyReadTimeout by setting that deadline and never clears it: a handler that outlives it
+// (Prefer: wait up to 30 s) would have its connection's context canceled when the server's
+// background read times out, for that request and for every later one on the keep-alive
+// connection.
 func liftBodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Without a body too: huma sets the deadline before it reads an empty body, and the

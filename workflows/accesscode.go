@@ -76,7 +76,6 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 	} else {
 		// Active (the query says so) until the expiry or a signal ends it.
 		reason, expired := awaitEnd(ctx, in.ExpiresAt, SignalCodeEnded, "access code expiry")
-		wf.state.Outcome = "removed"
 		switch {
 		case expired:
 			var res activities.ExpireAccessCodeResult
@@ -89,6 +88,8 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 			}
 		case reason == "used":
 			wf.state.Outcome = "used"
+		default:
+			wf.state.Outcome = "removed"
 		}
 	}
 	return wf.release(ctx, waitCtx, in)

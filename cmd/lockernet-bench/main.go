@@ -4,7 +4,9 @@
 // and the memory of the apiserver and the worker. It prints the figures and writes
 // docs/benchmarks.md.
 //
-//	lockernet-bench [-scenarios footprint,proxy,search,flow,expiry] (run in this order) [-out docs/benchmarks.md]
+//	lockernet-bench [-scenarios footprint,proxy,search,flow,expiry] [-out docs/benchmarks.md]
+//
+// The scenarios run in that order, whatever order -scenarios names them in.
 //
 // It reads the stack's credentials from $LOCKERNET_DATA_DIR/demo-credentials.json and works
 // in an organization of its own ("Bench Load"), created on first run through DATABASE_URL and
