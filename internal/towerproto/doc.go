@@ -3,7 +3,7 @@
 // event batch a tower hands to the mobile SDK for upload (DESIGN §4.7).
 //
 // Both formats are a version byte followed by fixed-width big-endian fields, written as
-// lower-case hex, with a separate authenticator: one key-version byte (0x00) followed by
+// lower-case hex (either case is read back), with a separate authenticator: one key-version byte (0x00) followed by
 // HMAC-SHA256 over the raw payload bytes. The HMAC keys are derived from the tower's secret
 // with HKDF-SHA256 (no salt) under distinct labels, so a token key can never sign an event
 // batch and the reverse.
