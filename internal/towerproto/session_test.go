@@ -268,12 +268,12 @@ func TestCommandsRoundTrip(t *testing.T) {
 	assert.Equal(t, snap, got)
 
 	for name, c := range map[string]towerproto.Command{
-		"unknown kind":  {Kind: 9, Arg1: 1},
-		"locker zero":   {Kind: towerproto.CommandGenerationFloor, Arg2: 1},
-		"service two":   {Kind: towerproto.CommandServiceState, Arg1: 1, Arg2: 2},
-		"ack seq zero":  {Kind: towerproto.CommandEventsAck, Arg1: 1},
-		"huge gen":      {Kind: towerproto.CommandGenerationFloor, Arg1: 1, Arg2: 1 << 40},
-		"huge epoch":    {Kind: towerproto.CommandEventsAck, Arg1: 1 << 40, Arg2: 1},
+		"unknown kind": {Kind: 9, Arg1: 1},
+		"locker zero":  {Kind: towerproto.CommandGenerationFloor, Arg2: 1},
+		"service two":  {Kind: towerproto.CommandServiceState, Arg1: 1, Arg2: 2},
+		"ack seq zero": {Kind: towerproto.CommandEventsAck, Arg1: 1},
+		"huge gen":     {Kind: towerproto.CommandGenerationFloor, Arg1: 1, Arg2: 1 << 40},
+		"huge epoch":   {Kind: towerproto.CommandEventsAck, Arg1: 1 << 40, Arg2: 1},
 	} {
 		_, _, err := towerproto.EncodeCommands(towerproto.CommandBatch{TowerID: b.TowerID, Number: 1, ExpiresAt: exp, Commands: []towerproto.Command{c}}, key)
 		assert.ErrorIs(t, err, towerproto.ErrMalformed, name)
