@@ -580,10 +580,10 @@ func TestSDKResetEvents(t *testing.T) {
 	assert.Len(t, resets, 2)
 
 	for name, body := range map[string]string{
-		"NUL":       `{"reason": "a\u0000b"}`,
-		"too long":  `{"reason": "` + strings.Repeat("x", 1001) + `"}`,
-		"a number":  `{"reason": 5}`,
-		"not JSON":  `reason`,
+		"NUL":        `{"reason": "a\u0000b"}`,
+		"too long":   `{"reason": "` + strings.Repeat("x", 1001) + `"}`,
+		"a number":   `{"reason": 5}`,
+		"not JSON":   `reason`,
 		"empty body": ``,
 	} {
 		r := e.Do(http.MethodPost, path, tok, body)

@@ -27,7 +27,7 @@ type TowerEvent struct {
 	Seq        int64
 	Kind       string
 	At         time.Time // tower clock
-	LockerID   int64 // 0 for sync_commands
+	LockerID   int64     // 0 for sync_commands
 	TokenID    *uuid.UUID
 	Generation int32
 	ItemInside bool
