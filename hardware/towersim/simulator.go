@@ -148,7 +148,7 @@ func (s *Simulator) Open(ctx context.Context, towerID string, req OpenRequest) (
 			return OpenResponse{}, fmt.Errorf("open on tower %s: %w", t.id, openErr)
 		}
 		code := RefusalCode(openErr)
-		out.Error, out.ErrorDescription, out.Detail, out.LockerID = &code, DescribeRefusal(code), openErr.Error(), ans.LockerID
+		out.Error, out.ErrorDescription, out.Detail, out.LockerID = &code, DescribeRefusal(code), ans.Message, ans.LockerID
 	}
 	return out, nil
 }
