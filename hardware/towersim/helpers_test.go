@@ -129,6 +129,11 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 	mux.HandleFunc("POST /oauth/token", c.handleToken)
 	mux.HandleFunc("POST /sdk/v1/towers/{tower}/events", c.handleEvents)
 	mux.HandleFunc("POST /sdk/v1/towers/{tower}/session-token", c.handleSession)
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/configuration", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"status":404,"detail":"no configuration"}`)
+	})
 	mux.HandleFunc("GET /sdk/v1/towers/{tower}/commands", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `[]`)

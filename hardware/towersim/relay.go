@@ -333,10 +333,23 @@ func (p *PhoneLink) SyncCommands(ctx context.Context) (int, error) {
 		Payload          string `json:"payload"`
 		PayloadAuth      string `json:"payloadAuth"`
 	}
-	if err := p.r.call(ctx, http.MethodGet, "/sdk/v1/towers/"+upperID(p.t.id)+"/commands", p.bearer, nil, &batches); err != nil {
-		return 0, fmt.Errorf("get commands: %w", err)
+	status, err := p.send(ctx, Message{Type: towerproto.MsgSyncStatus})
+	if err != nil {
+		return 0, fmt.Errorf("sync status: %w", err)
 	}
 	applied := 0
+	if status.SyncCommandStart <= 1 {
+		// A new or reset tower has applied nothing: its full state first (none yet: 404).
+		n, err := p.configure(ctx)
+		var se *StatusError
+		if err != nil && !(errors.As(err, &se) && se.StatusCode == http.StatusNotFound) {
+			return n, err
+		}
+		applied += n
+	}
+	if err := p.r.call(ctx, http.MethodGet, "/sdk/v1/towers/"+upperID(p.t.id)+"/commands", p.bearer, nil, &batches); err != nil {
+		return applied, fmt.Errorf("get commands: %w", err)
+	}
 	for i := 0; i < len(batches); i++ {
 		b := batches[i]
 		pl, err1 := hex.DecodeString(b.Payload)

@@ -107,17 +107,17 @@ func NewTower(cfg TowerConfig, statePath string, opts ...Option) (*Tower, error)
 	}
 	o := buildOptions(opts)
 	t := &Tower{
-		id:        cfg.ID,
+		id:         cfg.ID,
 		tokenKey:   towerproto.TokenKey(secret),
 		eventKey:   towerproto.EventKey(secret),
 		sessionKey: towerproto.SessionKey(secret),
 		commandKey: towerproto.CommandKey(secret),
-		statePath: statePath,
-		now:       o.now,
-		logger:    o.logger.With("tower", cfg.ID),
-		lockers:   make(map[int64]*lockerState, len(cfg.LockerIDs)),
-		used:      make(map[[16]byte]time.Time),
-		refusals:  make(map[string]int),
+		statePath:  statePath,
+		now:        o.now,
+		logger:     o.logger.With("tower", cfg.ID),
+		lockers:    make(map[int64]*lockerState, len(cfg.LockerIDs)),
+		used:       make(map[[16]byte]time.Time),
+		refusals:   make(map[string]int),
 	}
 	for _, id := range cfg.LockerIDs {
 		t.lockers[id] = &lockerState{}
