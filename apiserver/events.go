@@ -31,6 +31,12 @@ type EventBatch struct {
 
 // EventsResult tells how many events were new and how many had been received before.
 type EventsResult struct {
+	Accepted   int `json:"accepted"`
+	Duplicates int `json:"duplicates"`
+}
+
+// SDKEventsResult is EventsResult with the message Harbor's SDKs read (DESIGN §4.8).
+type SDKEventsResult struct {
 	Msg        string `json:"msg" example:"3 events stored, 0 already known"`
 	Accepted   int    `json:"accepted"`
 	Duplicates int    `json:"duplicates"`
@@ -54,6 +60,18 @@ func (s *Server) registerEvents(api huma.API) {
 		OperationID: "upload-tower-events", Method: http.MethodPost, Path: "/api/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
 		Summary: "Upload tower events", Description: desc, Security: needs(jwtauth.ScopeTowerAccess),
 	}), handler)
+	sdkHandler := func(ctx context.Context, in *struct {
+		TowerPath
+		Body []EventBatch `maxItems:"64"`
+	}) (*struct{ Body SDKEventsResult }, error) {
+		res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
+		if err != nil {
+			return nil, err
+		}
+		return &struct{ Body SDKEventsResult }{Body: SDKEventsResult{
+			Msg:      fmt.Sprintf("%d events stored, %d already known", res.Accepted, res.Duplicates),
+			Accepted: res.Accepted, Duplicates: res.Duplicates}}, nil
+	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "upload-tower-events-sdk", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/events", Tags: []string{sdkTag},
 		Summary: "Upload tower events",
@@ -61,7 +79,7 @@ func (s *Server) registerEvents(api huma.API) {
 			"per call from the SDK; hex in either case; a batch of no events, the SDK's pull of an empty log, is accepted). " +
 			"Uploading the same events again changes nothing: the SDK does so until the tower's commands acknowledge them.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), handler)
+	}), sdkHandler)
 }
 
 func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []EventBatch) (EventsResult, error) {
@@ -103,7 +121,7 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		}
 	}
 	if len(events) == 0 {
-		return EventsResult{Msg: "no events", Accepted: 0, Duplicates: 0}, nil
+		return EventsResult{}, nil
 	}
 	var res store.ApplyResult
 	var items []store.OutboxItem
@@ -147,6 +165,5 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 				slog.String("token_id", u.TokenID.String()), slog.String("detail", u.Detail))
 		}
 	}
-	return EventsResult{Msg: fmt.Sprintf("%d events stored, %d already known", res.Accepted, res.Duplicates),
-		Accepted: res.Accepted, Duplicates: res.Duplicates}, nil
+	return EventsResult{Accepted: res.Accepted, Duplicates: res.Duplicates}, nil
 }

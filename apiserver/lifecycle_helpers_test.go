@@ -107,17 +107,15 @@ func lcDecode(t *testing.T, e *testenv.Env, tk towerTokenResp) towerproto.Token 
 	return dec
 }
 
-// lcOfflineSim is a simulator whose relay cannot reach the cloud: opens work, their events
-// stay queued until lcUploadPending sends them.
+// lcOfflineSim is a simulator whose phone went offline after it got its sessions: opens
+// work with the cached sessions, their events stay queued until lcUploadPending sends them.
 func lcOfflineSim(t *testing.T, e *testenv.Env) *towersim.Simulator {
 	t.Helper()
-	cfg := towersim.Config{APIBaseURL: "http://127.0.0.1:1", ClientID: e.Creds.ServiceProvider.ClientID,
-		ClientSecret: e.Creds.ServiceProvider.ClientSecret, StateDir: t.TempDir()}
+	sim := e.TowerSim(t)
 	for _, tw := range e.Seed.Towers {
-		cfg.Towers = append(cfg.Towers, towersim.TowerConfig{ID: tw.ID, SecretHex: seed.SecretHex(tw.Secret), LockerIDs: tw.LockerIDs})
+		require.NoError(t, sim.Prepare(context.Background(), tw.ID, towersim.DefaultClaim, ""))
 	}
-	sim, err := towersim.NewSimulator(cfg)
-	require.NoError(t, err)
+	sim.SetOffline(true)
 	return sim
 }
 
