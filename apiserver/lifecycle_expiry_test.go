@@ -71,7 +71,13 @@ func TestLifecycleRefusedTokens(t *testing.T) {
 		res := lcOpenRaw(t, sim, tower, payload, auth, true)
 		assert.False(t, res.Opened)
 		assert.Equal(t, code, lcRefusal(res))
-		assert.Zero(t, res.EventsPending)
+		// The refusal recorded nothing; only the tower's report of the commands its session
+		// synced before the token was shown may wait for the next upload.
+		tw, ok := sim.Tower(tower)
+		require.True(t, ok)
+		for _, ev := range tw.PendingEvents() {
+			assert.Equal(t, towerproto.EventSyncCommands, ev.Kind, "pending event %+v", ev)
+		}
 	}
 	// Forged: any flipped byte of payload or MAC.
 	refused(towerUnion1, lcFlipHex(t, d.Payload, 40), d.PayloadAuth, "invalid_token")

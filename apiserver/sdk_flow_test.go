@@ -47,7 +47,7 @@ func TestSDKFlowWithSimulator(t *testing.T) {
 		assert.False(t, res.Opened)
 		assert.Equal(t, "not_permitted", refusal(res))
 		assert.Positive(t, res.CommandsApplied, "the session synced first: the new possession's generation floor")
-		assert.Equal(t, 1, res.EventsUploaded, "the tower's sync_commands report")
+		assert.Equal(t, 1, res.EventsPending, "the tower's sync_commands report waits for the next upload")
 		assert.Equal(t, "rented", lockerStatusName(t, e, tok, tower, k))
 		// A pickup session cannot use a drop-off token either.
 		res = open(drop, towerproto.ClaimLockerPickup, true)
@@ -57,7 +57,7 @@ func TestSDKFlowWithSimulator(t *testing.T) {
 		require.True(t, res.Opened, "refused: %s %s", refusal(res), res.Detail)
 		assert.Empty(t, res.UploadError)
 		assert.Empty(t, res.SyncError)
-		assert.Equal(t, 3, res.EventsUploaded, "token_used, door_opened, door_closed")
+		assert.Equal(t, 4, res.EventsUploaded, "the sync report, token_used, door_opened, door_closed")
 		assert.Equal(t, "occupied", lockerStatusName(t, e, tok, tower, k))
 
 		pick := lcMustIssue(t, e, tok, "pickup", tower, k, 300)

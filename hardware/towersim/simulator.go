@@ -136,11 +136,15 @@ func (s *Simulator) Open(ctx context.Context, towerID string, req OpenRequest) (
 	if openErr == nil {
 		out.Opened, out.LockerID, out.TokenType, out.ItemInside = true, ans.LockerID, ans.TokenType, ans.ItemInside
 	}
-	n, err := link.UploadEvents(ctx)
-	out.EventsUploaded = n
-	if err != nil {
-		out.UploadError = err.Error()
-		s.logger.Warn("events not uploaded; they stay queued", "tower", t.id, "error", err)
+	if openErr == nil {
+		// After a refusal the phone leaves, as a person whose door stayed shut does; the
+		// tower's queued events wait for the next sync.
+		n, err := link.UploadEvents(ctx)
+		out.EventsUploaded = n
+		if err != nil {
+			out.UploadError = err.Error()
+			s.logger.Warn("events not uploaded; they stay queued", "tower", t.id, "error", err)
+		}
 	}
 	out.EventsPending = t.Status().EventsPending
 	if openErr != nil {
