@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -76,6 +77,17 @@ func lcRequireOpened(t *testing.T, res towersim.OpenResponse) {
 	require.True(t, res.Opened, "tower refused: %v %s", lcRefusal(res), res.ErrorDescription)
 	require.Empty(t, res.UploadError)
 	require.Zero(t, res.EventsPending)
+}
+
+// lcNothingRecorded requires that a tower holds no queued event but its reports of the
+// commands its sessions synced (a refused token records nothing).
+func lcNothingRecorded(t *testing.T, sim *towersim.Simulator, tower string) {
+	t.Helper()
+	tw, ok := sim.Tower(tower)
+	require.True(t, ok)
+	for _, ev := range tw.PendingEvents() {
+		assert.Equal(t, towerproto.EventSyncCommands, ev.Kind, "pending event %+v", ev)
+	}
 }
 
 // lcRefusal is the tower's refusal code, "" when it opened.
