@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -22,16 +23,23 @@ const MaxEventBatches = 64
 
 // EventBatch is one signed batch of tower events as the SDK uploads it.
 type EventBatch struct {
-	SyncEventStart int64  `json:"syncEventStart" minimum:"1" doc:"Sequence number of the first event in the batch"`
-	SyncEventCount int    `json:"syncEventCount" minimum:"1" maximum:"65535"`
-	Payload        string `json:"payload" minLength:"2" maxLength:"65536" doc:"Lower-case hex, signed by the tower"`
-	PayloadAuth    string `json:"payloadAuth" minLength:"2" maxLength:"256" doc:"Lower-case hex: 00 + HMAC-SHA256 of the payload with the tower's event key"`
+	SyncEventStart int64  `json:"syncEventStart" minimum:"0" doc:"Sequence number of the first event in the batch (for an empty batch, the tower's next one, or 0)"`
+	SyncEventCount int    `json:"syncEventCount" minimum:"0" maximum:"65535" doc:"Events in the batch; 0 for the SDK's pull of an empty log"`
+	Payload        string `json:"payload" maxLength:"65536" doc:"Even-length hex in either case, signed by the tower (may be empty when syncEventCount is 0)"`
+	PayloadAuth    string `json:"payloadAuth" maxLength:"256" doc:"Even-length hex in either case: 00 + HMAC-SHA256 of the payload with the tower's event key"`
 }
 
 // EventsResult tells how many events were new and how many had been received before.
 type EventsResult struct {
 	Accepted   int `json:"accepted"`
 	Duplicates int `json:"duplicates"`
+}
+
+// SDKEventsResult is EventsResult with the message Harbor's SDKs read (DESIGN §4.8).
+type SDKEventsResult struct {
+	Msg        string `json:"msg" example:"3 events stored, 0 already known"`
+	Accepted   int    `json:"accepted"`
+	Duplicates int    `json:"duplicates"`
 }
 
 func (s *Server) registerEvents(api huma.API) {
@@ -52,11 +60,26 @@ func (s *Server) registerEvents(api huma.API) {
 		OperationID: "upload-tower-events", Method: http.MethodPost, Path: "/api/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
 		Summary: "Upload tower events", Description: desc, Security: needs(jwtauth.ScopeTowerAccess),
 	}), handler)
+	sdkHandler := func(ctx context.Context, in *struct {
+		TowerPath
+		Body []EventBatch `maxItems:"64"`
+	}) (*struct{ Body SDKEventsResult }, error) {
+		res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
+		if err != nil {
+			return nil, err
+		}
+		return &struct{ Body SDKEventsResult }{Body: SDKEventsResult{
+			Msg:      fmt.Sprintf("%d events stored, %d already known", res.Accepted, res.Duplicates),
+			Accepted: res.Accepted, Duplicates: res.Duplicates}}, nil
+	}
 	huma.Register(api, op(huma.Operation{
-		OperationID: "upload-tower-events-sdk", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
-		Summary: "Upload tower events (SDK path)", Description: "The same operation at the path the mobile SDK uses.",
+		OperationID: "upload-tower-events-sdk", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/events", Tags: []string{sdkTag},
+		Summary: "Upload tower events",
+		Description: "The same operation as POST /api/v1/towers/{tower_id}/events, at the path the mobile SDK uses (at most 5 batches " +
+			"per call from the SDK; hex in either case; a batch of no events, the SDK's pull of an empty log, is accepted). " +
+			"Uploading the same events again changes nothing: the SDK does so until the tower's commands acknowledge them.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), handler)
+	}), sdkHandler)
 }
 
 func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []EventBatch) (EventsResult, error) {
@@ -68,6 +91,9 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 	key := towerproto.EventKey(secret)
 	var events []store.TowerEvent
 	for i, b := range batches {
+		if b.SyncEventCount == 0 && b.Payload == "" && b.PayloadAuth == "" {
+			continue // an empty pull whose tower signed nothing: nothing to verify, nothing to store
+		}
 		env := towerproto.BatchEnvelope{SyncEventStart: uint64(b.SyncEventStart), SyncEventCount: b.SyncEventCount,
 			Payload: b.Payload, PayloadAuth: b.PayloadAuth}
 		if id, err := towerproto.PeekBatchTower(env); err == nil && id != tower.ID {
@@ -83,13 +109,19 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 				&huma.ErrorDetail{Location: fmt.Sprintf("body[%d]", i), Message: err.Error()})
 		}
 		for _, e := range batch.Events {
+			if e.Seq > math.MaxInt64 {
+				return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d: sequence number %d is out of range", i, e.Seq))
+			}
 			ev := store.TowerEvent{BootEpoch: int64(batch.BootEpoch), Seq: int64(e.Seq), Kind: e.Kind.String(), At: e.At,
-				LockerID: e.LockerID, Generation: int32(e.Generation), ItemInside: e.ItemInside}
+				LockerID: e.LockerID, Generation: int32(e.Generation), ItemInside: e.ItemInside, Command: int64(e.Command)}
 			if id := uuid.UUID(e.TokenID); id != uuid.Nil {
 				ev.TokenID = &id
 			}
 			events = append(events, ev)
 		}
+	}
+	if len(events) == 0 {
+		return EventsResult{}, nil
 	}
 	var res store.ApplyResult
 	var items []store.OutboxItem

@@ -138,7 +138,7 @@ func TestLifecycleEventsVerification(t *testing.T) {
 	// The verified upload, through the SDK path.
 	r := lcUpload(t, e, sdk, "/sdk/v1", towerUnion1, []towerproto.BatchEnvelope{good})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	assert.JSONEq(t, `{"accepted":3,"duplicates":0}`, string(r.Body))
+	assert.JSONEq(t, `{"msg":"3 events stored, 0 already known","accepted":3,"duplicates":0}`, string(r.Body))
 	assert.Equal(t, "occupied", lockerStatusName(t, e, sp, towerUnion1, k))
 	assert.Equal(t, "used", lcTokenOutcome(t, e, d.ID))
 	// The transaction row the app engine's list reads: where, which locker, whose, which token.
@@ -154,7 +154,7 @@ func TestLifecycleEventsVerification(t *testing.T) {
 	lcUploadOK(t, e, sdk, towerUnion1, 0, 3, good)
 	r = lcUpload(t, e, sdk, "/sdk/v1", towerUnion1, []towerproto.BatchEnvelope{good, good})
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	assert.JSONEq(t, `{"accepted":0,"duplicates":6}`, string(r.Body))
+	assert.JSONEq(t, `{"msg":"0 events stored, 6 already known","accepted":0,"duplicates":6}`, string(r.Body))
 	assert.Equal(t, "occupied", lockerStatusName(t, e, sp, towerUnion1, k))
 	assert.Equal(t, 1, lcCount(t, e, `SELECT count(*) FROM transactions WHERE locker_id = $1 AND type = 'dropoff'`, k))
 	assert.Equal(t, 1, lcCount(t, e, `SELECT count(*) FROM token_uses`))

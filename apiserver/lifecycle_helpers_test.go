@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 
@@ -78,6 +79,17 @@ func lcRequireOpened(t *testing.T, res towersim.OpenResponse) {
 	require.Zero(t, res.EventsPending)
 }
 
+// lcNothingRecorded requires that a tower holds no queued event but its reports of the
+// commands its sessions synced (a refused token records nothing).
+func lcNothingRecorded(t *testing.T, sim *towersim.Simulator, tower string) {
+	t.Helper()
+	tw, ok := sim.Tower(tower)
+	require.True(t, ok)
+	for _, ev := range tw.PendingEvents() {
+		assert.Equal(t, towerproto.EventSyncCommands, ev.Kind, "pending event %+v", ev)
+	}
+}
+
 // lcRefusal is the tower's refusal code, "" when it opened.
 func lcRefusal(res towersim.OpenResponse) string {
 	if res.Error == nil {
@@ -107,17 +119,15 @@ func lcDecode(t *testing.T, e *testenv.Env, tk towerTokenResp) towerproto.Token 
 	return dec
 }
 
-// lcOfflineSim is a simulator whose relay cannot reach the cloud: opens work, their events
-// stay queued until lcUploadPending sends them.
+// lcOfflineSim is a simulator whose phone went offline after it got its sessions: opens
+// work with the cached sessions, their events stay queued until lcUploadPending sends them.
 func lcOfflineSim(t *testing.T, e *testenv.Env) *towersim.Simulator {
 	t.Helper()
-	cfg := towersim.Config{APIBaseURL: "http://127.0.0.1:1", ClientID: e.Creds.ServiceProvider.ClientID,
-		ClientSecret: e.Creds.ServiceProvider.ClientSecret, StateDir: t.TempDir()}
+	sim := e.TowerSim(t)
 	for _, tw := range e.Seed.Towers {
-		cfg.Towers = append(cfg.Towers, towersim.TowerConfig{ID: tw.ID, SecretHex: seed.SecretHex(tw.Secret), LockerIDs: tw.LockerIDs})
+		require.NoError(t, sim.Prepare(context.Background(), tw.ID, towersim.DefaultClaim, ""))
 	}
-	sim, err := towersim.NewSimulator(cfg)
-	require.NoError(t, err)
+	sim.SetOffline(true)
 	return sim
 }
 

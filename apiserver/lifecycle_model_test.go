@@ -89,7 +89,8 @@ type mLocker struct {
 	status    int // as the model holds it; a lapsed hold is settled into available
 	possessor int // client index, -1 for none
 	gen       uint32
-	towerGen  uint32 // the highest generation the tower has seen (or reached by a bump)
+	towerGen  uint32 // the highest generation the tower has seen, reached by a bump, or learnt as a floor
+	towerOOS  bool   // the service state the tower learnt from the cloud's commands
 	hold      time.Time
 	res       *mReservation
 	kept      bool
@@ -296,7 +297,7 @@ func (m *lockerModel) resync(l *mLocker) {
 	tw, _ := m.sim.Tower(l.tower)
 	for _, s := range tw.Status().Lockers {
 		if s.LockerID == l.id {
-			l.towerGen = s.Generation
+			l.towerGen, l.towerOOS = s.Generation, s.OutOfService
 		}
 	}
 	// Tokens whose fate is unknown are no use to the model any more.
@@ -627,8 +628,19 @@ func (m *lockerModel) opUse(offline bool) {
 			involved = append(involved, p.l)
 		}
 	}
+	if !offline {
+		// An online open syncs the tower first (DESIGN §4.8): every generation move and service
+		// change of its lockers reaches it as a command, so it now knows the cloud's.
+		for _, o := range m.lockers {
+			if o.tower == l.tower {
+				o.towerGen, o.towerOOS = max(o.towerGen, o.gen), o.status == mOutOfService
+			}
+		}
+	}
 	refusal := ""
 	switch {
+	case l.towerOOS:
+		refusal = "out_of_service"
 	case tk.gen < l.towerGen:
 		refusal = "stale_generation"
 	case !m.now.Before(tk.expires):
@@ -723,9 +735,16 @@ func (m *lockerModel) opSync() {
 	m.lastOp = fmt.Sprintf("the phone uploads %d queued uses of tower %s", len(m.pending[tower]), tower)
 	tw, ok := m.sim.Tower(tower)
 	require.True(m.t, ok)
+	// Besides the uses: the tower's reports of commands a refused online open synced.
+	reports := 0
+	for _, ev := range tw.PendingEvents() {
+		if ev.Kind == towerproto.EventSyncCommands {
+			reports++
+		}
+	}
 	n, err := m.sim.Relay().Upload(context.Background(), tw, "")
 	require.NoError(m.t, err, m.lastOp)
-	require.Equal(m.t, 3*len(m.pending[tower]), n, m.lastOp)
+	require.Equal(m.t, 3*len(m.pending[tower])+reports, n, m.lastOp)
 	if m.stalled(involved) {
 		delete(m.pending, tower)
 		return

@@ -55,6 +55,8 @@ type Deps struct {
 	TaskQueue string
 	// Customer configures the gateway cloud API (zero: DESIGN §6's defaults).
 	Customer CustomerSettings
+	// SDK configures the mobile SDK API (zero: the defaults of internal/config).
+	SDK SDKSettings
 }
 
 // Server is one apiserver instance.
@@ -71,6 +73,9 @@ type Server struct {
 	drainOnce sync.Once
 	customer  *customer
 	appKeys   appKeys
+
+	sdk        SDKSettings
+	sdkMetrics *sdkMetrics
 }
 
 // New builds the HTTP handler with every operation registered.
@@ -99,7 +104,7 @@ func New(d Deps) *Server {
 	r.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
-	cfg.Info.Description = "Tower API, token service, app engine API and gateway cloud API of the Locker Network Service."
+	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
@@ -118,6 +123,7 @@ func New(d Deps) *Server {
 	s.registerReservations(api)
 	s.registerTokens(api)
 	s.registerEvents(api)
+	s.registerSDK(api)
 	s.registerAssigned(api)
 	s.registerOpenRequests(api)
 	s.registerAppKeys(api)

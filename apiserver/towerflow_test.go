@@ -107,7 +107,10 @@ func TestDropoffAndPickupFlow(t *testing.T) {
 	res, err := sim.Open(ctx, tower, towersim.OpenRequest{Payload: drop.Payload, PayloadAuth: drop.PayloadAuth, CloseWithItem: &withItem})
 	require.NoError(t, err)
 	require.True(t, res.Opened, "refused: %v %s", res.Error, res.ErrorDescription)
-	assert.Equal(t, 3, res.EventsUploaded, res.UploadError)
+	// token_used, door_opened, door_closed, and the tower's sync_commands report of the
+	// commands the session pulled first (the reservation's generation floor).
+	assert.Equal(t, 4, res.EventsUploaded, res.UploadError)
+	assert.Positive(t, res.CommandsApplied)
 	assert.Equal(t, "occupied", lockerStatusName(t, e, tok, tower, locker))
 	a = assigned(t, e, tok)[locker]
 	require.NotNil(t, a, "occupied lockers stay in the caller's possession")

@@ -2,7 +2,7 @@
 // the mobile SDK that relays their events (DESIGN §4.7, §9).
 //
 //	towersim serve -config <file> [-addr 127.0.0.1:8070] [-sync-interval 10s]
-//	towersim open  [-url http://127.0.0.1:8070] -tower <id> -payload <hex> -auth <hex> [-empty | -item] [-access-token <jwt>]
+//	towersim open  [-url http://127.0.0.1:8070] -tower <id> -payload <hex> -auth <hex> [-empty | -item] [-claim C] [-access-token <jwt>]
 //
 // serve boots the towers of a provisioning file (see towersim.Config) and serves the control
 // API (POST /sim/towers/{tower_id}/open, GET /sim/towers, ...). It uploads queued events at
@@ -34,7 +34,7 @@ import (
 
 const usage = `usage:
   towersim serve -config <file> [-addr 127.0.0.1:8070] [-sync-interval 10s]
-  towersim open  [-url http://127.0.0.1:8070] -tower <id> -payload <hex> -auth <hex> [-empty | -item] [-access-token <jwt>]
+  towersim open  [-url http://127.0.0.1:8070] -tower <id> -payload <hex> -auth <hex> [-empty | -item] [-claim C] [-access-token <jwt>]
 run "towersim <command> -h" for the flags of a command`
 
 // Exit statuses.

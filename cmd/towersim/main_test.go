@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net"
@@ -80,9 +81,43 @@ func simServer(t *testing.T) string {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"access_token":"jwt","token_type":"Bearer","expires_in":300}`))
 	})
-	mux.HandleFunc("POST /api/v1/towers/{tower}/events", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /sdk/v1/towers/{tower}/events", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"accepted":3,"duplicates":0}`))
+		_, _ = w.Write([]byte(`{"msg":"ok","accepted":3,"duplicates":0}`))
+	})
+	// Sessions sealed for the tower as the cloud does; no commands and no configuration yet.
+	mux.HandleFunc("POST /sdk/v1/towers/{tower}/session-token", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Duration int      `json:"duration"`
+			Claims   []string `json:"claims"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			return
+		}
+		perm, err := towerproto.ClaimsPermission(req.Claims)
+		if err != nil {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			return
+		}
+		seed := bytes.Repeat([]byte{0x17}, towerproto.SeedSize)
+		now := time.Now()
+		p, a, err := towerproto.SealSession(towerproto.Session{ID: uuid.New(), TowerID: towerID, ClientID: "sim-client", Claims: req.Claims,
+			Permission: perm, Seed: seed, IssuedAt: now, ExpiresAt: now.Add(time.Duration(req.Duration) * time.Second)},
+			towerproto.SessionKey(secret), rand.Reader)
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"payload": p, "payload_auth": a, "session_seed": hex.EncodeToString(seed), "tower_id": r.PathValue("tower")})
+	})
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/commands", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[]`))
+	})
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/configuration", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
 	})
 	cloud := httptest.NewServer(mux)
 	t.Cleanup(cloud.Close)
@@ -259,8 +294,9 @@ func TestServeAnswersAndStopsOnCancel(t *testing.T) {
 	payload, auth := token(t, 1, towerproto.TokenDropoff, time.Now().Add(time.Hour))
 	var stdout bytes.Buffer
 	status := run(ctx, []string{"open", "-url", "http://" + addr, "-tower", towerID, "-payload", payload, "-auth", auth}, noEnv, &stdout, &bytes.Buffer{}, nil)
-	assert.Equal(t, exitOK, status)
-	assert.Contains(t, stdout.String(), "events: not uploaded (upload events: no API base URL configured (3 events queued)); 3 queued for a later upload")
+	// Without a cloud the phone gets no session, so the tower is never asked to open.
+	assert.Equal(t, exitRefused, status)
+	assert.Contains(t, stdout.String(), "refused: no_session")
 
 	cancel() // what SIGINT/SIGTERM do through signal.NotifyContext
 	assert.Equal(t, exitOK, <-done)

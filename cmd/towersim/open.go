@@ -23,7 +23,8 @@ func open(ctx context.Context, args []string, getenv func(string) string, stdout
 	auth := fs.String("auth", "", "the token's payload_auth (hex)")
 	empty := fs.Bool("empty", false, "close the door empty (default for pickup and release tokens)")
 	item := fs.Bool("item", false, "close the door with the item inside (default for drop-off tokens)")
-	accessToken := fs.String("access-token", "", "upload events with this tower_access token instead of the simulator's own")
+	accessToken := fs.String("access-token", "", "call the cloud with this tower_access token instead of the simulator's own")
+	claim := fs.String("claim", "", "the session's claim: sync_packet, locker_pickup, locker_delivery, owner, technician or developer (default developer)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up waiting for the simulator after this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,7 +48,7 @@ func open(ctx context.Context, args []string, getenv func(string) string, stdout
 		return usageError{errors.New("give -empty or -item, not both")}
 	}
 
-	req := towersim.OpenRequest{Payload: strings.TrimSpace(*payload), PayloadAuth: strings.TrimSpace(*auth), AccessToken: *accessToken}
+	req := towersim.OpenRequest{Payload: strings.TrimSpace(*payload), PayloadAuth: strings.TrimSpace(*auth), AccessToken: *accessToken, Claim: *claim}
 	switch {
 	case *empty:
 		req.CloseWithItem = new(false)

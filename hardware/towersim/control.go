@@ -19,9 +19,14 @@ type OpenRequest struct {
 	// CloseWithItem says whether the door closes with an item inside. Absent: true for a
 	// drop-off token, false for pickup and release.
 	CloseWithItem *bool `json:"close_with_item,omitempty"`
-	// AccessToken (scope tower_access), when set, is used for the upload instead of the
+	// AccessToken (scope tower_access), when set, is used for the cloud calls instead of the
 	// simulator's own client credentials.
 	AccessToken string `json:"access_token,omitempty"`
+	// Claim is the session's claim (DESIGN §4.8); absent: developer.
+	Claim string `json:"claim,omitempty"`
+	// Offline: the phone has no network; it uses the session it cached earlier, syncs
+	// nothing and leaves the events queued at the tower.
+	Offline bool `json:"offline,omitempty"`
 }
 
 // OpenResponse is the answer of POST /sim/towers/{tower_id}/open. A refusal is a normal
@@ -36,6 +41,10 @@ type OpenResponse struct {
 	EventsPending    int     `json:"eventsPending"`
 	TokenType        string  `json:"tokenType,omitempty"`
 	ItemInside       bool    `json:"itemInside"`
+	Claim            string  `json:"claim,omitempty"`
+	CommandsApplied  int     `json:"commandsApplied"`
+	SyncError        string  `json:"syncError,omitempty"`
+	Detail           string  `json:"detail,omitempty"`
 }
 
 // SyncRequest is the optional body of POST /sim/towers/{tower_id}/sync.
@@ -45,9 +54,17 @@ type SyncRequest struct {
 
 // SyncResponse is the answer of POST /sim/towers/{tower_id}/sync.
 type SyncResponse struct {
-	EventsUploaded int    `json:"eventsUploaded"`
-	EventsPending  int    `json:"eventsPending"`
-	UploadError    string `json:"uploadError,omitempty"`
+	EventsUploaded  int    `json:"eventsUploaded"`
+	EventsPending   int    `json:"eventsPending"`
+	CommandsApplied int    `json:"commandsApplied"`
+	UploadError     string `json:"uploadError,omitempty"`
+}
+
+// ResetEventsRequest is the body of POST /sim/towers/{tower_id}/reset-events.
+type ResetEventsRequest struct {
+	Reason      string `json:"reason"`
+	Claim       string `json:"claim,omitempty"`
+	AccessToken string `json:"access_token,omitempty"`
 }
 
 // EventsResponse is the answer of GET /sim/towers/{tower_id}/events.
@@ -68,7 +85,8 @@ const maxControlBody = 64 << 10
 // Handler returns the dev-only control API:
 //
 //	POST /sim/towers/{tower_id}/open    present a token (OpenRequest → OpenResponse)
-//	POST /sim/towers/{tower_id}/sync    upload queued events (SyncRequest → SyncResponse)
+//	POST /sim/towers/{tower_id}/sync    sync: events up, commands down (SyncRequest → SyncResponse)
+//	POST /sim/towers/{tower_id}/reset-events  reset the event log and report it (ResetEventsRequest → TowerStatus)
 //	GET  /sim/towers                    every tower with its lockers ([]TowerStatus)
 //	GET  /sim/towers/{tower_id}         one tower (TowerStatus)
 //	GET  /sim/towers/{tower_id}/events  the event log with uploaded flags (EventsResponse)
@@ -89,6 +107,7 @@ func (s *Simulator) Handler() http.Handler {
 			r.Get("/", s.withTower(s.handleStatus))
 			r.Post("/open", s.withTower(s.handleOpen))
 			r.Post("/sync", s.withTower(s.handleSync))
+			r.Post("/reset-events", s.withTower(s.handleResetEvents))
 			r.Get("/events", s.withTower(s.handleEvents))
 		})
 	})
@@ -129,9 +148,13 @@ func (s *Simulator) handleOpen(w http.ResponseWriter, r *http.Request, t *Tower)
 		return
 	}
 	resp, err := s.Open(r.Context(), t.id, req)
+	if errors.Is(err, ErrUnknownClaim) {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
 	if err != nil {
-		// Only a cancelled request gets here; the client is gone.
-		writeError(w, http.StatusServiceUnavailable, "cancelled", err.Error())
+		// A cancelled request (the client is gone) or a broken link.
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -142,12 +165,31 @@ func (s *Simulator) handleSync(w http.ResponseWriter, r *http.Request, t *Tower)
 	if !readJSON(w, r, &req, true) {
 		return
 	}
-	n, err := s.relay.Upload(r.Context(), t, req.AccessToken)
-	resp := SyncResponse{EventsUploaded: n, EventsPending: t.Status().EventsPending}
+	n, applied, err := s.SyncTower(r.Context(), t.id, req.AccessToken)
+	resp := SyncResponse{EventsUploaded: n, CommandsApplied: applied, EventsPending: t.Status().EventsPending}
 	if err != nil {
 		resp.UploadError = err.Error()
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Simulator) handleResetEvents(w http.ResponseWriter, r *http.Request, t *Tower) {
+	var req ResetEventsRequest
+	if !readJSON(w, r, &req, false) {
+		return
+	}
+	if req.Claim == "" {
+		req.Claim = DefaultClaim
+	}
+	if err := s.ResetEvents(r.Context(), t.id, req.Claim, req.Reason, req.AccessToken); err != nil {
+		status := http.StatusBadGateway
+		if RefusalCode(err) != "" {
+			status = http.StatusForbidden
+		}
+		writeError(w, status, "reset_failed", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, t.Status())
 }
 
 func (s *Simulator) handleEvents(w http.ResponseWriter, _ *http.Request, t *Tower) {

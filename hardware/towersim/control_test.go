@@ -66,7 +66,7 @@ func TestControlOpenAnswers(t *testing.T) {
 			wantStatus: http.StatusOK,
 			want: map[string]any{
 				"opened": true, "lockerId": 959.0, "eventsUploaded": 3.0, "error": nil,
-				"eventsPending": 0.0, "tokenType": "dropoff", "itemInside": true,
+				"eventsPending": 0.0, "tokenType": "dropoff", "itemInside": true, "claim": "developer", "commandsApplied": 0.0,
 			},
 		},
 		{
@@ -102,6 +102,7 @@ func TestControlOpenAnswers(t *testing.T) {
 			want: map[string]any{
 				"opened": false, "lockerId": 959.0, "eventsUploaded": 0.0, "error": "expired",
 				"errorDescription": "the token has expired by the tower's clock", "eventsPending": 0.0, "itemInside": false,
+				"claim": "developer", "commandsApplied": 0.0, "detail": "open locker: token refused: expired: at 2030-03-04T12:00:00Z",
 			},
 		},
 		{
@@ -244,7 +245,7 @@ func TestControlReads(t *testing.T) {
 	t.Run("sync with nothing queued", func(t *testing.T) {
 		status, got := call(t, http.MethodPost, srv.URL+"/sim/towers/"+towerA+"/sync", "")
 		assert.Equal(t, http.StatusOK, status)
-		assert.Equal(t, map[string]any{"eventsUploaded": 0.0, "eventsPending": 0.0}, got)
+		assert.Equal(t, map[string]any{"eventsUploaded": 0.0, "eventsPending": 0.0, "commandsApplied": 0.0}, got)
 	})
 
 	t.Run("unknown routes and methods answer JSON", func(t *testing.T) {
@@ -276,7 +277,7 @@ func TestControlSyncDeliversQueuedEvents(t *testing.T) {
 	cloud.setFail(0)
 	status, got = call(t, http.MethodPost, srv.URL+"/sim/towers/"+towerA+"/sync", `{"access_token":"explicit"}`)
 	assert.Equal(t, http.StatusOK, status)
-	assert.Equal(t, map[string]any{"eventsUploaded": 3.0, "eventsPending": 0.0}, got)
+	assert.Equal(t, map[string]any{"eventsUploaded": 3.0, "eventsPending": 0.0, "commandsApplied": 0.0}, got)
 	requests, _, _ := cloud.snapshot()
 	require.Len(t, requests, 1)
 	assert.Equal(t, "explicit", requests[0].bearer)

@@ -2,6 +2,7 @@ package towersim_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -126,7 +127,17 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /oauth/token", c.handleToken)
-	mux.HandleFunc("POST /api/v1/towers/{tower}/events", c.handleEvents)
+	mux.HandleFunc("POST /sdk/v1/towers/{tower}/events", c.handleEvents)
+	mux.HandleFunc("POST /sdk/v1/towers/{tower}/session-token", c.handleSession)
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/configuration", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"status":404,"detail":"no configuration"}`)
+	})
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/commands", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `[]`)
+	})
 	c.srv = httptest.NewServer(mux)
 	t.Cleanup(c.srv.Close)
 	return c
@@ -207,7 +218,7 @@ func (c *fakeCloud) handleEvents(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, "decode body: %v", err)
 		return
 	}
-	tower := r.PathValue("tower")
+	tower := strings.ToLower(r.PathValue("tower"))
 	accepted, dups := 0, 0
 	for _, env := range req.envelopes {
 		peek, err := towerproto.PeekBatchTower(env)
@@ -235,6 +246,39 @@ func (c *fakeCloud) handleEvents(w http.ResponseWriter, r *http.Request) {
 	c.requests = append(c.requests, req)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"accepted":%d,"duplicates":%d}`, accepted, dups)
+}
+
+// handleSession seals a session for the tower as the cloud does, with the claim asked for.
+func (c *fakeCloud) handleSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Duration int      `json:"duration"`
+		Claims   []string `json:"claims"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		c.fail(w, "decode session request: %v", err)
+		return
+	}
+	tower := strings.ToLower(r.PathValue("tower"))
+	secret := map[string][]byte{towerA: secretA, towerB: secretB}[tower]
+	perm, err := towerproto.ClaimsPermission(req.Claims)
+	if err != nil || secret == nil {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	payload, auth, seed := sealSession(c.t, tower, secret, perm, req.Claims, time.Duration(req.Duration)*time.Second)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"payload":%q,"payload_auth":%q,"session_seed":%q,"tower_id":%q}`, payload, auth, hex.EncodeToString(seed), r.PathValue("tower"))
+}
+
+// sealSession seals a session as the cloud does, valid from t0 (the towers' fake clock).
+func sealSession(t *testing.T, tower string, secret []byte, perm towerproto.Permission, claims []string, d time.Duration) (payload, auth string, seed []byte) {
+	seed = bytes.Repeat([]byte{byte(len(claims) + int(perm))}, towerproto.SeedSize)
+	p, a, err := towerproto.SealSession(towerproto.Session{ID: uuid.New(), TowerID: tower, ClientID: "sim-client", Claims: claims,
+		Permission: perm, Seed: seed, IssuedAt: t0.Add(-time.Minute), ExpiresAt: t0.Add(d)}, towerproto.SessionKey(secret), rand.Reader)
+	if err != nil {
+		t.Errorf("seal session: %v", err)
+	}
+	return p, a, seed
 }
 
 func (c *fakeCloud) snapshot() (requests []cloudRequest, received map[eventID]towerproto.Event, deliveries map[eventID]int) {

@@ -66,7 +66,7 @@ func TestRelayUploadsSignedBatches(t *testing.T) {
 	requests, received, _ := cloud.snapshot()
 	require.Len(t, requests, 1)
 	req := requests[0]
-	assert.Equal(t, "/api/v1/towers/0100000000000014/events", req.path)
+	assert.Equal(t, "/sdk/v1/towers/0100000000000014/events", req.path, "the SDK's path, the tower id upper-case")
 	assert.Equal(t, "jwt-1", req.bearer, "the token from the client-credentials grant")
 	require.Len(t, req.envelopes, 1)
 	assert.Equal(t, uint64(1), req.envelopes[0].SyncEventStart)
@@ -212,7 +212,7 @@ func TestRelaySplitsABacklog(t *testing.T) {
 	next := uint64(1)
 	for _, req := range requests {
 		assert.Less(t, req.bodyLen, 64<<10, "each body fits the cloud's 64 KiB limit")
-		assert.LessOrEqual(t, len(req.envelopes), 4)
+		assert.LessOrEqual(t, len(req.envelopes), 5, "the SDK sends at most 5 batches a request")
 		for _, env := range req.envelopes {
 			assert.Equal(t, next, env.SyncEventStart, "batches are consecutive")
 			assert.LessOrEqual(t, env.SyncEventCount, 128)
@@ -255,7 +255,9 @@ func TestRelayGetsANewTokenAfter401(t *testing.T) {
 	assert.Equal(t, "jwt-2", requests[0].bearer)
 }
 
-func TestRelayWithoutCredentialsKeepsEvents(t *testing.T) {
+// Without a way to the cloud and no session cached, the phone has no session: the tower
+// is never asked to open, and nothing is recorded.
+func TestRelayWithoutCredentialsCannotOpen(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -278,10 +280,13 @@ func TestRelayWithoutCredentialsKeepsEvents(t *testing.T) {
 			t.Parallel()
 			cloud := newFakeCloud(t)
 			sim := newSim(t, tc.cfg(cloud.URL()), newClock())
-			resp := simOpen(t, sim, towerA, openReq(issue(t, secretA, nil), true))
+			resp, err := sim.Open(context.Background(), towerA, openReq(issue(t, secretA, nil), true))
+			require.NoError(t, err)
+			assert.False(t, resp.Opened)
+			require.NotNil(t, resp.Error)
+			assert.Equal(t, "no_session", *resp.Error)
 			assert.Zero(t, resp.EventsUploaded)
-			assert.NotEmpty(t, resp.UploadError)
-			assert.Equal(t, 3, resp.EventsPending)
+			assert.Zero(t, resp.EventsPending)
 			requests, _, _ := cloud.snapshot()
 			assert.Empty(t, requests)
 		})
@@ -305,8 +310,8 @@ func TestSyncUploadsEveryTower(t *testing.T) {
 
 	requests, received, _ := cloud.snapshot()
 	require.Len(t, requests, 2)
-	assert.Equal(t, "/api/v1/towers/0100000000000014/events", requests[0].path)
-	assert.Equal(t, "/api/v1/towers/010000000000abcd/events", requests[1].path)
+	assert.Equal(t, "/sdk/v1/towers/0100000000000014/events", requests[0].path)
+	assert.Equal(t, "/sdk/v1/towers/010000000000ABCD/events", requests[1].path)
 	assert.Len(t, cloudEvents(received, towerB), 3)
 }
 

@@ -16,23 +16,28 @@ import (
 	"github.com/lockernet/lockernet/internal/towerproto"
 )
 
-// stateVersion is the version of the state file layout.
-const stateVersion = 1
+// stateVersion is the version of the state file layout. Version 1 files (before commands and
+// sessions) load too: what they lack starts empty.
+const stateVersion = 2
 
 // stateFile is what survives a simulator restart.
 type stateFile struct {
 	Version    int           `json:"version"`
 	TowerID    string        `json:"towerId"`
 	BootEpoch  uint32        `json:"bootEpoch"` // the epoch running when the file was written
+	LastSeq    uint64        `json:"lastSeq,omitempty"`
+	Commands   uint64        `json:"commandPosition,omitempty"`
+	Sessions   uint32        `json:"sessions,omitempty"`
 	Lockers    []stateLocker `json:"lockers"`
 	UsedTokens []stateToken  `json:"usedTokens"`
 	Events     []EventJSON   `json:"events"`
 }
 
 type stateLocker struct {
-	LockerID   int64  `json:"lockerId"`
-	Generation uint32 `json:"generation"`
-	ItemInside bool   `json:"itemInside"`
+	LockerID     int64  `json:"lockerId"`
+	Generation   uint32 `json:"generation"`
+	ItemInside   bool   `json:"itemInside"`
+	OutOfService bool   `json:"outOfService,omitempty"`
 }
 
 type stateToken struct {
@@ -50,7 +55,9 @@ type EventJSON struct {
 	TokenID    string    `json:"tokenId,omitempty"`
 	Generation uint32    `json:"generation"`
 	ItemInside bool      `json:"itemInside"`
+	Command    uint64    `json:"command,omitempty"`
 	Uploaded   bool      `json:"uploaded"`
+	Acked      bool      `json:"acked,omitempty"`
 }
 
 // JSON returns the event in its JSON form.
@@ -63,7 +70,9 @@ func (e LoggedEvent) JSON() EventJSON {
 		LockerID:   e.LockerID,
 		Generation: e.Generation,
 		ItemInside: e.ItemInside,
+		Command:    e.Command,
 		Uploaded:   e.Uploaded,
+		Acked:      e.Acked,
 	}
 	if e.TokenID != ([16]byte{}) {
 		j.TokenID = uuid.UUID(e.TokenID).String()
@@ -80,9 +89,10 @@ func (j EventJSON) logged() (LoggedEvent, error) {
 		BootEpoch: j.BootEpoch,
 		Event: towerproto.Event{
 			Seq: j.Seq, Kind: kind, At: j.At, LockerID: j.LockerID,
-			Generation: j.Generation, ItemInside: j.ItemInside,
+			Generation: j.Generation, ItemInside: j.ItemInside, Command: j.Command,
 		},
 		Uploaded: j.Uploaded,
+		Acked:    j.Acked,
 	}
 	if j.TokenID != "" {
 		id, err := uuid.Parse(j.TokenID)
@@ -109,15 +119,15 @@ func (t *Tower) loadState() error {
 		return fmt.Errorf("parse state %s: %w", t.statePath, err)
 	}
 	switch {
-	case st.Version != stateVersion:
+	case st.Version != stateVersion && st.Version != 1:
 		return fmt.Errorf("parse state %s: version %d, want %d", t.statePath, st.Version, stateVersion)
 	case st.TowerID != t.id:
 		return fmt.Errorf("parse state %s: it belongs to tower %q", t.statePath, st.TowerID)
 	}
-	t.bootEpoch = st.BootEpoch
+	t.bootEpoch, t.cmdPosition, t.sessions = st.BootEpoch, st.Commands, st.Sessions
 	for _, sl := range st.Lockers {
 		if l, ok := t.lockers[sl.LockerID]; ok {
-			l.generation, l.itemInside = sl.Generation, sl.ItemInside
+			l.generation, l.itemInside, l.outOfService = sl.Generation, sl.ItemInside, sl.OutOfService
 		}
 	}
 	for _, u := range st.UsedTokens {
@@ -140,10 +150,10 @@ func (t *Tower) saveState() error {
 	if t.statePath == "" {
 		return nil
 	}
-	st := stateFile{Version: stateVersion, TowerID: t.id, BootEpoch: t.bootEpoch}
+	st := stateFile{Version: stateVersion, TowerID: t.id, BootEpoch: t.bootEpoch, LastSeq: t.lastSeq, Commands: t.cmdPosition, Sessions: t.sessions}
 	for _, id := range slices.Sorted(maps.Keys(t.lockers)) {
 		l := t.lockers[id]
-		st.Lockers = append(st.Lockers, stateLocker{LockerID: id, Generation: l.generation, ItemInside: l.itemInside})
+		st.Lockers = append(st.Lockers, stateLocker{LockerID: id, Generation: l.generation, ItemInside: l.itemInside, OutOfService: l.outOfService})
 	}
 	for id, exp := range t.used {
 		st.UsedTokens = append(st.UsedTokens, stateToken{ID: id, ExpiresAt: exp})

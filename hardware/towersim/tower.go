@@ -19,20 +19,24 @@ const maxUploadedKept = 1000
 
 // Tower is one simulated tower. It is safe for concurrent use.
 type Tower struct {
-	id        string
-	tokenKey  []byte
-	eventKey  []byte
-	statePath string
-	now       func() time.Time
-	logger    *slog.Logger
+	id         string
+	tokenKey   []byte
+	eventKey   []byte
+	sessionKey []byte
+	commandKey []byte
+	statePath  string
+	now        func() time.Time
+	logger     *slog.Logger
 
-	mu        sync.Mutex
-	lockers   map[int64]*lockerState
-	used      map[[16]byte]time.Time // accepted token ids → their expiry
-	bootEpoch uint32
-	lastSeq   uint64 // last sequence number used in this boot epoch
-	log       []LoggedEvent
-	refusals  map[string]int
+	mu          sync.Mutex
+	lockers     map[int64]*lockerState
+	used        map[[16]byte]time.Time // accepted token ids → their expiry
+	bootEpoch   uint32
+	lastSeq     uint64 // last sequence number used in this boot epoch
+	log         []LoggedEvent
+	refusals    map[string]int
+	cmdPosition uint64 // the last command number applied
+	sessions    uint32 // handshakes so far (the grant's sessionId)
 
 	// uploadMu makes uploads of this tower's events take turns, so two concurrent opens
 	// never send the same events twice.
@@ -40,16 +44,19 @@ type Tower struct {
 }
 
 type lockerState struct {
-	doorOpen   bool
-	itemInside bool
-	generation uint32 // highest possession generation seen (or reached by a bump)
+	doorOpen     bool
+	itemInside   bool
+	generation   uint32 // highest possession generation seen, reached by a bump, or set as a floor by the cloud
+	outOfService bool   // the cloud's service state: no token opens the locker
 }
 
-// LoggedEvent is an event in a tower's log.
+// LoggedEvent is an event in a tower's log. Uploaded: a phone has handed it to the cloud;
+// Acked: the cloud's events_ack command says it is stored, so the tower may forget it.
 type LoggedEvent struct {
 	BootEpoch uint32
 	towerproto.Event
 	Uploaded bool
+	Acked    bool
 }
 
 // OpenResult describes an open. After a refusal only the token fields are set, and only
@@ -63,23 +70,29 @@ type OpenResult struct {
 	Events     []LoggedEvent
 }
 
-// LockerStatus is a locker's door sensor and generation.
+// LockerStatus is a locker's door sensor, generation and service state.
 type LockerStatus struct {
-	LockerID   int64  `json:"lockerId"`
-	DoorOpen   bool   `json:"doorOpen"`
-	ItemInside bool   `json:"itemInside"`
-	Generation uint32 `json:"generation"`
+	LockerID     int64  `json:"lockerId"`
+	DoorOpen     bool   `json:"doorOpen"`
+	ItemInside   bool   `json:"itemInside"`
+	Generation   uint32 `json:"generation"`
+	OutOfService bool   `json:"outOfService"`
 }
 
 // TowerStatus is a snapshot of a tower for people and tests.
 type TowerStatus struct {
-	ID            string         `json:"id"`
-	BootEpoch     uint32         `json:"bootEpoch"`
-	LastSeq       uint64         `json:"lastSeq"`
-	EventsPending int            `json:"eventsPending"`
-	Refusals      map[string]int `json:"refusals"`
-	Lockers       []LockerStatus `json:"lockers"`
+	ID              string         `json:"id"`
+	Firmware        string         `json:"firmware"`
+	BootEpoch       uint32         `json:"bootEpoch"`
+	LastSeq         uint64         `json:"lastSeq"`
+	EventsPending   int            `json:"eventsPending"`
+	CommandPosition uint64         `json:"commandPosition"`
+	Refusals        map[string]int `json:"refusals"`
+	Lockers         []LockerStatus `json:"lockers"`
 }
+
+// Firmware is the firmware version the simulated towers report over BLE.
+const Firmware = "lockernet-towersim/2"
 
 // NewTower starts a tower: a new boot epoch whose sequence numbers restart at 1. With a
 // statePath, generations, used tokens, door sensors, the boot-epoch counter and events not
@@ -94,15 +107,17 @@ func NewTower(cfg TowerConfig, statePath string, opts ...Option) (*Tower, error)
 	}
 	o := buildOptions(opts)
 	t := &Tower{
-		id:        cfg.ID,
-		tokenKey:  towerproto.TokenKey(secret),
-		eventKey:  towerproto.EventKey(secret),
-		statePath: statePath,
-		now:       o.now,
-		logger:    o.logger.With("tower", cfg.ID),
-		lockers:   make(map[int64]*lockerState, len(cfg.LockerIDs)),
-		used:      make(map[[16]byte]time.Time),
-		refusals:  make(map[string]int),
+		id:         cfg.ID,
+		tokenKey:   towerproto.TokenKey(secret),
+		eventKey:   towerproto.EventKey(secret),
+		sessionKey: towerproto.SessionKey(secret),
+		commandKey: towerproto.CommandKey(secret),
+		statePath:  statePath,
+		now:        o.now,
+		logger:     o.logger.With("tower", cfg.ID),
+		lockers:    make(map[int64]*lockerState, len(cfg.LockerIDs)),
+		used:       make(map[[16]byte]time.Time),
+		refusals:   make(map[string]int),
 	}
 	for _, id := range cfg.LockerIDs {
 		t.lockers[id] = &lockerState{}
@@ -124,37 +139,51 @@ func NewTower(cfg TowerConfig, statePath string, opts ...Option) (*Tower, error)
 func (t *Tower) ID() string { return t.id }
 
 // Open verifies a locker token offline and, if the tower accepts it, opens the door and
-// closes it again, with or without an item inside. It refuses (returning an error wrapping a
-// *Refusal, see RefusalCode) a token that is malformed or whose MAC fails, that names another tower or a
-// locker it does not have, whose generation is lower than the highest the tower has seen for
-// that locker, that has expired by the tower's clock, or that it has accepted before. A
-// refusal changes nothing and records no event.
+// closes it again, with or without an item inside, as within a session that allows every
+// open (a phone goes through Connect and a Link, whose session's claim may allow less). It
+// refuses (returning an error wrapping a *Refusal, see RefusalCode) a token that is
+// malformed or whose MAC fails, that names another tower or a locker it does not have, whose
+// locker the cloud has taken out of service, whose generation is lower than the highest the
+// tower has seen or been told for that locker, that has expired by the tower's clock, or that
+// it has accepted before. A refusal changes nothing and records no event.
 //
 // On success the tower records token_used, door_opened and door_closed, raises its
 // generation for the locker to the token's, and, when a pickup or release token leaves the
 // locker empty, bumps that generation by one so no token of the ended possession can open the
 // locker again.
 func (t *Tower) Open(ctx context.Context, payloadHex, authHex string, closeWithItem bool) (OpenResult, error) {
-	return t.open(ctx, payloadHex, authHex, func(towerproto.TokenType) bool { return closeWithItem })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.openLocked(ctx, payloadHex, authHex, towerproto.PermAll, func(towerproto.TokenType) bool { return closeWithItem })
 }
 
-// open is Open with the door sensor's closing state chosen once the token type is known.
-func (t *Tower) open(ctx context.Context, payloadHex, authHex string, itemInside func(towerproto.TokenType) bool) (OpenResult, error) {
+// openLocked is Open within a session of the given permission, with the door sensor's
+// closing state chosen once the token type is known. The caller holds t.mu.
+func (t *Tower) openLocked(ctx context.Context, payloadHex, authHex string, perm towerproto.Permission,
+	itemInside func(towerproto.TokenType) bool) (OpenResult, error) {
 	if err := ctx.Err(); err != nil {
 		return OpenResult{}, fmt.Errorf("open locker: %w", err)
 	}
 	tok, err := t.verify(payloadHex, authHex)
 	if err != nil {
-		return OpenResult{}, t.refuse(err)
+		return OpenResult{}, t.refuseLocked(err)
 	}
 
 	// From here on the token is genuine, so a refusal can say which locker it named.
 	res := OpenResult{LockerID: tok.LockerID, TokenID: tok.ID, TokenType: tok.Type, Generation: tok.Generation}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	need := towerproto.PermOpenDropoff
+	if tok.Type != towerproto.TokenDropoff {
+		need = towerproto.PermOpenPickup
+	}
+	if !perm.Has(need) {
+		return res, t.refuseLocked(fmt.Errorf("%w: a %s token needs a session that allows it", ErrNotPermitted, tok.Type))
+	}
 	l, ok := t.lockers[tok.LockerID]
 	if !ok {
 		return res, t.refuseLocked(fmt.Errorf("%w: locker %d", ErrUnknownLocker, tok.LockerID))
+	}
+	if l.outOfService {
+		return res, t.refuseLocked(fmt.Errorf("%w: locker %d", ErrOutOfService, tok.LockerID))
 	}
 	if tok.Generation < l.generation {
 		return res, t.refuseLocked(fmt.Errorf("%w: token generation %d, tower has seen %d", ErrStaleGeneration, tok.Generation, l.generation))
@@ -218,12 +247,6 @@ func (t *Tower) verify(payloadHex, authHex string) (towerproto.Token, error) {
 	return tok, nil
 }
 
-func (t *Tower) refuse(err error) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.refuseLocked(err)
-}
-
 func (t *Tower) refuseLocked(err error) error {
 	code := RefusalCode(err)
 	t.refusals[code]++
@@ -248,15 +271,18 @@ func (t *Tower) Status() TowerStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := TowerStatus{
-		ID:            t.id,
-		BootEpoch:     t.bootEpoch,
-		LastSeq:       t.lastSeq,
-		EventsPending: t.pendingCountLocked(),
-		Refusals:      maps.Clone(t.refusals),
+		ID:              t.id,
+		Firmware:        Firmware,
+		BootEpoch:       t.bootEpoch,
+		LastSeq:         t.lastSeq,
+		EventsPending:   t.pendingCountLocked(),
+		CommandPosition: t.cmdPosition,
+		Refusals:        maps.Clone(t.refusals),
 	}
 	for _, id := range slices.Sorted(maps.Keys(t.lockers)) {
 		l := t.lockers[id]
-		st.Lockers = append(st.Lockers, LockerStatus{LockerID: id, DoorOpen: l.doorOpen, ItemInside: l.itemInside, Generation: l.generation})
+		st.Lockers = append(st.Lockers, LockerStatus{LockerID: id, DoorOpen: l.doorOpen, ItemInside: l.itemInside,
+			Generation: l.generation, OutOfService: l.outOfService})
 	}
 	return st
 }

@@ -40,6 +40,9 @@
 //	                                    response carries Deprecation (RFC 9745) [empty: not deprecated]
 //	LOCKERNET_CUSTOMER_V1_SUNSET_AT     RFC 3339 time v1 stops answering: the Sunset header (RFC 8594) []
 //	LOCKERNET_CUSTOMER_V1_SUNSET_LINK   migration guide, sent as Link: <url>; rel="sunset" []
+//
+// The mobile SDK API (/sdk/v1): LOCKERNET_SDK_DEFAULT_CLAIMS, LOCKERNET_SDK_BLE_SERVICES,
+// LOCKERNET_SDK_COMMAND_TTL, described in sdk.go.
 package config
 
 import (
@@ -87,6 +90,11 @@ type Config struct {
 	V1DeprecatedAt          *time.Time
 	V1SunsetAt              *time.Time
 	V1SunsetLink            string
+
+	// The mobile SDK API's settings (sdk.go).
+	SDKDefaultClaims []string
+	SDKBLEServices   []BLEService
+	SDKCommandTTL    time.Duration
 }
 
 // DefaultDatabaseURL is the local server's database the dev stack uses when DATABASE_URL is empty.
@@ -133,6 +141,9 @@ func Load() (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadGateway(); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadSDK(); err != nil {
 		return Config{}, err
 	}
 	return c, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/towerproto"
 )
 
 // Demo names and ids the acceptance checks rely on.
@@ -272,13 +273,26 @@ func ensureClient(ctx context.Context, st *store.Store, orgID int64, previous *C
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		secret := credential.NewSecret()
-		return secret, st.CreateClient(ctx, store.Client{
+		if err := st.CreateClient(ctx, store.Client{
 			ClientID: ClientID, OrganizationID: orgID, Name: "Demo Logistics app",
 			SecretHash: credential.Hash(secret),
 			Scopes:     []string{jwtauth.ScopeServiceProvider, jwtauth.ScopeTowerAccess},
-		})
+		}); err != nil {
+			return "", err
+		}
+		// Harbor's example apps ask for developer sessions: the demo client may use every claim.
+		return secret, st.SetClientSDKClaims(ctx, ClientID, towerproto.AllClaims)
 	case err != nil:
 		return "", err
+	}
+	// A database seeded before the mobile SDK API: give the demo client its claims, unless an
+	// operator has set them since.
+	if claims, _, err := st.ClientSDKClaims(ctx, ClientID); err != nil {
+		return "", err
+	} else if claims == nil {
+		if err := st.SetClientSDKClaims(ctx, ClientID, towerproto.AllClaims); err != nil {
+			return "", err
+		}
 	}
 	if previous != nil && previous.ServiceProvider.ClientID == ClientID && credential.Equal(previous.ServiceProvider.ClientSecret, existing.SecretHash) {
 		return previous.ServiceProvider.ClientSecret, nil

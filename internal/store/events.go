@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,9 +15,10 @@ import (
 
 // Tower event kinds.
 const (
-	EventTokenUsed  = "token_used"
-	EventDoorOpened = "door_opened"
-	EventDoorClosed = "door_closed"
+	EventTokenUsed    = "token_used"
+	EventDoorOpened   = "door_opened"
+	EventDoorClosed   = "door_closed"
+	EventSyncCommands = "sync_commands"
 )
 
 // TowerEvent is one verified event of a tower.
@@ -24,10 +27,11 @@ type TowerEvent struct {
 	Seq        int64
 	Kind       string
 	At         time.Time // tower clock
-	LockerID   int64
+	LockerID   int64     // 0 for sync_commands
 	TokenID    *uuid.UUID
 	Generation int32
 	ItemInside bool
+	Command    int64 // sync_commands: the last command number the tower applied
 }
 
 // Outcomes of a token use.
@@ -47,6 +51,7 @@ type TokenUse struct {
 	LockerID int64
 	Outcome  string
 	Detail   string
+	floor    int32 // the locker's new generation when the use ended its possession
 }
 
 // ApplyResult reports what an upload of events did.
@@ -56,6 +61,9 @@ type ApplyResult struct {
 	Uses       []TokenUse
 	// Revoked are tokens whose possession ended with a pickup or release.
 	Revoked []uuid.UUID
+	// Commands is how many commands the upload appended to the tower's log (generation
+	// floors of ended possessions, the acknowledgement of the stored events).
+	Commands int
 }
 
 // clockSkew is how far a tower's clock may run ahead of the cloud's before a use is late.
@@ -63,8 +71,10 @@ const clockSkew = 30 * time.Second
 
 // ApplyTowerEvents stores a tower's verified events and applies each token use whose
 // token_used and door_closed events have both arrived, once (DESIGN §4.7). Replays change
-// nothing; events of a use may arrive in separate or out-of-order batches. Call it inside
-// WithTx.
+// nothing; events of a use may arrive in separate or out-of-order batches. In the same
+// transaction it appends to the tower's command log the generation floors of the
+// possessions the uses ended and the acknowledgement of the events now stored, and records
+// the commands a sync_commands event reports applied (DESIGN §4.8). Call it inside WithTx.
 func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []TowerEvent) (ApplyResult, error) {
 	towerID = strings.ToLower(towerID)
 	// Uploads of one tower take turns: the pairing below reads the events earlier uploads
@@ -77,9 +87,9 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 	var fresh []TowerEvent
 	for _, e := range events {
 		tag, err := s.db.Exec(ctx, `
-			INSERT INTO tower_events (tower_id, boot_epoch, seq, kind, tower_time, locker_id, token_id, generation, item_inside)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`,
-			towerID, e.BootEpoch, e.Seq, e.Kind, e.At, e.LockerID, e.TokenID, e.Generation, e.ItemInside)
+			INSERT INTO tower_events (tower_id, boot_epoch, seq, kind, tower_time, locker_id, token_id, generation, item_inside, command_number)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`,
+			towerID, e.BootEpoch, e.Seq, e.Kind, e.At, e.LockerID, e.TokenID, e.Generation, e.ItemInside, nullIfZero(e.Command))
 		if err != nil {
 			return ApplyResult{}, fmt.Errorf("store tower event: %w", translate(err))
 		}
@@ -138,6 +148,7 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 			return ApplyResult{}, fmt.Errorf("pair tower events: %w", translate(err))
 		}
 	}
+	var cmds []newCommand
 	for _, p := range ordered {
 		use, revoked, applied, err := s.applyUse(ctx, towerID, p.tokenID, p.lockerID, p.generation, p.usedAt, p.itemInside)
 		if err != nil {
@@ -145,6 +156,9 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 		}
 		if !applied {
 			continue
+		}
+		if use.floor != 0 {
+			cmds = append(cmds, floorCommand(use.LockerID, use.floor))
 		}
 		tag, err := s.db.Exec(ctx, `
 			INSERT INTO token_uses (token_id, tower_id, boot_epoch, used_seq, closed_seq, item_inside, outcome)
@@ -157,7 +171,42 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 		res.Uses = append(res.Uses, use)
 		res.Revoked = append(res.Revoked, revoked...)
 	}
+
+	// The command log last: its head row is locked after every locker row (commands.go).
+	epochs := map[int64]bool{}
+	var applied int64
+	for _, e := range fresh {
+		epochs[e.BootEpoch] = true
+		if e.Kind == EventSyncCommands {
+			applied = max(applied, e.Command)
+		}
+	}
+	for _, epoch := range slices.Sorted(maps.Keys(epochs)) {
+		ack, err := s.ackStoredEvents(ctx, towerID, epoch)
+		if err != nil {
+			return ApplyResult{}, err
+		}
+		if ack != nil {
+			cmds = append(cmds, *ack)
+		}
+	}
+	if err := s.appendCommands(ctx, towerID, cmds); err != nil {
+		return ApplyResult{}, err
+	}
+	res.Commands = len(cmds)
+	if applied > 0 {
+		if err := s.recordCommandsApplied(ctx, towerID, applied); err != nil {
+			return ApplyResult{}, err
+		}
+	}
 	return res, nil
+}
+
+func nullIfZero(n int64) *int64 {
+	if n == 0 {
+		return nil
+	}
+	return &n
 }
 
 // applyUse applies one token use under the locker's row lock. applied is false when this
@@ -239,7 +288,7 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 			use.Outcome = UsePickupIncomplete
 			break
 		}
-		if revoked, err = s.endPossession(ctx, k.ID); err != nil {
+		if revoked, use.floor, err = s.endPossession(ctx, k.ID); err != nil {
 			return use, nil, false, err
 		}
 		use.Outcome = UsePickedUp
@@ -253,7 +302,7 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 		if itemInside || (k.Status != StatusDeclined && k.Status != StatusRented) {
 			break
 		}
-		if revoked, err = s.endPossession(ctx, k.ID); err != nil {
+		if revoked, use.floor, err = s.endPossession(ctx, k.ID); err != nil {
 			return use, nil, false, err
 		}
 		use.Outcome = UseReleased
@@ -262,16 +311,19 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 }
 
 // endPossession frees the locker after a pickup or release: the tower bumps its generation
-// on such a use, and so does the cloud.
-func (s *Store) endPossession(ctx context.Context, lockerID int64) ([]uuid.UUID, error) {
-	_, err := s.db.Exec(ctx, `
+// on such a use, and so does the cloud. It returns the new generation, the floor every
+// tower learns with its next sync (the tower that saw the use has it already).
+func (s *Store) endPossession(ctx context.Context, lockerID int64) ([]uuid.UUID, int32, error) {
+	var gen int32
+	err := s.db.QueryRow(ctx, `
 		UPDATE lockers SET status = 1, generation = generation + 1, possessor_client_id = NULL, possession_since = NULL,
 		       hold_expires_at = NULL, reservation_id = NULL, kept_possession = false, updated_at = now()
-		WHERE id = $1`, lockerID)
+		WHERE id = $1 RETURNING generation`, lockerID).Scan(&gen)
 	if err != nil {
-		return nil, fmt.Errorf("end possession: %w", translate(err))
+		return nil, 0, fmt.Errorf("end possession: %w", translate(err))
 	}
-	return s.revokeActiveTokens(ctx, lockerID)
+	revoked, err := s.revokeActiveTokens(ctx, lockerID)
+	return revoked, gen, err
 }
 
 func (s *Store) anomaly(ctx context.Context, towerID string, use TokenUse, kind, detail string) (TokenUse, []uuid.UUID, bool, error) {

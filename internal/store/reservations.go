@@ -76,7 +76,16 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		    FROM t
 		    WHERE k.id = $4 AND k.tower_id = $5 AND k.organization_id = $2
 		      AND locker_status(k.status, k.hold_expires_at) = 1
-		    RETURNING k.id, k.location_id, k.hold_expires_at, t.start
+		    RETURNING k.id, k.location_id, k.hold_expires_at, k.generation, t.start
+		), head AS (
+		    -- a new possession: the tower learns the generation floor with its next sync; the
+		    -- head row is locked after the locker row, as everywhere (commands.go)
+		    INSERT INTO tower_command_heads (tower_id, head) SELECT $5, 1 FROM claimed
+		    ON CONFLICT (tower_id) DO UPDATE SET head = tower_command_heads.head + 1
+		    RETURNING head
+		), cmd AS (
+		    INSERT INTO tower_commands (tower_id, number, kind, arg1, arg2)
+		    SELECT $5, head.head, 'generation_floor', c.id, c.generation FROM head, claimed c
 		), res AS (
 		    INSERT INTO reservations (id, organization_id, client_id, locker_id, tower_id, status,
 		                              duration_seconds, created_at, expires_at)

@@ -18,7 +18,8 @@ type ServiceChange struct {
 
 // SetOutOfService takes a tower locker out of service (operators only). The possession
 // ends, a reservation is cancelled, active tokens are revoked and the generation is bumped,
-// so no outstanding token opens it. An occupied locker needs force, and keeps its possession
+// so no outstanding token opens it; the tower's command log gets the new generation floor
+// and the service state in the same transaction. An occupied locker needs force, and keeps its possession
 // (the item is inside) for when it returns to service. Doing it twice changes nothing.
 func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID int64, reason string, force bool) (ServiceChange, error) {
 	k, err := s.lockLocker(ctx, 0, towerID, lockerID)
@@ -41,16 +42,22 @@ func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID in
 		}
 	}
 	keep := k.Status == StatusOccupied
-	_, err = s.db.Exec(ctx, `
+	var gen int32
+	err = s.db.QueryRow(ctx, `
 		UPDATE lockers SET status = 6, generation = generation + 1, kept_possession = $2, service_reason = $3,
 		       possessor_client_id = CASE WHEN $2 THEN possessor_client_id END,
 		       possession_since = CASE WHEN $2 THEN possession_since END,
 		       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
-		WHERE id = $1`, k.ID, keep, reason)
+		WHERE id = $1 RETURNING generation`, k.ID, keep, reason).Scan(&gen)
 	if err != nil {
 		return ServiceChange{}, fmt.Errorf("set out of service: %w", translate(err))
 	}
 	if ch.RevokedTokens, err = s.revokeActiveTokens(ctx, k.ID); err != nil {
+		return ServiceChange{}, err
+	}
+	// The tower learns it with the next sync through any phone, even before it sees a token
+	// of the new generation: every outstanding token is refused from then on.
+	if err := s.appendCommands(ctx, k.TowerID, []newCommand{floorCommand(k.ID, gen), serviceCommand(k.ID, true)}); err != nil {
 		return ServiceChange{}, err
 	}
 	return ch, nil
@@ -75,6 +82,9 @@ func (s *Store) SetInService(ctx context.Context, towerID string, lockerID int64
 		WHERE id = $1`, k.ID, to)
 	if err != nil {
 		return ServiceChange{}, fmt.Errorf("set in service: %w", translate(err))
+	}
+	if err := s.appendCommands(ctx, k.TowerID, []newCommand{serviceCommand(k.ID, false)}); err != nil {
+		return ServiceChange{}, err
 	}
 	return ServiceChange{From: k.Status, To: to}, nil
 }

@@ -207,6 +207,12 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 			WHERE id = $1 AND status = $5`,
 			k.ID, generation, p.ClientID, k.Status == StatusAvailable, k.Raw)
 	}
+	// A new possession moves the generation: the tower's command log gets the floor in the
+	// same round trip, after the locker's row lock (commands.go).
+	bumped := generation != k.Generation
+	if bumped {
+		b.Queue(appendCommandsSQL, commandArgs(k.TowerID, []newCommand{floorCommand(k.ID, generation)})...)
+	}
 	for _, it := range items {
 		a, err := outboxArgsOf(it, p.OutboxGrace)
 		if err != nil {
@@ -234,6 +240,11 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 		}
 		if tag.RowsAffected() != 1 {
 			return IssueResult{}, fmt.Errorf("rent locker %d: the row changed under its lock", k.ID)
+		}
+	}
+	if bumped {
+		if _, err := br.Exec(); err != nil {
+			return IssueResult{}, fmt.Errorf("append tower command: %w", translate(err))
 		}
 	}
 	for i := range items {

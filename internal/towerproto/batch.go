@@ -17,9 +17,13 @@ const (
 	EventTokenUsed  EventKind = 1
 	EventDoorOpened EventKind = 2
 	EventDoorClosed EventKind = 3
+	// EventSyncCommands reports that the tower has applied the cloud's commands up to and
+	// including Event.Command (DESIGN §4.8). It names no locker and no token.
+	EventSyncCommands EventKind = 4
 )
 
-// String returns the event name of DESIGN §4.7 ("token_used", "door_opened", "door_closed").
+// String returns the event name of DESIGN §4.7 and §4.8 ("token_used", "door_opened",
+// "door_closed", "sync_commands").
 func (k EventKind) String() string {
 	switch k {
 	case EventTokenUsed:
@@ -28,18 +32,20 @@ func (k EventKind) String() string {
 		return "door_opened"
 	case EventDoorClosed:
 		return "door_closed"
+	case EventSyncCommands:
+		return "sync_commands"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Valid reports whether k is one of the defined event kinds.
 func (k EventKind) Valid() bool {
-	return k >= EventTokenUsed && k <= EventDoorClosed
+	return k >= EventTokenUsed && k <= EventSyncCommands
 }
 
 // ParseEventKind is the inverse of EventKind.String.
 func ParseEventKind(s string) (EventKind, error) {
-	for k := EventTokenUsed; k <= EventDoorClosed; k++ {
+	for k := EventTokenUsed; k <= EventSyncCommands; k++ {
 		if k.String() == s {
 			return k, nil
 		}
@@ -52,23 +58,32 @@ type Event struct {
 	Seq        uint64    // per-boot-epoch sequence number, from 1
 	Kind       EventKind //
 	At         time.Time // tower clock, millisecond precision on the wire
-	LockerID   int64     // > 0
+	LockerID   int64     // > 0; zero for sync_commands
 	TokenID    [16]byte  // zero for door events not tied to a token
 	Generation uint32    // the token's generation (for events tied to a token)
 	ItemInside bool      // for door_closed: the sensor saw an item when the door closed
+	Command    uint64    // for sync_commands: the last command number applied (>= 1)
 }
 
 // Batch is a run of events with consecutive sequence numbers from one boot epoch of a tower.
+// A batch may be empty: a tower answers a pull from an empty log with a signed batch of no
+// events (the SDK uploads it all the same, DESIGN §4.8); its header still names the tower,
+// the boot epoch and the next sequence number, in Start.
 type Batch struct {
 	TowerID   string
 	BootEpoch uint32
 	Events    []Event
+	// Start matters only for an empty batch: the next sequence number the tower will use.
+	// With events the first event's Seq is the start; EncodeBatch ignores Start then and
+	// DecodeBatch leaves it zero.
+	Start uint64
 }
 
 // BatchEnvelope is one element of the JSON array the SDK uploads to
 // POST /api/v1/towers/{tower_id}/events. SyncEventStart and SyncEventCount repeat what the
 // signed payload says so the cloud can spot duplicates before doing any crypto; DecodeBatch
-// insists they agree.
+// insists they agree (for an empty batch only the count must: a tower may name its next
+// sequence number or zero).
 type BatchEnvelope struct {
 	SyncEventStart uint64 `json:"syncEventStart"`
 	SyncEventCount int    `json:"syncEventCount"`
@@ -88,15 +103,16 @@ const MaxBatchEvents = math.MaxUint16
 //	     0    1 version (0x01)
 //	     1    8 tower id
 //	     9    4 boot epoch (uint32)
-//	    13    8 first sequence number (uint64, >= 1)
-//	    21    2 event count n (uint16, >= 1)
+//	    13    8 first sequence number (uint64, >= 1; any value when n = 0)
+//	    21    2 event count n (uint16; 0 for an empty pull)
 //	    23 38*n events, each:
-//	              +0  1 kind (1 token_used, 2 door_opened, 3 door_closed)
+//	              +0  1 kind (1 token_used, 2 door_opened, 3 door_closed, 4 sync_commands)
 //	              +1  8 time (int64 unix milliseconds, tower clock)
-//	              +9  8 locker id (int64, > 0)
-//	             +17 16 token id (zero when not tied to a token)
-//	             +33  4 generation (uint32)
-//	             +37  1 flags (bit 0: item inside; other bits zero)
+//	              +9  8 subject: the locker id (int64, > 0); for sync_commands the last
+//	                    command number applied (uint64, > 0)
+//	             +17 16 token id (zero when not tied to a token; zero for sync_commands)
+//	             +33  4 generation (uint32; zero for sync_commands)
+//	             +37  1 flags (bit 0: item inside; other bits zero; zero for sync_commands)
 //
 // Event i has sequence number first + i.
 const (
@@ -129,12 +145,15 @@ func EncodeBatch(b Batch, eventKey []byte) (BatchEnvelope, error) {
 		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
 	}
 	n := len(b.Events)
-	if n == 0 || n > MaxBatchEvents {
-		return BatchEnvelope{}, fmt.Errorf("encode batch: %w: %d events, want 1..%d", ErrMalformed, n, MaxBatchEvents)
+	if n > MaxBatchEvents {
+		return BatchEnvelope{}, fmt.Errorf("encode batch: %w: %d events, at most %d", ErrMalformed, n, MaxBatchEvents)
 	}
-	start := b.Events[0].Seq
-	if start == 0 || start > math.MaxUint64-uint64(n-1) {
-		return BatchEnvelope{}, fmt.Errorf("encode batch: %w: first sequence number %d", ErrMalformed, start)
+	start := b.Start
+	if n > 0 {
+		start = b.Events[0].Seq
+		if start == 0 || start > math.MaxUint64-uint64(n-1) {
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: first sequence number %d", ErrMalformed, start)
+		}
 	}
 
 	p := make([]byte, BatchPayloadLen(n))
@@ -149,15 +168,20 @@ func EncodeBatch(b Batch, eventKey []byte) (BatchEnvelope, error) {
 			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event %d has seq %d, want %d", ErrMalformed, i, e.Seq, start+uint64(i))
 		case !e.Kind.Valid():
 			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has kind %d", ErrMalformed, e.Seq, e.Kind)
-		case e.LockerID <= 0:
-			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has locker id %d", ErrMalformed, e.Seq, e.LockerID)
 		case e.At.IsZero():
 			return BatchEnvelope{}, fmt.Errorf("encode batch: %w: event seq %d has no time", ErrMalformed, e.Seq)
+		}
+		if err := checkSubject(e); err != nil {
+			return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
 		}
 		q := p[batchHeader+i*eventLen:]
 		q[0] = byte(e.Kind)
 		binary.BigEndian.PutUint64(q[evOffAt:], uint64(e.At.UnixMilli()))
-		binary.BigEndian.PutUint64(q[evOffLocker:], uint64(e.LockerID))
+		subject := uint64(e.LockerID)
+		if e.Kind == EventSyncCommands {
+			subject = e.Command
+		}
+		binary.BigEndian.PutUint64(q[evOffLocker:], subject)
 		copy(q[evOffToken:], e.TokenID[:])
 		binary.BigEndian.PutUint32(q[evOffGen:], e.Generation)
 		if e.ItemInside {
@@ -197,11 +221,9 @@ func DecodeBatch(env BatchEnvelope, eventKey []byte) (Batch, error) {
 	start := binary.BigEndian.Uint64(p[batOffStart:])
 	n := int(binary.BigEndian.Uint16(p[batOffCount:]))
 	switch {
-	case n == 0:
-		return Batch{}, fmt.Errorf("decode batch: %w: no events", ErrMalformed)
-	case start == 0 || start > math.MaxUint64-uint64(n-1):
+	case n > 0 && (start == 0 || start > math.MaxUint64-uint64(n-1)):
 		return Batch{}, fmt.Errorf("decode batch: %w: first sequence number %d", ErrMalformed, start)
-	case env.SyncEventStart != start || env.SyncEventCount != n:
+	case env.SyncEventCount != n || (n > 0 || env.SyncEventStart != 0) && env.SyncEventStart != start:
 		return Batch{}, fmt.Errorf("decode batch: %w: envelope says start %d count %d, payload says start %d count %d",
 			ErrMalformed, env.SyncEventStart, env.SyncEventCount, start, n)
 	}
@@ -211,28 +233,58 @@ func DecodeBatch(env BatchEnvelope, eventKey []byte) (Batch, error) {
 		BootEpoch: binary.BigEndian.Uint32(p[batOffEpoch:]),
 		Events:    make([]Event, n),
 	}
+	if n == 0 {
+		b.Start = start
+	}
 	for i := range b.Events {
 		q := p[batchHeader+i*eventLen : batchHeader+(i+1)*eventLen]
 		e := Event{
 			Seq:        start + uint64(i),
 			Kind:       EventKind(q[0]),
 			At:         time.UnixMilli(int64(binary.BigEndian.Uint64(q[evOffAt:]))).UTC(),
-			LockerID:   int64(binary.BigEndian.Uint64(q[evOffLocker:])),
 			Generation: binary.BigEndian.Uint32(q[evOffGen:]),
 			ItemInside: q[evOffFlags]&flagItem != 0,
 		}
 		copy(e.TokenID[:], q[evOffToken:])
+		subject := binary.BigEndian.Uint64(q[evOffLocker:])
+		if e.Kind == EventSyncCommands {
+			e.Command = subject
+		} else {
+			e.LockerID = int64(subject)
+		}
 		switch {
 		case !e.Kind.Valid():
 			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has kind %d", ErrMalformed, e.Seq, e.Kind)
-		case e.LockerID <= 0:
-			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has locker id %d", ErrMalformed, e.Seq, e.LockerID)
 		case q[evOffFlags]&^flagItem != 0:
 			return Batch{}, fmt.Errorf("decode batch: %w: event seq %d has flags %#02x", ErrMalformed, e.Seq, q[evOffFlags])
+		}
+		if err := checkSubject(e); err != nil {
+			return Batch{}, fmt.Errorf("decode batch: %w", err)
 		}
 		b.Events[i] = e
 	}
 	return b, nil
+}
+
+// checkSubject checks what an event is about: a locker for the door and token events; a
+// command number, and nothing else, for sync_commands.
+func checkSubject(e Event) error {
+	if e.Kind != EventSyncCommands {
+		if e.LockerID <= 0 {
+			return fmt.Errorf("%w: event seq %d has locker id %d", ErrMalformed, e.Seq, e.LockerID)
+		}
+		if e.Command != 0 {
+			return fmt.Errorf("%w: event seq %d is a %s with a command number", ErrMalformed, e.Seq, e.Kind)
+		}
+		return nil
+	}
+	switch {
+	case e.Command == 0 || e.Command > math.MaxInt64:
+		return fmt.Errorf("%w: sync_commands event seq %d has command number %d", ErrMalformed, e.Seq, e.Command)
+	case e.LockerID != 0 || e.TokenID != [16]byte{} || e.Generation != 0 || e.ItemInside:
+		return fmt.Errorf("%w: sync_commands event seq %d names a locker, token, generation or item", ErrMalformed, e.Seq)
+	}
+	return nil
 }
 
 // PeekBatchTower returns the (lower-case) tower id an envelope's payload names, without

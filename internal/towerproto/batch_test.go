@@ -160,8 +160,8 @@ func TestDecodeBatchMalformed(t *testing.T) {
 		{"payload shorter than a header", func(e *towerproto.BatchEnvelope) { e.Payload = e.Payload[:20] }},
 		{"payload with an extra byte", func(e *towerproto.BatchEnvelope) { e.Payload += "00" }},
 		{"count says 4 events", func(e *towerproto.BatchEnvelope) { e.Payload = e.Payload[:42] + "0004" + e.Payload[46:] }},
-		{"upper-case payload", func(e *towerproto.BatchEnvelope) { e.Payload = strings.ToUpper(e.Payload) }},
-		{"upper-case auth", func(e *towerproto.BatchEnvelope) { e.PayloadAuth = strings.ToUpper(e.PayloadAuth) }},
+		{"0x prefix", func(e *towerproto.BatchEnvelope) { e.Payload = "0x" + e.Payload }},
+		{"whitespace in auth", func(e *towerproto.BatchEnvelope) { e.PayloadAuth = " " + e.PayloadAuth[1:] }},
 		{"garbage payload", func(e *towerproto.BatchEnvelope) { e.Payload = "{\"events\": []}" }},
 		{"auth truncated", func(e *towerproto.BatchEnvelope) { e.PayloadAuth = e.PayloadAuth[:64] }},
 		{"envelope start differs", func(e *towerproto.BatchEnvelope) { e.SyncEventStart = 40 }},
@@ -193,7 +193,7 @@ func TestDecodeBatchSignedButInvalid(t *testing.T) {
 		wantErr error
 	}{
 		{"unknown payload version", func() []byte { p := clone(golden); p[0] = 0x02; return p }, 41, 3, towerproto.ErrVersion},
-		{"no events", func() []byte { p := clone(golden[:23]); p[22] = 0; return p }, 41, 0, towerproto.ErrMalformed},
+		{"no events, envelope start differs", func() []byte { p := clone(golden[:23]); p[22] = 0; return p }, 40, 0, towerproto.ErrMalformed},
 		{"first seq zero", func() []byte { p := clone(golden); clear(p[13:21]); return p }, 0, 3, towerproto.ErrMalformed},
 		{"seqs overflow", func() []byte {
 			p := clone(golden)
@@ -201,7 +201,16 @@ func TestDecodeBatchSignedButInvalid(t *testing.T) {
 			return p
 		}, math.MaxUint64 - 1, 3, towerproto.ErrMalformed},
 		{"kind zero", func() []byte { p := clone(golden); p[23] = 0; return p }, 41, 3, towerproto.ErrMalformed},
-		{"kind four", func() []byte { p := clone(golden); p[23+38] = 4; return p }, 41, 3, towerproto.ErrMalformed},
+		{"kind five", func() []byte { p := clone(golden); p[23+38] = 5; return p }, 41, 3, towerproto.ErrMalformed},
+		{"sync_commands naming a token", func() []byte { p := clone(golden); p[23+38] = 4; return p }, 41, 3, towerproto.ErrMalformed},
+		{"sync_commands with command zero", func() []byte {
+			p := clone(golden[:23+38])
+			p[22] = 1
+			q := p[23:]
+			q[0] = 4
+			clear(q[9:])
+			return p
+		}, 41, 1, towerproto.ErrMalformed},
 		{"locker zero", func() []byte { p := clone(golden); clear(p[23+9 : 23+17]); return p }, 41, 3, towerproto.ErrMalformed},
 		{"unknown flag", func() []byte { p := clone(golden); p[len(p)-1] = 0x03; return p }, 41, 3, towerproto.ErrMalformed},
 	}
@@ -224,7 +233,15 @@ func TestEncodeBatchRefusesInvalid(t *testing.T) {
 		modify func(*towerproto.Batch)
 	}{
 		{"bad tower id", func(b *towerproto.Batch) { b.TowerID = "tower-1" }},
-		{"no events", func(b *towerproto.Batch) { b.Events = nil }},
+		{"sync_commands without a command number", func(b *towerproto.Batch) {
+			b.Events = b.Events[:1]
+			b.Events[0] = towerproto.Event{Seq: 41, Kind: towerproto.EventSyncCommands, At: b.Events[0].At}
+		}},
+		{"sync_commands naming a locker", func(b *towerproto.Batch) {
+			b.Events = b.Events[:1]
+			b.Events[0] = towerproto.Event{Seq: 41, Kind: towerproto.EventSyncCommands, At: b.Events[0].At, Command: 3, LockerID: 2}
+		}},
+		{"door event with a command number", func(b *towerproto.Batch) { b.Events[1].Command = 9 }},
 		{"gap in seqs", func(b *towerproto.Batch) { b.Events[2].Seq = 44 }},
 		{"seqs out of order", func(b *towerproto.Batch) { b.Events[0].Seq, b.Events[1].Seq = 42, 41 }},
 		{"seq zero", func(b *towerproto.Batch) { b.Events = b.Events[:1]; b.Events[0].Seq = 0 }},
@@ -274,6 +291,7 @@ func TestEventKindNames(t *testing.T) {
 		{towerproto.EventTokenUsed, "token_used"},
 		{towerproto.EventDoorOpened, "door_opened"},
 		{towerproto.EventDoorClosed, "door_closed"},
+		{towerproto.EventSyncCommands, "sync_commands"},
 	} {
 		assert.Equal(t, tc.name, tc.kind.String())
 		got, err := towerproto.ParseEventKind(tc.name)
@@ -283,4 +301,67 @@ func TestEventKindNames(t *testing.T) {
 	assert.Equal(t, "EventKind(0)", towerproto.EventKind(0).String())
 	_, err := towerproto.ParseEventKind("door_slammed")
 	assert.ErrorIs(t, err, towerproto.ErrMalformed)
+}
+
+// Harbor's SDKs write hex upper-case (DESIGN §4.8): the same bytes, so the same batch.
+func TestDecodeBatchEitherCase(t *testing.T) {
+	t.Parallel()
+	key := towerproto.EventKey(goldenSecret())
+	for _, tc := range []struct{ name, payload, auth string }{
+		{"upper-case", strings.ToUpper(goldenBatchPayload), strings.ToUpper(goldenBatchAuth)},
+		{"mixed case", strings.ToUpper(goldenBatchPayload[:30]) + goldenBatchPayload[30:], goldenBatchAuth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := goldenEnvelope()
+			env.Payload, env.PayloadAuth = tc.payload, tc.auth
+			got, err := towerproto.DecodeBatch(env, key)
+			require.NoError(t, err)
+			assert.Equal(t, goldenBatch(), got)
+			tower, err := towerproto.PeekBatchTower(env)
+			require.NoError(t, err)
+			assert.Equal(t, "0100000000000014", tower, "tower ids come back lower-case")
+		})
+	}
+}
+
+// A tower answers a pull from an empty log with a signed batch of no events; the SDK uploads
+// it all the same.
+func TestEmptyBatch(t *testing.T) {
+	t.Parallel()
+	key := towerproto.EventKey(goldenSecret())
+	env, err := towerproto.EncodeBatch(towerproto.Batch{TowerID: "0100000000000014", BootEpoch: 3, Start: 44}, key)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(44), env.SyncEventStart)
+	assert.Zero(t, env.SyncEventCount)
+	assert.Len(t, env.Payload, 2*towerproto.BatchPayloadLen(0))
+
+	got, err := towerproto.DecodeBatch(env, key)
+	require.NoError(t, err)
+	assert.Empty(t, got.Events)
+	assert.Equal(t, uint64(44), got.Start)
+	assert.Equal(t, uint32(3), got.BootEpoch)
+
+	env.SyncEventStart = 0 // some SDK builds send no start for an empty pull
+	_, err = towerproto.DecodeBatch(env, key)
+	require.NoError(t, err)
+
+	env.Payload = flipHexByte(t, env.Payload, 10)
+	_, err = towerproto.DecodeBatch(env, key)
+	assert.ErrorIs(t, err, towerproto.ErrBadMAC, "an empty batch is signed too")
+}
+
+func TestSyncCommandsEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	key := towerproto.EventKey(goldenSecret())
+	at := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := towerproto.Batch{TowerID: "0100000000000014", BootEpoch: 1, Events: []towerproto.Event{
+		{Seq: 7, Kind: towerproto.EventSyncCommands, At: at, Command: 12},
+		{Seq: 8, Kind: towerproto.EventDoorOpened, At: at, LockerID: 3},
+	}}
+	env, err := towerproto.EncodeBatch(b, key)
+	require.NoError(t, err)
+	got, err := towerproto.DecodeBatch(env, key)
+	require.NoError(t, err)
+	assert.Equal(t, b, got)
 }

@@ -6,7 +6,7 @@ import "errors"
 // except an authenticator with an unknown key version, which wraps both ErrBadMAC (it cannot
 // be verified) and ErrVersion (why).
 var (
-	// ErrMalformed: not lower-case even-length hex, wrong length or a field out of range.
+	// ErrMalformed: not even-length hex, wrong length or a field out of range.
 	ErrMalformed = errors.New("malformed")
 	// ErrBadMAC: the authenticator does not match the payload under the given key.
 	ErrBadMAC = errors.New("bad mac")

@@ -5,8 +5,10 @@ import (
 	"fmt"
 )
 
-// decodeHex accepts only non-empty, even-length, lower-case hex: the one spelling the cloud
-// issues, so a payload has exactly one textual form and cannot be altered by re-casing.
+// decodeHex accepts non-empty, even-length hex in either case: the cloud writes lower-case,
+// Harbor's SDKs send upper-case (DESIGN §4.8). Re-casing changes no byte, and every MAC is
+// over the bytes, so a payload cannot be altered that way. Nothing else is tolerated: no
+// prefix, no whitespace.
 func decodeHex(s string, maxBytes int) ([]byte, error) {
 	switch {
 	case s == "":
@@ -18,8 +20,8 @@ func decodeHex(s string, maxBytes int) ([]byte, error) {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return nil, fmt.Errorf("%w: byte %d is not lower-case hex", ErrMalformed, i)
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			return nil, fmt.Errorf("%w: byte %d is not hex", ErrMalformed, i)
 		}
 	}
 	b, err := hex.DecodeString(s)

@@ -10,10 +10,12 @@ import (
 // KeySize is the length of a derived token or event key.
 const KeySize = 32
 
-// HKDF labels (the info parameter). Changing either invalidates every tower in the field.
+// HKDF labels (the info parameter). Changing any invalidates every tower in the field.
 const (
-	tokenKeyLabel = "locker-token"
-	eventKeyLabel = "tower-event"
+	tokenKeyLabel   = "locker-token"
+	eventKeyLabel   = "tower-event"
+	sessionKeyLabel = "tower-session"
+	commandKeyLabel = "tower-command"
 )
 
 // authKeyVersion is the first byte of every authenticator: HMAC-SHA256 with a key derived by
@@ -33,6 +35,18 @@ func TokenKey(towerSecret []byte) []byte {
 // HKDF-SHA256(ikm = towerSecret, salt = none, info = "tower-event"), 32 bytes.
 func EventKey(towerSecret []byte) []byte {
 	return deriveKey(towerSecret, eventKeyLabel)
+}
+
+// SessionKey derives the AES-256-GCM key that seals session payloads for a tower:
+// HKDF-SHA256(ikm = towerSecret, salt = none, info = "tower-session"), 32 bytes.
+func SessionKey(towerSecret []byte) []byte {
+	return deriveKey(towerSecret, sessionKeyLabel)
+}
+
+// CommandKey derives the key that signs the cloud's command packets for a tower:
+// HKDF-SHA256(ikm = towerSecret, salt = none, info = "tower-command"), 32 bytes.
+func CommandKey(towerSecret []byte) []byte {
+	return deriveKey(towerSecret, commandKeyLabel)
 }
 
 func deriveKey(secret []byte, label string) []byte {

@@ -1,0 +1,187 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// BLEServiceBody is a BLE service the SDK scans for.
+type BLEServiceBody struct {
+	Name string `json:"name" example:"tower"`
+	UUID string `json:"uuid" example:"6f3c2a10-8e4b-4d1f-9a52-1c7e5b0d9a01"`
+}
+
+// SDKLoginRequest documents the form of POST /sdk/v1/login/access-token.
+type SDKLoginRequest struct {
+	Username string `json:"username" doc:"A service-provider client's id"`
+	Password string `json:"password" doc:"Its secret"`
+}
+
+// SDKLoginBody is the SDK's access token. token_type is lower-case, as Harbor's answers.
+type SDKLoginBody struct {
+	AccessToken string `json:"access_token" doc:"A tower_access token"`
+	TokenType   string `json:"token_type" example:"bearer"`
+}
+
+// ResetEventsRequest says why a tower's event log was reset.
+type ResetEventsRequest struct {
+	Reason string `json:"reason,omitempty" maxLength:"1000" doc:"Why the SDK reset the tower's event log"`
+}
+
+// SDKTowerBody is the tower object Harbor's SDKs read.
+type SDKTowerBody struct {
+	ID           string `json:"id" example:"0100000000000014"`
+	Name         string `json:"name"`
+	Description  string `json:"description" doc:"Where the tower stands"`
+	SystemID     string `json:"systemId" doc:"The tower's hardware id (its 16 hex digits)"`
+	TowerModelID int    `json:"towerModelId" doc:"1: the one tower model this service drives"`
+	LocationID   int64  `json:"locationId"`
+	PinCode      string `json:"pinCode" doc:"The postal code of the tower's location"`
+	AccessModeID int    `json:"accessModeId" doc:"1: public"`
+	IsForTest    bool   `json:"isForTest" doc:"true outside production"`
+}
+
+// Values of the tower object this service has only one of.
+const (
+	towerModelStandard = 1
+	accessModePublic   = 1
+)
+
+type sdkLoginOutput struct {
+	Status       int
+	CacheControl string `header:"Cache-Control"`
+	Body         SDKLoginBody
+}
+
+func (s *Server) registerSDKServices(api huma.API) {
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-ble-services", Method: http.MethodGet, Path: "/sdk/v1/services/", Tags: []string{sdkTag},
+		Summary: "BLE services the SDK scans for", Description: "The trailing slash is part of the path, as the SDKs call it.",
+		Security: needs(jwtauth.ScopeTowerAccess),
+	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []BLEServiceBody }, error) {
+		out := make([]BLEServiceBody, 0, len(s.sdk.BLEServices))
+		for _, b := range s.sdk.BLEServices {
+			out = append(out, BLEServiceBody{Name: b.Name, UUID: b.UUID})
+		}
+		return &struct{ Body []BLEServiceBody }{Body: out}, nil
+	})
+
+	reg := api.OpenAPI().Components.Schemas
+	huma.Register(api, op(huma.Operation{
+		OperationID: "sdk-login", Method: http.MethodPost, Path: "/sdk/v1/login/access-token", Tags: []string{sdkTag},
+		Summary: "Get a tower_access token for the SDK",
+		Description: "Form username and password: a service-provider client's id and secret (there are no end-user accounts). " +
+			"Anything else answers 401.",
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+			"application/x-www-form-urlencoded": {Schema: reg.Schema(reflect.TypeFor[SDKLoginRequest](), true, "SDKLoginRequest")},
+		}},
+		SkipValidateBody: true,
+		Errors:           []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+	}), func(ctx context.Context, in *struct {
+		ContentType string `header:"Content-Type"`
+		RawBody     []byte
+	}) (*sdkLoginOutput, error) {
+		return s.sdkLogin(ctx, in.ContentType, in.RawBody)
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "reset-tower-events", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/reset-events", Tags: []string{sdkTag},
+		Summary: "Record that a tower's event log was reset",
+		Description: "The SDK reports that it reset the tower's event log (the events not yet uploaded are lost; a new boot epoch follows). " +
+			"Operators see the reports (lockernet-admin tower events-resets). A repeat of the same report within a minute counts as one.",
+		Security: needs(jwtauth.ScopeTowerAccess),
+	}), func(ctx context.Context, in *struct {
+		TowerPath
+		Body ResetEventsRequest
+	}) (*struct{ Body SDKTowerBody }, error) {
+		out, err := s.resetTowerEvents(ctx, in.TowerID, in.Body.Reason)
+		if err != nil {
+			return nil, err
+		}
+		return &struct{ Body SDKTowerBody }{Body: out}, nil
+	})
+}
+
+func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (*sdkLoginOutput, error) {
+	if mt, _, _ := mime.ParseMediaType(contentType); mt != "application/x-www-form-urlencoded" {
+		return nil, huma.Error422UnprocessableEntity("the body must be application/x-www-form-urlencoded with username and password")
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return nil, huma.Error422UnprocessableEntity("malformed form body")
+	}
+	id, secret := form.Get("username"), form.Get("password")
+	if id == "" || secret == "" {
+		return nil, huma.Error401Unauthorized("username and password are required")
+	}
+	if len(id) > 256 || !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+		// No client has such an id (and Postgres could not even look it up).
+		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+	}
+	client, err := s.deps.Store.ClientByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
+		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+	case err != nil:
+		return nil, s.mapError(ctx, "login", err)
+	}
+	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
+		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+	}
+	if !slices.Contains(client.Scopes, jwtauth.ScopeTowerAccess) {
+		return nil, huma.Error401Unauthorized("this client may not use the mobile SDK (it lacks the tower_access scope)")
+	}
+	tok, _, err := s.deps.Auth.Issue(ctx, client.ClientID, client.ClientID, client.OrganizationID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
+	if err != nil {
+		return nil, s.mapError(ctx, "login", err)
+	}
+	return &sdkLoginOutput{Status: http.StatusOK, CacheControl: "no-store", Body: SDKLoginBody{AccessToken: tok, TokenType: "bearer"}}, nil
+}
+
+func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason string) (SDKTowerBody, error) {
+	p := principal(ctx)
+	if err := sdkText("reason", reason); err != nil {
+		return SDKTowerBody{}, err
+	}
+	tower, _, err := s.tower(ctx, p.OrgID, pathTowerID)
+	if err != nil {
+		return SDKTowerBody{}, s.mapError(ctx, "tower", err)
+	}
+	loc, err := s.deps.Store.TowerLocationOf(ctx, tower.ID)
+	if err != nil {
+		return SDKTowerBody{}, s.mapError(ctx, "tower", err)
+	}
+	r := store.EventsReset{TowerID: tower.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, Reason: reason}
+	if p.Subject != "" && p.Subject != p.ClientID {
+		r.UserID = &p.Subject
+	}
+	if r, err = s.deps.Store.RecordEventsReset(ctx, r); err != nil {
+		return SDKTowerBody{}, s.mapError(ctx, "reset events", err)
+	}
+	if r.Repeats == 0 {
+		s.sdkMetrics.resets.Inc()
+		s.logger.WarnContext(ctx, "tower event log reset", slog.String("tower_id", tower.ID), slog.Int64("reset_id", r.ID),
+			slog.String("client_id", p.ClientID), slog.String("reason", reason))
+	}
+	desc := loc.Name + ", " + loc.City
+	if loc.Description != nil && *loc.Description != "" {
+		desc = *loc.Description
+	}
+	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: tower.ID, TowerModelID: towerModelStandard,
+		LocationID: tower.LocationID, PinCode: loc.Zip, AccessModeID: accessModePublic, IsForTest: s.sdk.Environment != "production"}, nil
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/towerproto"
+)
+
+// client changes a service-provider client's mobile SDK settings:
+//
+//	lockernet-admin client sdk-claims -client ID (-claims sync_packet,locker_delivery | -default)
+//
+// The claims are those the client's apps may open tower sessions with (DESIGN §4.8); -default
+// makes it follow LOCKERNET_SDK_DEFAULT_CLAIMS again.
+func clientCmd(ctx context.Context, env *adminEnv, args []string) error {
+	if len(args) == 0 || args[0] != "sdk-claims" {
+		return errors.New("usage: client sdk-claims -client ID (-claims c1,c2 | -default)")
+	}
+	fs := flag.NewFlagSet("client sdk-claims", flag.ContinueOnError)
+	id := fs.String("client", "", "the client id")
+	list := fs.String("claims", "", "comma-separated claims: sync_packet, locker_pickup, locker_delivery, owner, technician, developer")
+	def := fs.Bool("default", false, "use the service's default claims")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *id == "" || (*list == "") == !*def {
+		return errors.New("give -client and either -claims or -default")
+	}
+	var claims []string
+	if !*def {
+		var err error
+		if claims, err = towerproto.ParseClaims(*list); err != nil {
+			return err
+		}
+		if len(claims) == 0 {
+			return errors.New("-claims lists no claim")
+		}
+	}
+	st, err := env.store(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.SetClientSDKClaims(ctx, *id, claims); err != nil {
+		return fmt.Errorf("client %q: %w", *id, err)
+	}
+	out := map[string]any{"clientId": *id, "sdkClaims": claims}
+	if claims == nil {
+		out["sdkClaims"] = "default (" + fmt.Sprint(env.cfg.SDKDefaultClaims) + ")"
+	}
+	return json.NewEncoder(env.out).Encode(out)
+}
+
+// tower shows what towers reported through the mobile SDK:
+//
+//	lockernet-admin tower events-resets [-tower T] [-limit 50]
+//
+// One JSON line per report that a tower's event log was reset (events not yet uploaded are
+// lost; a new boot epoch follows), newest first.
+func towerCmd(ctx context.Context, env *adminEnv, args []string) error {
+	if len(args) == 0 || args[0] != "events-resets" {
+		return errors.New("usage: tower events-resets [-tower T] [-limit N]")
+	}
+	fs := flag.NewFlagSet("tower events-resets", flag.ContinueOnError)
+	id := fs.String("tower", "", "only this tower (16 hex digits)")
+	limit := fs.Int("limit", 50, "at most this many, newest first")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > 10000 {
+		return errors.New("-limit must be 1..10000")
+	}
+	if *id != "" {
+		norm, err := towerproto.NormalizeTowerID(*id)
+		if err != nil {
+			return fmt.Errorf("-tower: %w", err)
+		}
+		*id = norm
+	}
+	st, err := env.store(ctx)
+	if err != nil {
+		return err
+	}
+	resets, err := st.EventsResets(ctx, *id, *limit)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(env.out)
+	for _, r := range resets {
+		if err := enc.Encode(resetLine(r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func resetLine(r store.EventsReset) map[string]any {
+	return map[string]any{"id": r.ID, "towerId": r.TowerID, "organizationId": r.OrganizationID, "clientId": r.ClientID,
+		"userId": r.UserID, "reason": r.Reason, "repeats": r.Repeats, "at": r.CreatedAt, "lastAt": r.LastAt}
+}
