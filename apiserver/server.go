@@ -28,6 +28,7 @@ import (
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // MaxBodyBytes is the largest request body accepted (DESIGN §8); larger ones get 413.
@@ -89,7 +90,7 @@ func New(d Deps) *Server {
 		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{})}
 
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline)
+	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})
