@@ -30,7 +30,13 @@ func Middleware(next http.Handler) http.Handler {
 		}
 	})
 	traced := otelhttp.NewHandler(routed, "http.server",
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+		// otelhttp renames the span at its end when the router set r.Pattern (chi does).
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern != "" {
+				return r.Method + " " + r.Pattern
+			}
+			return r.Method
+		}),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !untraced[r.URL.Path] }))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !enabled.Load() {
