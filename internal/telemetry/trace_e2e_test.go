@@ -100,7 +100,7 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	const route = "POST /api/customer/v1/locations/{locationId}/lockers/{lockerId}/open"
 	var trace []otlptest.Span
 	var root otlptest.Span
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		trace, root = nil, otlptest.Span{}
 		spans := recv.Spans()
 		for _, s := range spans {
@@ -118,7 +118,9 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 		}
 		return find(trace, "lockernet-gateway", "POST /lockers/{lockerId}/open") != nil &&
 			find(trace, "lockernet-worker", "RunWorkflow:GatewayRequest") != nil
-	}, time.Minute, 100*time.Millisecond, "spans received: %v", names(recv.Spans()))
+	}, time.Minute, 100*time.Millisecond) {
+		t.Fatalf("no complete trace of the open; spans received: %v", names(recv.Spans()))
+	}
 
 	assert.Equal(t, route, root.Name)
 	assert.Empty(t, root.ParentSpanID, "the request span is the trace's root")
