@@ -86,6 +86,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
 	disp.Workers = cfg.OutboxWorkers
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(st.PoolCollector(), outbox.NewBacklogCollector(st, logger))
 	srv := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		Registry: reg, PublicURL: cfg.PublicURL,
