@@ -103,7 +103,7 @@ func New(d Deps) *Server {
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
 	cfg.Info.Description = "Tower API, token service, app engine API and gateway cloud API of the Locker Network Service."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
-	cfg.DocsPath = "" // served from the binary instead (docs.go)
+	cfg.DocsPath = ""     // served from the binary instead (docs.go)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /oauth/token (client credentials)."},
