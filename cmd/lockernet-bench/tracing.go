@@ -226,15 +226,8 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 // tracingLocationID returns (creating it once) the bench organization's location of the
 // tracing gateway.
 func tracingLocationID(ctx context.Context, b *bench) (int64, error) {
-	var id int64
-	err := b.pool.QueryRow(ctx, `SELECT id FROM locations WHERE organization_id = $1 AND name = $2`, b.data.orgID, tracingLocation).Scan(&id)
-	if err == nil {
-		return id, nil
-	}
-	err = b.pool.QueryRow(ctx, `
-		INSERT INTO locations (organization_id, name, lat, lon, address1, city, state, zip, country)
-		VALUES ($1, $2, 34.0, -118.3, '1 Trace St', 'Benchville', 'CA', '90000', 'US') RETURNING id`,
-		b.data.orgID, tracingLocation).Scan(&id)
+	id, err := b.store.UpsertLocation(ctx, store.NewLocation{OrganizationID: b.data.orgID, Name: tracingLocation,
+		Lat: 34.0, Lon: -118.3, Address1: "1 Trace St", City: "Benchville", State: "CA", Zip: "90000", Country: "US"})
 	if err != nil {
 		return 0, fmt.Errorf("create the tracing location: %w", err)
 	}
