@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry/otlptest"
 )
@@ -140,7 +141,9 @@ func runTracing(ctx context.Context, b *bench, rate float64, d time.Duration, o 
 			dst = res.On
 		}
 		for op, s := range samples[c.name] {
-			dst[op] = s.summary()
+			if dst[op] = s.summary(); dst[op].Count == 0 {
+				return tracingResult{}, fmt.Errorf("tracing %s: every %s failed", c.name, op)
+			}
 		}
 		for proc, t := range res.CPU[c.name] {
 			if counts[c.name] > 0 {
@@ -172,11 +175,16 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 		return nil, 0, err
 	}
 	gw, err := startChild(ctx, filepath.Join(binDir, "gateway"), []string{"-id", tracingGateway, "-addr", gwAddr,
-		"-layout", "one-bank", "-secret", secret, "-db", filepath.Join(dir, "gateway.db")}, env, "http://"+gwAddr+"/healthz")
+		"-layout", "one-bank", "-secret", secret, "-db", filepath.Join(dir, "gateway.db"), "-log-level", "warn"},
+		env, "http://"+gwAddr+"/healthz")
 	if err != nil {
 		return nil, 0, err
 	}
 	defer gw.stop()
+	locker, err := firstLocker(ctx, b, seed.GatewayRef{Serial: tracingGateway, URL: "http://" + gwAddr, Secret: secret})
+	if err != nil {
+		return nil, 0, err
+	}
 	if _, err := b.store.UpsertGateway(ctx, store.NewGateway{Serial: tracingGateway, LocationID: loc, BaseURL: "http://" + gwAddr,
 		SecretSealed: ring.Seal(store.GatewaySecretPurpose(tracingGateway), []byte(secret))}); err != nil {
 		return nil, 0, fmt.Errorf("register the tracing gateway: %w", err)
@@ -194,7 +202,7 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 	}
 	defer api.stop()
 
-	base := fmt.Sprintf("http://%s/api/customer/v1/locations/%d/lockers/1", apiAddr, loc)
+	base := fmt.Sprintf("http://%s/api/customer/v1/locations/%d/lockers/%d", apiAddr, loc, locker)
 	h := map[string]string{"X-API-Key": key}
 	// A few calls first, so connections, caches and the worker's sticky workflows are warm.
 	for range 5 {

@@ -19,7 +19,7 @@ func PgxTracer() pgx.QueryTracer {
 	if !enabled.Load() {
 		return nil
 	}
-	return otelpgx.NewTracer(otelpgx.WithTrimSQLInSpanName())
+	return otelpgx.NewTracer() // spans named after the statement's operation (SELECT, INSERT ...)
 }
 
 // TemporalInterceptors are the Temporal client interceptors that trace workflow starts,
