@@ -6,7 +6,7 @@ BIN := bin
 PROD_CMDS := apiserver worker gateway towersim lockernet-admin
 PKGS := ./...
 
-.PHONY: help run build dev-build test test-short lint fmt openapi clean bench test-faults
+.PHONY: help run build dev-build test test-short lint fmt openapi clean bench test-faults docs-ui
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,13 @@ bench: ## Measure a running `make run` stack (tower flow, expiry, search, gatewa
 
 openapi: ## Regenerate the committed docs/openapi.yaml from the code
 	LOCKERNET_UPDATE_OPENAPI=1 $(GO) test -count=1 -run TestOpenAPISpecIsCurrent ./apiserver
+
+# The API reference UI served at /docs, vendored from npm and embedded in the apiserver (apiserver/docsui/README.md).
+ELEMENTS_VERSION ?= 9.0.25
+docs-ui: ## Re-fetch the vendored API reference UI (@stoplight/elements) into apiserver/docsui
+	tmp=$$(mktemp -d) && (cd $$tmp && npm pack --silent @stoplight/elements@$(ELEMENTS_VERSION) >/dev/null && tar xzf *.tgz) && \
+	cp $$tmp/package/web-components.min.js $$tmp/package/styles.min.css $$tmp/package/web-components.min.js.LICENSE.txt \
+	   $$tmp/package/LICENSE apiserver/docsui/ && rm -rf $$tmp
 
 fmt: ## Format the code
 	gofmt -w $$(git ls-files '*.go')

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // Gateway request classes (DESIGN §6.1): they decide waits, deadlines and what may be re-sent.
@@ -85,7 +86,8 @@ type GatewayDeps struct {
 }
 
 var defaultGatewayClient = &http.Client{
-	Transport: &http.Transport{
+	// Traced (a span per call, traceparent to the gateway) once tracing is on.
+	Transport: telemetry.Transport(&http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        256,
@@ -93,7 +95,7 @@ var defaultGatewayClient = &http.Client{
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
-	},
+	}, "gateway"),
 	// A gateway's local API never redirects: a 3xx is someone else's answer, and following
 	// it would send the request (a door open) somewhere it was not meant to go.
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

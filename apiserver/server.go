@@ -28,6 +28,7 @@ import (
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // MaxBodyBytes is the largest request body accepted (DESIGN §8); larger ones get 413.
@@ -94,7 +95,7 @@ func New(d Deps) *Server {
 		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{})}
 
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline)
+	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})
@@ -102,10 +103,12 @@ func New(d Deps) *Server {
 		writeRouterError(w, r, http.StatusMethodNotAllowed, "method not allowed")
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+	registerDocs(r)
 
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
 	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
+	cfg.DocsPath = ""     // served from the binary instead (docs.go)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /oauth/token (client credentials)."},

@@ -24,6 +24,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
 )
@@ -36,8 +37,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "apiserver:", err)
 		os.Exit(2)
 	}
-	logger := cfg.Logger().With("process", "apiserver")
-	if err := run(ctx, cfg, logger); err != nil {
+	logger := slog.New(telemetry.LogHandler(cfg.Logger().Handler())).With("process", "apiserver")
+	stopTracing, err := telemetry.Setup(ctx, "apiserver", logger)
+	if err != nil {
+		logger.Error("apiserver stopped", "err", err)
+		os.Exit(2)
+	}
+	err = run(ctx, cfg, logger)
+	if serr := stopTracing(context.WithoutCancel(ctx)); serr != nil {
+		logger.Warn("flush traces", "err", serr)
+	}
+	if err != nil {
 		logger.Error("apiserver stopped", "err", err)
 		os.Exit(1)
 	}
@@ -76,6 +86,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
 	disp.Workers = cfg.OutboxWorkers
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(st.PoolCollector(), outbox.NewBacklogCollector(st, logger))
 	srv := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		Registry: reg, PublicURL: cfg.PublicURL,

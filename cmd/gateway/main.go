@@ -45,6 +45,7 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -158,9 +159,9 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
 	}
 	return nil, fmt.Errorf("log format %q: want json or text", format)
 }
@@ -196,6 +197,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	// OTEL_* (package telemetry): the local API continues the cloud's traces.
+	stopTracing, err := telemetry.Setup(ctx, "gateway", logger)
+	if err != nil {
+		return &usageError{err: err}
+	}
+	defer func() {
+		if err := stopTracing(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("flush traces", "err", err)
+		}
+	}()
 	secret, err := readSecret(c)
 	if err != nil {
 		return err

@@ -4,7 +4,7 @@
 // and the memory of the apiserver and the worker. It prints the figures and writes
 // docs/benchmarks.md.
 //
-//	lockernet-bench [-scenarios footprint,proxy,search,flow,expiry] [-out docs/benchmarks.md]
+//	lockernet-bench [-scenarios footprint,proxy,tracing,search,flow,expiry] [-out docs/benchmarks.md]
 //
 // The scenarios run in that order, whatever order -scenarios names them in.
 //
@@ -68,7 +68,7 @@ type options struct {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lockernet-bench", flag.ContinueOnError)
-	scen := fs.String("scenarios", "footprint,proxy,search,flow,expiry", "comma-separated scenarios to run")
+	scen := fs.String("scenarios", "footprint,proxy,tracing,search,flow,expiry", "comma-separated scenarios to run")
 	var o options
 	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the report (empty: print only)")
 	fs.Float64Var(&o.flowRate, "flow-rate", 300, "tower flows per second")
@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.searchN, "search-n", 2000, "searches of each kind")
 	fs.Float64Var(&o.proxyRate, "proxy-rate", 50, "requests per second of the gateway proxy comparison")
 	fs.DurationVar(&o.proxyDuration, "proxy-duration", 20*time.Second, "how long each proxy measurement runs")
+	tracingOpts := tracingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,6 +134,14 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		rep.proxy = &r
+	}
+	if o.scenarios["tracing"] {
+		logf("tracing: %.0f requests/s for %s, tracing off and on", o.proxyRate, o.proxyDuration)
+		r, err := runTracing(ctx, b, o.proxyRate, o.proxyDuration, *tracingOpts)
+		if err != nil {
+			return err
+		}
+		rep.tracing = &r
 	}
 	if o.scenarios["search"] {
 		logf("search: %d in-area and %d closest searches over %d locations", o.searchN, o.searchN, o.searchLocations)

@@ -19,6 +19,7 @@ type report struct {
 	flow         *flowResult
 	expiry       *expiryResult
 	proxy        *proxyResult
+	tracing      *tracingResult
 }
 
 func machine() string {
@@ -100,6 +101,9 @@ func (r *report) markdown() string {
 			}
 			w("")
 		}
+	}
+	if r.tracing != nil {
+		r.tracing.markdown(w)
 	}
 	if s := r.search; s != nil {
 		w("## Location search (%d generated locations)", s.Locations)

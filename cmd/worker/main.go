@@ -24,6 +24,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
+	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
 )
@@ -36,8 +37,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
 	}
-	logger := cfg.Logger().With("process", "worker")
-	if err := run(ctx, cfg, logger); err != nil {
+	logger := slog.New(telemetry.LogHandler(cfg.Logger().Handler())).With("process", "worker")
+	stopTracing, err := telemetry.Setup(ctx, "worker", logger)
+	if err != nil {
+		logger.Error("worker stopped", "err", err)
+		os.Exit(2)
+	}
+	err = run(ctx, cfg, logger)
+	if serr := stopTracing(context.WithoutCancel(ctx)); serr != nil {
+		logger.Warn("flush traces", "err", serr)
+	}
+	if err != nil {
 		logger.Error("worker stopped", "err", err)
 		os.Exit(1)
 	}
@@ -55,7 +65,8 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	}
 	defer st.Close()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger))
 	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
 	sdkMetrics, err := worker.NewMetrics(reg, logger)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // handlerFunc is the shape of every API handler: errors are written in one
@@ -32,7 +34,7 @@ func (s *Server) serve(fn handlerFunc) http.HandlerFunc {
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.observe, limitBody)
+	r.Use(telemetry.Middleware, s.observe, limitBody)
 
 	// Unknown routes and methods answer 401 before 404/405, so a caller
 	// without the secret learns nothing about the API.

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // DBTX is what queries run on: the pool or a transaction.
@@ -57,6 +59,9 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "30000"
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	if t := telemetry.PgxTracer(); t != nil {
+		cfg.ConnConfig.Tracer = t
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

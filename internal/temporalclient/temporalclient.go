@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -28,6 +29,11 @@ func DialWith(ctx context.Context, hostPort, namespace string, logger *slog.Logg
 	opts.HostPort = hostPort
 	opts.Namespace = namespace
 	opts.Logger = sdklog.NewStructuredLogger(logger.With("component", "temporal"))
+	tracing, err := telemetry.TemporalInterceptors()
+	if err != nil {
+		return nil, fmt.Errorf("trace temporal client: %w", err)
+	}
+	opts.Interceptors = append(tracing, opts.Interceptors...)
 	for {
 		c, err := client.DialContext(ctx, opts)
 		if err == nil {
