@@ -629,13 +629,7 @@ func (m *lockerModel) opUse(offline bool) {
 		}
 	}
 	if !offline {
-		// An online open syncs the tower first (DESIGN §4.8): every generation move and service
-		// change of its lockers reaches it as a command, so it now knows the cloud's.
-		for _, o := range m.lockers {
-			if o.tower == l.tower {
-				o.towerGen, o.towerOOS = max(o.towerGen, o.gen), o.status == mOutOfService
-			}
-		}
+		m.towerSynced(l.tower)
 	}
 	refusal := ""
 	switch {
@@ -753,6 +747,17 @@ func (m *lockerModel) opSync() {
 	m.applyQueued(tower)
 }
 
+// towerSynced records that an online open at the tower synced it first (DESIGN §4.8),
+// whether or not the token then opened anything: every generation move and service change
+// of its lockers reached it as a command, so it now knows the cloud's.
+func (m *lockerModel) towerSynced(tower string) {
+	for _, o := range m.lockers {
+		if o.tower == tower {
+			o.towerGen, o.towerOOS = max(o.towerGen, o.gen), o.status == mOutOfService
+		}
+	}
+}
+
 // opForged presents a forged token, or one at the wrong tower: nothing opens or changes.
 func (m *lockerModel) opForged() {
 	var all []*mToken
@@ -785,6 +790,7 @@ func (m *lockerModel) opForged() {
 		}
 	}
 	m.lastOp = fmt.Sprintf("forged %s token of locker %d at tower %s", tk.typ, l.id, tower)
+	m.towerSynced(tower)
 	res := lcOpenRaw(m.t, m.sim, tower, payload, auth, true)
 	m.count("use:refused-" + want)
 	require.False(m.t, res.Opened, m.lastOp)
