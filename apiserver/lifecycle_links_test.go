@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -102,12 +103,24 @@ func TestLifecycleOpenLinks(t *testing.T) {
 	lcMustLink(t, dropoff(a, map[string]any{"locationId": loc, "lockerTypeId": large, "requireLowLocker": true}))
 	requireProblem(t, dropoff(a, map[string]any{"locationId": loc, "lockerTypeId": large}), http.StatusConflict)
 
-	// GET by id, for the same organization only.
+	// GET by id, for the client that made the link only: another client of the same
+	// organization, or of another one, is told it does not exist.
 	r := e.Do(http.MethodGet, lcLinkBase+l1.ID, a, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var again lcLink
 	r.JSON(t, &again)
 	assert.Equal(t, l1, again)
+	requireProblem(t, e.Do(http.MethodGet, lcLinkBase+l1.ID, b, nil), http.StatusNotFound)
+	// The live token is not stored in plaintext: only sealed, and bound to its link.
+	var plain *string
+	var sealed []byte
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
+		`SELECT link_token, link_token_sealed FROM locker_open_requests WHERE id = $1`, l1.ID).Scan(&plain, &sealed))
+	assert.Nil(t, plain)
+	require.NotEmpty(t, sealed)
+	assert.NotContains(t, string(sealed), l1.LinkToken)
+	_, err := e.Store.Pool().Exec(context.Background(), `UPDATE locker_open_requests SET link_token = 'x' WHERE id = $1`, l1.ID)
+	require.Error(t, err, "the table refuses a plaintext token")
 	other := e.NewOtherOrg(t)
 	otherTok := otherOrgToken(t, e, other)
 	requireProblem(t, e.Do(http.MethodGet, lcLinkBase+l1.ID, otherTok, nil), http.StatusNotFound)

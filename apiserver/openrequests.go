@@ -85,6 +85,7 @@ func (s *Server) registerOpenRequests(api huma.API) {
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-locker-open-request", Method: http.MethodGet, Path: "/api/v1/locker-open-requests/{id}", Tags: tags,
 		Summary: "A locker-open link", Security: needs(jwtauth.ScopeServiceProvider),
+		Description: "Only the client that made the link sees it; for any other client, even of the same organization, it does not exist (404).",
 	}), func(ctx context.Context, in *struct {
 		ID string `path:"id" format:"uuid"`
 	}) (*struct{ Body OpenRequestBody }, error) {
@@ -92,11 +93,21 @@ func (s *Server) registerOpenRequests(api huma.API) {
 		if err != nil {
 			return nil, huma.Error404NotFound("locker-open request: not found")
 		}
-		r, err := s.deps.Store.GetOpenRequest(ctx, principal(ctx).OrgID, id)
+		p := principal(ctx)
+		r, err := s.deps.Store.GetOpenRequest(ctx, p.OrgID, p.ClientID, id)
 		if err != nil {
 			return nil, s.mapError(ctx, "locker-open request", err)
 		}
-		return &struct{ Body OpenRequestBody }{Body: openRequestBody(r)}, nil
+		// A link made before tokens were sealed has no stored copy: linkToken is empty.
+		var token string
+		if len(r.LinkTokenSealed) > 0 {
+			plain, err := s.deps.Keyring.Open(linkTokenPurpose(r.ID), r.LinkTokenSealed)
+			if err != nil {
+				return nil, s.mapError(ctx, "locker-open request", err)
+			}
+			token = string(plain)
+		}
+		return &struct{ Body OpenRequestBody }{Body: openRequestBody(r, token)}, nil
 	})
 }
 
@@ -153,13 +164,16 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 		payload, _ = json.Marshal(c.Payload)
 	}
 	var created store.OpenRequest
+	var linkToken string
 	_, err := s.issueToken(ctx, towerID, lockerID, typ, LockerTokenRequest{Duration: duration, ClientInfo: c.ClientInfo},
 		func(tx *store.Store, t store.LockerToken, tokPayload, auth string) error {
 			var err error
+			id := uuid.New()
+			linkToken = tokPayload + "." + auth
 			created, err = tx.CreateOpenRequest(ctx, store.OpenRequest{
-				ID: uuid.New(), OrgID: p.OrgID, ClientID: p.ClientID, Type: typ, TokenID: t.ID, LockerID: t.LockerID,
+				ID: id, OrgID: p.OrgID, ClientID: p.ClientID, Type: typ, TokenID: t.ID, LockerID: t.LockerID,
 				TowerID: t.TowerID, LocationID: locationID, ReturnURL: c.ReturnURL, ClientInfo: c.ClientInfo,
-				Payload: payload, LinkToken: tokPayload + "." + auth, ExpiresAt: t.ExpiresAt,
+				Payload: payload, LinkTokenSealed: s.deps.Keyring.Seal(linkTokenPurpose(id), []byte(linkToken)), ExpiresAt: t.ExpiresAt,
 			})
 			return err
 		})
@@ -170,11 +184,15 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 		}
 		return nil, s.mapError(ctx, "locker", err)
 	}
-	return &struct{ Body OpenRequestBody }{Body: openRequestBody(created)}, nil
+	return &struct{ Body OpenRequestBody }{Body: openRequestBody(created, linkToken)}, nil
 }
 
-func openRequestBody(r store.OpenRequest) OpenRequestBody {
+// linkTokenPurpose binds a sealed link token to its link, so a value copied to another row
+// does not open.
+func linkTokenPurpose(id uuid.UUID) string { return "open-link:" + id.String() }
+
+func openRequestBody(r store.OpenRequest, linkToken string) OpenRequestBody {
 	return OpenRequestBody{ID: r.ID, Type: r.Type, LockerID: r.LockerID, TowerID: r.TowerID, LocationID: r.LocationID,
-		LinkToken: r.LinkToken, ExpiresAt: ts(r.ExpiresAt), CreatedAt: ts(r.CreatedAt), ReturnURL: r.ReturnURL,
+		LinkToken: linkToken, ExpiresAt: ts(r.ExpiresAt), CreatedAt: ts(r.CreatedAt), ReturnURL: r.ReturnURL,
 		ClientInfo: r.ClientInfo, Payload: r.Payload}
 }

@@ -23,8 +23,10 @@ type OpenRequest struct {
 	ReturnURL  string
 	ClientInfo *string
 	Payload    json.RawMessage
-	LinkToken  string
-	CreatedAt  time.Time
+	// LinkTokenSealed is the link's token sealed with the master key; the plaintext is
+	// never stored.
+	LinkTokenSealed []byte
+	CreatedAt       time.Time
 	ExpiresAt  time.Time
 }
 
@@ -36,27 +38,28 @@ func (s *Store) CreateOpenRequest(ctx context.Context, r OpenRequest) (OpenReque
 	}
 	err := s.db.QueryRow(ctx, `
 		INSERT INTO locker_open_requests (id, organization_id, client_id, type, token_id, locker_id, tower_id, location_id,
-		                                  return_url, client_info, payload, link_token, expires_at)
+		                                  return_url, client_info, payload, link_token_sealed, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		RETURNING created_at`,
 		r.ID, r.OrgID, r.ClientID, r.Type, r.TokenID, r.LockerID, r.TowerID, r.LocationID, r.ReturnURL, r.ClientInfo,
-		payload, r.LinkToken, r.ExpiresAt).Scan(&r.CreatedAt)
+		payload, r.LinkTokenSealed, r.ExpiresAt).Scan(&r.CreatedAt)
 	if err != nil {
 		return OpenRequest{}, fmt.Errorf("create open request: %w", translate(err))
 	}
 	return r, nil
 }
 
-// GetOpenRequest returns a locker-open link of the organization.
-func (s *Store) GetOpenRequest(ctx context.Context, orgID int64, id uuid.UUID) (OpenRequest, error) {
+// GetOpenRequest returns a locker-open link made by the client: another client of the same
+// organization is told it does not exist.
+func (s *Store) GetOpenRequest(ctx context.Context, orgID int64, clientID string, id uuid.UUID) (OpenRequest, error) {
 	var r OpenRequest
 	var payload []byte
 	err := s.db.QueryRow(ctx, `
 		SELECT id, organization_id, client_id, type, token_id, locker_id, tower_id, location_id, return_url, client_info,
-		       payload, link_token, created_at, expires_at
-		FROM locker_open_requests WHERE id = $1 AND organization_id = $2`, id, orgID).
+		       payload, link_token_sealed, created_at, expires_at
+		FROM locker_open_requests WHERE id = $1 AND organization_id = $2 AND client_id = $3`, id, orgID, clientID).
 		Scan(&r.ID, &r.OrgID, &r.ClientID, &r.Type, &r.TokenID, &r.LockerID, &r.TowerID, &r.LocationID, &r.ReturnURL,
-			&r.ClientInfo, &payload, &r.LinkToken, &r.CreatedAt, &r.ExpiresAt)
+			&r.ClientInfo, &payload, &r.LinkTokenSealed, &r.CreatedAt, &r.ExpiresAt)
 	if err != nil {
 		return OpenRequest{}, fmt.Errorf("get open request: %w", translate(err))
 	}
