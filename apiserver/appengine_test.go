@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,4 +217,25 @@ func TestOrganizationTransactions(t *testing.T) {
 	_, page = list(t, subKey, "")
 	assert.EqualValues(t, 10, page["total_count"])
 	_ = ids
+
+	// pickup_code filters that match nothing count as wrong codes: the key that would try
+	// the 10⁴ codes behind "****42" is stopped after 10, and told when to come back.
+	// Other filters, and other keys, go on working.
+	for i := range 9 { // the sub key's first nine misses (the admin key's miss above is its own)
+		status, page := list(t, subKey, fmt.Sprintf("pickup_code=%06d", 100000+i))
+		require.Equal(t, http.StatusOK, status, "miss %d", i+1)
+		assert.EqualValues(t, 0, page["total_count"])
+	}
+	status, _ = list(t, subKey, "pickup_code=999999")
+	require.Equal(t, http.StatusOK, status, "the tenth miss is still judged")
+	r = doKey(t, e, http.MethodGet, "/dropoff/organization/transactions?pickup_code=000042", subKey, nil)
+	requireProblem(t, r, http.StatusTooManyRequests)
+	retry, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After: %q", r.Header.Get("Retry-After"))
+	assert.Positive(t, retry)
+	status, page = list(t, subKey, "type=dropoff")
+	require.Equal(t, http.StatusOK, status, "filters without pickup_code are not limited")
+	assert.Positive(t, page["total_count"])
+	status, _ = list(t, admin, "pickup_code=000042")
+	assert.Equal(t, http.StatusOK, status, "another key has its own count")
 }

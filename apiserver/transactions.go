@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -57,7 +59,7 @@ func (s *Server) registerTransactions(api huma.API) {
 		OperationID: "list-organization-transactions", Method: http.MethodGet, Path: "/dropoff/organization/transactions",
 		Tags:        []string{"App engine: transactions"},
 		Summary:     "List all transactions",
-		Description: "Drop-offs and pickups at towers, access-code opens and closes, and gateway transactions of the organization (of the sub-organization, for a sub-organization key), newest first. Empty filters filter nothing.",
+		Description: "Drop-offs and pickups at towers, access-code opens and closes, and gateway transactions of the organization (of the sub-organization, for a sub-organization key), newest first. Empty filters filter nothing. A `pickup_code` filter that matches nothing counts as a wrong code for the key: after 10 such misses within 15 minutes, `pickup_code` filters answer 429 with `Retry-After` until the window passes.",
 		Security:    needsAppKey,
 	}), func(ctx context.Context, in *transactionQuery) (*struct{ Body TransactionPage }, error) {
 		size, err := pageParam("page_size", in.PageSize, 20, 100)
@@ -74,11 +76,21 @@ func (s *Server) registerTransactions(api huma.API) {
 			TowerName: strings.TrimSpace(in.TowerName), Location: strings.TrimSpace(in.Location), City: strings.TrimSpace(in.City),
 			PinCode: strings.TrimSpace(in.PinCode)}
 		if c := strings.TrimSpace(in.PickupCode); c != "" {
+			// The list shows codes masked; a filter that matched could reveal the rest of one.
+			// Misses count against the key like wrong codes at a door do.
+			if err := s.codeLookupAllowed(ctx, k.ID); err != nil {
+				return nil, err
+			}
 			f.PickupCodeHash = s.pickupCodeHash(c)
 		}
 		list, total, err := s.deps.Store.ListTransactions(ctx, f, size, page)
 		if err != nil {
 			return nil, s.mapError(ctx, "transactions", err)
+		}
+		if f.PickupCodeHash != nil && total == 0 {
+			if err := s.deps.Store.RecordCodeFailure(ctx, k.ID, codeLookupBucket); err != nil {
+				return nil, s.mapError(ctx, "transactions", err)
+			}
 		}
 		out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
 			TotalPages: (total + size - 1) / size}
@@ -112,4 +124,25 @@ func pageParam(name, v string, def, maxValue int) (int, error) {
 			&huma.ErrorDetail{Location: "query." + name, Value: v, Message: "expected an integer from 1 to " + strconv.Itoa(maxValue)})
 	}
 	return n, nil
+}
+
+// codeLookupBucket is where the wrong-code limiter counts a key's pickup_code filter misses:
+// location ids start at 1, so 0 is never a real location's count.
+const codeLookupBucket = 0
+
+// codeLookupAllowed answers 429 once the key's pickup_code filters have missed
+// CodeGuessLimit times within CodeGuessWindow. Without it a key shown a code masked
+// ("****42") could find the other four digits in at most 10⁴ filtered lists.
+func (s *Server) codeLookupAllowed(ctx context.Context, keyID uuid.UUID) error {
+	n, until, err := s.deps.Store.CodeFailures(ctx, keyID, codeLookupBucket, CodeGuessWindow)
+	if err != nil {
+		return s.mapError(ctx, "transactions", err)
+	}
+	if n < CodeGuessLimit {
+		return nil
+	}
+	retry := max(int(time.Until(until).Seconds())+1, 1)
+	return huma.ErrorWithHeaders(huma.Error429TooManyRequests(
+		fmt.Sprintf("%d pickup_code filters matched nothing within %s: try again in %d s", n, CodeGuessWindow, retry)),
+		http.Header{"Retry-After": {strconv.Itoa(retry)}})
 }
