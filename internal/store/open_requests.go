@@ -27,7 +27,7 @@ type OpenRequest struct {
 	// never stored.
 	LinkTokenSealed []byte
 	CreatedAt       time.Time
-	ExpiresAt  time.Time
+	ExpiresAt       time.Time
 }
 
 // CreateOpenRequest records a locker-open link.
