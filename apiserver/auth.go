@@ -67,6 +67,17 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, desc)
 			return
 		}
+		enabled, err := s.clientEnabled(ctx.Context(), p.ClientID)
+		if err != nil {
+			s.logger.ErrorContext(ctx.Context(), "client lookup", "err", err)
+			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
+			return
+		}
+		if !enabled {
+			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="invalid_token", error_description="client disabled"`)
+			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "the token's client is disabled")
+			return
+		}
 		for _, sc := range scopes {
 			if !p.HasScope(sc) {
 				ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="insufficient_scope", scope="`+sc+`"`)

@@ -200,7 +200,7 @@ func (s *Server) registerOAuth(api huma.API) {
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-login-authorize", Method: http.MethodPost, Path: "/api/v1/login/authorize", Tags: []string{"Login"},
 		Summary:     "Get the tower_access token for a mobile app user",
-		Description: "Returns a tower_access token whose subject is the given user label, for the mobile SDK to open tower sessions and upload tower events.",
+		Description: "Returns a tower_access token whose subject is the given user label, for the mobile SDK to open tower sessions and upload tower events. 403 when the client is not granted tower_access.",
 		Security:    needs(jwtauth.ScopeServiceProvider),
 	}), func(ctx context.Context, in *struct {
 		Body struct {
@@ -211,6 +211,14 @@ func (s *Server) registerOAuth(api huma.API) {
 		userID := strings.TrimSpace(in.Body.UserID)
 		if userID == "" {
 			return nil, huma.Error422UnprocessableEntity("userId must not be blank")
+		}
+		// Only a client granted tower_access may hand it to its users.
+		cl, err := s.deps.Store.ClientByID(ctx, p.ClientID)
+		if err != nil {
+			return nil, s.mapError(ctx, "client", err)
+		}
+		if !slices.Contains(cl.Scopes, jwtauth.ScopeTowerAccess) {
+			return nil, huma.Error403Forbidden("the client is not granted the scope " + jwtauth.ScopeTowerAccess)
 		}
 		tok, _, err := s.deps.Auth.Issue(ctx, userID, p.ClientID, p.OrgID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
 		if err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/testenv"
 )
 
@@ -339,4 +341,54 @@ func TestKeyRotation(t *testing.T) {
 	r.JSON(t, &set)
 	assert.Len(t, set.Key(oldKID), 1, "the retired key stays published")
 	assert.Len(t, set.Key(newKID), 1)
+}
+
+// Disabling a client cuts it off: no new token, the tokens it holds and the app keys it made
+// stop working (within the 2 s cache), and enabling it restores them. A client not granted
+// tower_access cannot hand tower_access tokens to its users.
+func TestDisabledClientIsCutOff(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	ctx := context.Background()
+	id, secret := "cutoff-client", credential.NewSecret()
+	require.NoError(t, e.Store.CreateClient(ctx, store.Client{ClientID: id, OrganizationID: e.Creds.OrganizationID,
+		Name: "client to disable", SecretHash: credential.Hash(secret), Scopes: []string{jwtauth.ScopeServiceProvider}}))
+	tok := clientToken(t, e, id, secret)
+	locations := "/api/v1/locations/closest?lat=34.0562&lon=-118.2365"
+	require.Equal(t, http.StatusOK, e.Do(http.MethodGet, locations, tok, nil).Status)
+
+	// Not granted tower_access: login/authorize refuses to issue it.
+	r := e.Do(http.MethodPost, "/api/v1/login/authorize", tok, map[string]any{"userId": "user-1"})
+	requireProblem(t, r, http.StatusForbidden)
+
+	// An app key made with the client's credentials.
+	r = doKey(t, e, http.MethodPost, "/auth/api-key", e.Creds.AppEngineAPIKey, map[string]any{"client_id": id,
+		"client_secret": secret, "organization_id": e.Creds.OrganizationID})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	key := r.Map(t)["api_key"].(string)
+	require.Equal(t, http.StatusOK, doKey(t, e, http.MethodGet, "/auth/api-key", key, nil).Status)
+
+	require.NoError(t, e.Store.SetClientDisabled(ctx, id, true))
+	require.ErrorIs(t, e.Store.SetClientDisabled(ctx, "no-such-client", true), store.ErrNotFound)
+	require.Eventually(t, func() bool {
+		return e.Do(http.MethodGet, locations, tok, nil).Status == http.StatusUnauthorized
+	}, 10*time.Second, 100*time.Millisecond, "the disabled client's token is refused")
+	r = e.Do(http.MethodGet, locations, tok, nil)
+	requireProblem(t, r, http.StatusUnauthorized)
+	assert.Contains(t, r.Header.Get("WWW-Authenticate"), `error="invalid_token"`)
+	require.Eventually(t, func() bool {
+		return doKey(t, e, http.MethodGet, "/auth/api-key", key, nil).Status == http.StatusUnauthorized
+	}, 10*time.Second, 100*time.Millisecond, "the app key it made is refused")
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}
+	r = send(t, http.MethodPost, e.URL+"/oauth/token", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+		strings.NewReader(form.Encode()))
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "no new token: %s", r.Body)
+	// Other clients of the organization go on working.
+	assert.Equal(t, http.StatusOK, e.Do(http.MethodGet, locations, demoToken(t, e), nil).Status)
+
+	require.NoError(t, e.Store.SetClientDisabled(ctx, id, false))
+	require.Eventually(t, func() bool {
+		return e.Do(http.MethodGet, locations, tok, nil).Status == http.StatusOK &&
+			doKey(t, e, http.MethodGet, "/auth/api-key", key, nil).Status == http.StatusOK
+	}, 10*time.Second, 100*time.Millisecond, "enabled again")
 }

@@ -74,6 +74,7 @@ type Server struct {
 	drainOnce sync.Once
 	customer  *customer
 	appKeys   appKeys
+	clients   clientStates
 
 	sdk        SDKSettings
 	sdkMetrics *sdkMetrics

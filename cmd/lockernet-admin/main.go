@@ -15,6 +15,7 @@
 //	lockernet-admin locker out-of-service -tower T -locker L -reason R [-force]
 //	lockernet-admin locker in-service -tower T -locker L
 //	lockernet-admin client sdk-claims -client ID (-claims c1,c2 | -default)
+//	lockernet-admin client disable|enable -client ID
 //	lockernet-admin tower events-resets [-tower T] [-limit N]
 package main
 
@@ -59,7 +60,7 @@ var commands = map[string]command{
 	"list-gateway-keys":  {"[-org NAME|ID]: list gateway cloud API keys (never the keys themselves)", listGatewayKeys},
 	"create-app-key":     {"-org NAME|ID [-sub-organization ID]: issue an app engine API key (org-wide: an admin key) and print it once", createAppKey},
 	"register-gateway":   {"-serial S -location-id N -url U -secret-file F [-check]: register a gateway with its sealed secret", registerGateway},
-	"client":             {"sdk-claims -client ID (-claims c1,c2 | -default): the tower-session claims a client's apps may use", clientCmd},
+	"client":             {"sdk-claims -client ID (-claims c1,c2 | -default): the tower-session claims a client's apps may use; disable|enable -client ID: cut a client off (its tokens and app keys too) or restore it", clientCmd},
 	"tower":              {"events-resets [-tower T] [-limit N]: reports that a tower's event log was reset, newest first", towerCmd},
 }
 

@@ -17,9 +17,35 @@ import (
 //
 // The claims are those the client's apps may open tower sessions with (DESIGN §4.8); -default
 // makes it follow LOCKERNET_SDK_DEFAULT_CLAIMS again.
+//
+//	lockernet-admin client disable -client ID
+//	lockernet-admin client enable -client ID
+//
+// A disabled client gets no new tokens; the tokens it holds and the app keys it made stop
+// working within two seconds on every apiserver.
 func clientCmd(ctx context.Context, env *adminEnv, args []string) error {
+	const usage = "usage: client sdk-claims -client ID (-claims c1,c2 | -default) | client disable -client ID | client enable -client ID"
+	if len(args) > 0 && (args[0] == "disable" || args[0] == "enable") {
+		fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
+		id := fs.String("client", "", "the client id")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *id == "" {
+			return errors.New("give -client")
+		}
+		st, err := env.store(ctx)
+		if err != nil {
+			return err
+		}
+		disabled := args[0] == "disable"
+		if err := st.SetClientDisabled(ctx, *id, disabled); err != nil {
+			return fmt.Errorf("client %q: %w", *id, err)
+		}
+		return json.NewEncoder(env.out).Encode(map[string]any{"clientId": *id, "disabled": disabled})
+	}
 	if len(args) == 0 || args[0] != "sdk-claims" {
-		return errors.New("usage: client sdk-claims -client ID (-claims c1,c2 | -default)")
+		return errors.New(usage)
 	}
 	fs := flag.NewFlagSet("client sdk-claims", flag.ContinueOnError)
 	id := fs.String("client", "", "the client id")

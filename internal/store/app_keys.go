@@ -82,9 +82,11 @@ func (s *Store) SubOrganizationOf(ctx context.Context, orgID, subOrgID int64) (b
 }
 
 // UseAppKey finds a live key by the hash of its secret and records its use, in one statement.
+// A key made by a client that has since been disabled is not live.
 func (s *Store) UseAppKey(ctx context.Context, keyHash []byte) (AppKey, error) {
 	k, err := scanAppKey(s.db.QueryRow(ctx, `
 		UPDATE app_api_keys SET last_used_at = now() WHERE key_hash = $1 AND deleted_at IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM api_clients c WHERE c.client_id = app_api_keys.client_id AND c.disabled_at IS NOT NULL)
 		RETURNING id, organization_id, sub_organization_id, prefix, client_id, created_at, last_used_at`, keyHash))
 	if err != nil {
 		return AppKey{}, fmt.Errorf("use app key: %w", translate(err))

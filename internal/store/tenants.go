@@ -75,3 +75,18 @@ func (s *Store) ClientByID(ctx context.Context, clientID string) (Client, error)
 	}
 	return c, nil
 }
+
+// SetClientDisabled disables a client (its token requests fail, the tokens it holds and the
+// app keys it made stop working) or enables it again; ErrNotFound for an unknown client.
+func (s *Store) SetClientDisabled(ctx context.Context, clientID string, disabled bool) error {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE api_clients SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END
+		WHERE client_id = $1`, clientID, disabled)
+	if err != nil {
+		return fmt.Errorf("set client disabled: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set client disabled: %w", ErrNotFound)
+	}
+	return nil
+}
