@@ -392,3 +392,24 @@ func TestDisabledClientIsCutOff(t *testing.T) {
 			doKey(t, e, http.MethodGet, "/auth/api-key", key, nil).Status == http.StatusOK
 	}, 10*time.Second, 100*time.Millisecond, "enabled again")
 }
+
+// A leaked signing key, revoked: the tokens it signed answer 401 within seconds — the
+// apiserver's remembered verifications included — and new tokens work at once.
+func TestRevokedSigningKey(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	ctx := context.Background()
+	locations := "/api/v1/locations/closest?lat=34.0562&lon=-118.2365"
+	old := clientToken(t, e, e.Creds.ServiceProvider.ClientID, e.Creds.ServiceProvider.ClientSecret)
+	require.Equal(t, http.StatusOK, e.Do(http.MethodGet, locations, old, nil).Status)
+	_, err := e.Auth.RotateRevoking(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return e.Do(http.MethodGet, locations, old, nil).Status == http.StatusUnauthorized
+	}, 10*time.Second, 100*time.Millisecond, "the revoked key's token is refused")
+	r := e.Do(http.MethodGet, "/.well-known/jwks.json", "", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	assert.NotContains(t, string(r.Body), jwtauth.UnverifiedKID(old))
+	fresh := clientToken(t, e, e.Creds.ServiceProvider.ClientID, e.Creds.ServiceProvider.ClientSecret)
+	assert.Equal(t, http.StatusOK, e.Do(http.MethodGet, locations, fresh, nil).Status)
+}

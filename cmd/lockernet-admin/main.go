@@ -4,7 +4,7 @@
 // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE).
 //
 //	lockernet-admin migrate [-temporal]          apply migrations (and register Temporal search attributes)
-//	lockernet-admin rotate-signing-key           new JWT signing key; old ones stay published until their tokens expire
+//	lockernet-admin rotate-signing-key [-revoke] new JWT signing key; old ones stay published until their tokens expire (-revoke: they stop verifying at once)
 //	lockernet-admin create-client -org NAME -name LABEL [-scopes service_provider,tower_access]
 //	lockernet-admin seed-demo [-api-url U] [-towersim-config F]  write the demo data (towers named with
 //	                                             LOCKERNET_TOWER_ID_PREFIX) and $LOCKERNET_DATA_DIR/demo-credentials.json;
@@ -51,7 +51,7 @@ type command struct {
 
 var commands = map[string]command{
 	"migrate":            {"apply database migrations; -temporal also registers the search attributes", migrate},
-	"rotate-signing-key": {"add a new JWT signing key and retire the others", rotateSigningKey},
+	"rotate-signing-key": {"[-revoke]: add a new JWT signing key and retire the others (-revoke: revoke them, for a leaked key)", rotateSigningKey},
 	"create-client":      {"create a service-provider OAuth client and print its secret once", createClient},
 	"seed-demo":          {"[-api-url U] [-towersim-config F]: write the idempotent demo data and demo-credentials.json", seedDemo},
 	"locker":             {"out-of-service|in-service -tower T -locker L [-reason R] [-force]: change a tower locker's service state", locker},
@@ -165,6 +165,11 @@ func migrate(ctx context.Context, env *adminEnv, args []string) error {
 }
 
 func rotateSigningKey(ctx context.Context, env *adminEnv, args []string) error {
+	fs := flag.NewFlagSet("rotate-signing-key", flag.ContinueOnError)
+	revoke := fs.Bool("revoke", false, "revoke the other keys: every token they signed stops verifying within seconds (for a leaked key)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	st, err := env.store(ctx)
 	if err != nil {
 		return err
@@ -173,7 +178,16 @@ func rotateSigningKey(ctx context.Context, env *adminEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	kid, err := jwtauth.New(st, ring, env.cfg.PublicURL).Rotate(ctx)
+	auth := jwtauth.New(st, ring, env.cfg.PublicURL)
+	if *revoke {
+		kid, err := auth.RotateRevoking(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.out, "new signing key %s; the others are revoked: their tokens stop verifying on every apiserver within 2 s and clients must get new ones\n", kid)
+		return nil
+	}
+	kid, err := auth.Rotate(ctx)
 	if err != nil {
 		return err
 	}

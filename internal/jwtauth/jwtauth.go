@@ -39,7 +39,12 @@ const (
 	algorithm = "EdDSA"
 	// keep retired keys published this long: longer than any token's lifetime.
 	retiredKeyGrace = 2 * time.Hour
-	refreshEvery    = time.Minute
+	// every instance reloads the keys this often, so a revoked key stops verifying everywhere
+	// within it (one small query per interval, and only while tokens are being checked).
+	refreshEvery = 2 * time.Second
+	// MaxTokenLifetime caps exp − iat: Issue refuses longer and Verify rejects them, so a token
+	// signed with a stolen key cannot outlive the grace of a retired key.
+	MaxTokenLifetime = time.Hour
 	// an unknown kid triggers a reload at most this often (a flood of forged kids can't
 	// turn into a flood of queries).
 	unknownKidBackoff = 5 * time.Second
@@ -80,6 +85,7 @@ type KeyStore interface {
 	SigningKeys(ctx context.Context, keep time.Duration) ([]store.SigningKey, error)
 	InsertSigningKey(ctx context.Context, k store.SigningKey) error
 	RetireSigningKeysExcept(ctx context.Context, kid string) error
+	RevokeSigningKeysExcept(ctx context.Context, kid string) error
 }
 
 type signingKey struct {
@@ -108,7 +114,7 @@ type Authority struct {
 // New returns an authority; call EnsureKey once at start-up before signing.
 func New(ks KeyStore, ring *keyring.Keyring, issuer string) *Authority {
 	return &Authority{store: ks, ring: ring, issuer: issuer, now: time.Now, keys: map[string]signingKey{},
-		verified: verifiedTokens{m: map[string]Principal{}}}
+		verified: verifiedTokens{m: map[string]verifiedToken{}}}
 }
 
 // Issuer is the iss claim of the tokens.
@@ -138,6 +144,19 @@ func (a *Authority) Rotate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := a.store.RetireSigningKeysExcept(ctx, kid); err != nil {
+		return "", err
+	}
+	return kid, a.reload(ctx)
+}
+
+// RotateRevoking adds a new signing key and revokes every other: tokens they signed stop
+// verifying at once on this instance and within refreshEvery on the others. For a leaked key.
+func (a *Authority) RotateRevoking(ctx context.Context) (string, error) {
+	kid, err := a.addKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := a.store.RevokeSigningKeysExcept(ctx, kid); err != nil {
 		return "", err
 	}
 	return kid, a.reload(ctx)
@@ -204,6 +223,9 @@ func (a *Authority) Issue(ctx context.Context, subject, clientID string, orgID i
 	if active == nil {
 		return "", time.Time{}, errors.New("issue token: no active signing key")
 	}
+	if ttl <= 0 || ttl > MaxTokenLifetime {
+		return "", time.Time{}, fmt.Errorf("issue token: lifetime %s outside (0, %s]", ttl, MaxTokenLifetime)
+	}
 	now := a.now().UTC().Truncate(time.Second)
 	exp := now.Add(ttl)
 	claims := Claims{
@@ -229,21 +251,30 @@ func (a *Authority) Issue(ctx context.Context, subject, clientID string, orgID i
 
 // Verify checks a token's signature, issuer and lifetime and returns its principal.
 func (a *Authority) Verify(ctx context.Context, token string) (Principal, error) {
-	if p, ok := a.verified.get(token, a.now()); ok {
-		return p, nil
+	if v, ok := a.verified.get(token, a.now()); ok {
+		// The key may have been revoked since: it must still be loaded.
+		a.maybeRefresh(ctx)
+		a.mu.RLock()
+		_, live := a.keys[v.kid]
+		a.mu.RUnlock()
+		if live {
+			return v.p, nil
+		}
+		a.verified.drop(token)
 	}
-	p, err := a.verify(ctx, token)
+	p, kid, err := a.verify(ctx, token)
 	if err == nil {
-		a.verified.put(token, p)
+		a.verified.put(token, verifiedToken{p: p, kid: kid})
 	}
 	return p, err
 }
 
-func (a *Authority) verify(ctx context.Context, token string) (Principal, error) {
+func (a *Authority) verify(ctx context.Context, token string) (Principal, string, error) {
 	a.maybeRefresh(ctx)
 	var claims Claims
+	var kid string
 	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
-		kid, _ := t.Header["kid"].(string)
+		kid, _ = t.Header["kid"].(string)
 		if k, ok := a.key(ctx, kid); ok {
 			return k.public, nil
 		}
@@ -258,12 +289,15 @@ func (a *Authority) verify(ctx context.Context, token string) (Principal, error)
 	)
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return Principal{}, ErrExpiredToken
+		return Principal{}, "", ErrExpiredToken
 	case err != nil:
-		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return Principal{}, "", fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
-	if claims.Subject == "" || claims.AuthorizedParty == "" || claims.Org == 0 {
-		return Principal{}, fmt.Errorf("%w: missing claims", ErrInvalidToken)
+	if claims.Subject == "" || claims.AuthorizedParty == "" || claims.Org == 0 || claims.IssuedAt == nil {
+		return Principal{}, "", fmt.Errorf("%w: missing claims", ErrInvalidToken)
+	}
+	if claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxTokenLifetime {
+		return Principal{}, "", fmt.Errorf("%w: lifetime over %s", ErrInvalidToken, MaxTokenLifetime)
 	}
 	return Principal{
 		ClientID:  claims.AuthorizedParty,
@@ -272,7 +306,7 @@ func (a *Authority) verify(ctx context.Context, token string) (Principal, error)
 		Scopes:    strings.Fields(claims.Scope),
 		ExpiresAt: claims.ExpiresAt.Time,
 		TokenID:   claims.ID,
-	}, nil
+	}, kid, nil
 }
 
 func (a *Authority) key(ctx context.Context, kid string) (signingKey, bool) {
@@ -319,31 +353,41 @@ func (a *Authority) JWKS(ctx context.Context) (json.RawMessage, error) {
 // time.
 type verifiedTokens struct {
 	mu sync.RWMutex
-	m  map[string]Principal
+	m  map[string]verifiedToken
+}
+
+// verifiedToken is a remembered principal and the key that signed its token.
+type verifiedToken struct {
+	p   Principal
+	kid string
 }
 
 const maxVerifiedTokens = 50000
 
-func (v *verifiedTokens) get(token string, now time.Time) (Principal, bool) {
+func (v *verifiedTokens) get(token string, now time.Time) (verifiedToken, bool) {
 	v.mu.RLock()
-	p, ok := v.m[token]
+	t, ok := v.m[token]
 	v.mu.RUnlock()
-	if ok && now.After(p.ExpiresAt) {
+	if ok && now.After(t.p.ExpiresAt) {
 		// Expired since: verify again, which reports the expiry (with its leeway).
-		v.mu.Lock()
-		delete(v.m, token)
-		v.mu.Unlock()
-		return Principal{}, false
+		v.drop(token)
+		return verifiedToken{}, false
 	}
-	return p, ok
+	return t, ok
 }
 
-func (v *verifiedTokens) put(token string, p Principal) {
+func (v *verifiedTokens) drop(token string) {
 	v.mu.Lock()
-	if len(v.m) >= maxVerifiedTokens {
-		v.m = map[string]Principal{} // bounded: start again rather than grow
+	delete(v.m, token)
+	v.mu.Unlock()
+}
+
+func (v *verifiedTokens) put(token string, t verifiedToken) {
+	v.mu.Lock()
+	if v.m == nil || len(v.m) >= maxVerifiedTokens {
+		v.m = map[string]verifiedToken{} // bounded: start again rather than grow
 	}
-	v.m[token] = p
+	v.m[token] = t
 	v.mu.Unlock()
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -49,11 +50,25 @@ func (m *memKeys) RetireSigningKeysExcept(_ context.Context, kid string) error {
 	return nil
 }
 
+func (m *memKeys) RevokeSigningKeysExcept(_ context.Context, kid string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// SigningKeys never returns a revoked key: drop it.
+	m.keys = slices.DeleteFunc(m.keys, func(k store.SigningKey) bool { return k.KID != kid })
+	return nil
+}
+
 func newAuthority(t *testing.T, clock *time.Time) *Authority {
+	t.Helper()
+	return newAuthorityOn(t, clock, &memKeys{})
+}
+
+// newAuthorityOn is another instance over the same keys (another apiserver).
+func newAuthorityOn(t *testing.T, clock *time.Time, keys *memKeys) *Authority {
 	t.Helper()
 	ring, err := keyring.New(make([]byte, keyring.KeySize))
 	require.NoError(t, err)
-	a := New(&memKeys{}, ring, "https://issuer.test")
+	a := New(keys, ring, "https://issuer.test")
 	a.now = func() time.Time { return *clock }
 	require.NoError(t, a.EnsureKey(context.Background()))
 	return a
@@ -111,4 +126,63 @@ func TestRotatedKeysKeepVerifying(t *testing.T) {
 		_, err := a.Verify(ctx, tok)
 		assert.NoError(t, err)
 	}
+}
+
+// A leaked key: rotating with revocation makes every token it signed fail at once on this
+// instance — remembered verifications included — and within refreshEvery on another one.
+func TestRevokedKeysStopVerifying(t *testing.T) {
+	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	keys := &memKeys{}
+	a := newAuthorityOn(t, &clock, keys)
+	b := newAuthorityOn(t, &clock, keys)
+	ctx := context.Background()
+	old, _, err := a.Issue(ctx, "client", "client", 7, nil, time.Hour)
+	require.NoError(t, err)
+	for _, x := range []*Authority{a, b} {
+		_, err := x.Verify(ctx, old) // remembered by both
+		require.NoError(t, err)
+	}
+	kid, err := a.RotateRevoking(ctx)
+	require.NoError(t, err)
+	_, err = a.Verify(ctx, old)
+	assert.ErrorIs(t, err, ErrInvalidToken, "refused at once where it was revoked")
+	_, err = b.Verify(ctx, old)
+	assert.NoError(t, err, "the other instance has not reloaded yet")
+	clock = clock.Add(refreshEvery + time.Millisecond)
+	_, err = b.Verify(ctx, old)
+	assert.ErrorIs(t, err, ErrInvalidToken, "refused everywhere after one refresh interval")
+	jwks, err := b.JWKS(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, string(jwks), UnverifiedKID(old), "gone from the JWKS")
+	assert.Contains(t, string(jwks), kid)
+	fresh, _, err := b.Issue(ctx, "client", "client", 7, nil, time.Hour)
+	require.NoError(t, err)
+	_, err = a.Verify(ctx, fresh)
+	assert.NoError(t, err)
+}
+
+// No token lives longer than MaxTokenLifetime: Issue refuses, and Verify rejects one signed
+// with a longer lifetime (as a stolen key could).
+func TestTokenLifetimeIsCapped(t *testing.T) {
+	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	a := newAuthority(t, &clock)
+	ctx := context.Background()
+	_, _, err := a.Issue(ctx, "client", "client", 7, nil, MaxTokenLifetime+time.Second)
+	require.Error(t, err)
+	_, _, err = a.Issue(ctx, "client", "client", 7, nil, 0)
+	require.Error(t, err)
+
+	a.mu.RLock()
+	k := *a.active
+	a.mu.RUnlock()
+	now := clock.Truncate(time.Second)
+	long := jwt.NewWithClaims(jwt.SigningMethodEdDSA, Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Issuer: "https://issuer.test", Subject: "client",
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(30 * 24 * time.Hour))},
+		Org: 7, AuthorizedParty: "client"})
+	long.Header["kid"] = k.kid
+	tok, err := long.SignedString(k.private)
+	require.NoError(t, err)
+	_, err = a.Verify(ctx, tok)
+	assert.ErrorIs(t, err, ErrInvalidToken)
 }

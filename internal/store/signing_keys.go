@@ -26,12 +26,24 @@ func (s *Store) RetireSigningKeysExcept(ctx context.Context, kid string) error {
 	return nil
 }
 
-// SigningKeys returns the active keys and the keys retired within keep, newest first.
+// RevokeSigningKeysExcept revokes every key other than kid: it verifies nothing from now on.
+func (s *Store) RevokeSigningKeysExcept(ctx context.Context, kid string) error {
+	_, err := s.db.Exec(ctx, `
+		UPDATE signing_keys SET retired_at = coalesce(retired_at, now()), revoked_at = now()
+		WHERE kid <> $1 AND revoked_at IS NULL`, kid)
+	if err != nil {
+		return fmt.Errorf("revoke signing keys: %w", translate(err))
+	}
+	return nil
+}
+
+// SigningKeys returns the active keys and the keys retired within keep (revoked ones never),
+// newest first.
 func (s *Store) SigningKeys(ctx context.Context, keep time.Duration) ([]SigningKey, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT kid, algorithm, public_key, private_key_sealed, created_at, retired_at
 		FROM signing_keys
-		WHERE retired_at IS NULL OR retired_at > now() - make_interval(secs => $1)
+		WHERE revoked_at IS NULL AND (retired_at IS NULL OR retired_at > now() - make_interval(secs => $1))
 		ORDER BY created_at DESC, kid`, keep.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("list signing keys: %w", translate(err))
