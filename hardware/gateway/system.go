@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -73,29 +74,29 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	hb := heartbeat{DeviceID: body.DeviceID, Kind: body.Kind, Status: body.Status}
+	// All four fields are required (null reads as empty): a heartbeat that says nothing about
+	// what reported or how it is would only hide the next real one.
 	switch {
-	case body.DeviceID == "":
+	case strings.TrimSpace(body.DeviceID) == "":
 		return validationError("deviceId", "is required")
 	case len(body.DeviceID) > 128:
 		return validationError("deviceId", "must be at most 128 characters")
+	case strings.TrimSpace(body.Kind) == "":
+		return validationError("kind", "is required")
 	case len(body.Kind) > 64:
 		return validationError("kind", "must be at most 64 characters")
+	case strings.TrimSpace(body.Status) == "":
+		return validationError("status", "is required")
 	case len(body.Status) > 64:
 		return validationError("status", "must be at most 64 characters")
+	case body.Timestamp == "":
+		return validationError("timestamp", "is required")
 	}
-	if hb.Kind == "" {
-		hb.Kind = "unknown"
+	t, err := time.Parse(time.RFC3339Nano, body.Timestamp)
+	if err != nil {
+		return validationError("timestamp", "must be an RFC 3339 timestamp")
 	}
-	if hb.Status == "" {
-		hb.Status = "unknown"
-	}
-	if body.Timestamp != "" {
-		t, err := time.Parse(time.RFC3339Nano, body.Timestamp)
-		if err != nil {
-			return validationError("timestamp", "must be an RFC 3339 timestamp")
-		}
-		hb.DeviceTime = &t
-	}
+	hb.DeviceTime = &t
 	previous, err := s.store.recordHeartbeat(r.Context(), hb, time.Now())
 	if err != nil {
 		return err

@@ -97,9 +97,18 @@ func TestHeartbeat(t *testing.T) {
 	}{
 		{"no device id", []byte(`{"kind": "kiosk"}`), 422, "deviceId"},
 		{"numeric device id", []byte(`{"deviceId": 7}`), 422, "deviceId"},
-		{"bad timestamp", []byte(`{"deviceId": "d", "timestamp": "yesterday"}`), 422, "timestamp"},
-		{"timestamp without offset", []byte(`{"deviceId": "d", "timestamp": "2026-01-02T03:04:05"}`), 422, "timestamp"},
-		{"long status", []byte(`{"deviceId": "d", "status": "` + strings.Repeat("s", 65) + `"}`), 422, "status"},
+		{"bad timestamp", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": "yesterday"}`), 422, "timestamp"},
+		{"timestamp without offset", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": "2026-01-02T03:04:05"}`), 422, "timestamp"},
+		{"long status", []byte(`{"deviceId": "d", "kind": "k", "status": "` + strings.Repeat("s", 65) + `"}`), 422, "status"},
+		{"kind absent", []byte(`{"deviceId": "d", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "kind"},
+		{"kind null", []byte(`{"deviceId": "d", "kind": null, "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "kind"},
+		{"kind empty", []byte(`{"deviceId": "d", "kind": " ", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "kind"},
+		{"status absent", []byte(`{"deviceId": "d", "kind": "k", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "status"},
+		{"status null", []byte(`{"deviceId": "d", "kind": "k", "status": null, "timestamp": "2026-01-02T03:04:05Z"}`), 422, "status"},
+		{"status empty", []byte(`{"deviceId": "d", "kind": "k", "status": "", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "status"},
+		{"timestamp absent", []byte(`{"deviceId": "d", "kind": "k", "status": "ok"}`), 422, "timestamp"},
+		{"timestamp null", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": null}`), 422, "timestamp"},
+		{"timestamp empty", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": ""}`), 422, "timestamp"},
 		{"empty body", nil, 400, ""},
 	}
 	for _, tc := range bad {
