@@ -197,6 +197,8 @@ func (s *Server) mapError(ctx context.Context, op string, err error) error {
 		return huma.Error404NotFound(fmt.Sprintf("%s: not found", op))
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(fmt.Sprintf("%s: conflict", op))
+	case errors.Is(err, store.ErrInvalidInput):
+		return huma.Error422UnprocessableEntity(fmt.Sprintf("%s: text with a NUL character or bytes that are not UTF-8", op))
 	case errors.Is(err, context.Canceled):
 		return huma.NewError(499, "client closed the request")
 	}

@@ -15,6 +15,10 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict means a uniqueness rule or a state precondition was violated.
 var ErrConflict = errors.New("conflict")
 
+// ErrInvalidInput means Postgres refused a value as text it cannot store (a NUL character,
+// bytes that are not UTF-8): the caller's input, never a server fault.
+var ErrInvalidInput = errors.New("invalid input: text with a NUL character or bytes that are not UTF-8")
+
 // translate maps pgx errors to the package's sentinels. It is the only place that knows
 // Postgres error codes.
 func translate(err error) error {
@@ -27,6 +31,11 @@ func translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+	}
+	// 22021 character_not_in_repertoire (a NUL or non-UTF-8 byte in text), 22P05
+	// untranslatable_character (\u0000 in jsonb).
+	if errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05") {
+		return fmt.Errorf("%w (%s)", ErrInvalidInput, pgErr.Code)
 	}
 	return err
 }

@@ -1,0 +1,109 @@
+package apiserver_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/testenv"
+)
+
+// Text Postgres cannot store — a NUL character, bytes that are not UTF-8 — in any part of a
+// request answers the surface's 4xx error body, never a 5xx, on every surface; nothing is
+// issued or stored. An escaped backslash before "u0000" is ordinary text.
+func TestUnstorableTextIsRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{})
+	tok := demoToken(t, e)
+	appKey := e.Creds.AppEngineAPIKey
+	gwKey := e.Creds.GatewayAPIKey
+	loc := locationID(t, e, towerSantaMon)
+	json := http.Header{"Content-Type": {"application/json"}}
+	withAuth := func(h http.Header, k, v string) http.Header {
+		c := h.Clone()
+		if c == nil {
+			c = http.Header{}
+		}
+		c.Set(k, v)
+		return c
+	}
+	bearer := func(h http.Header) http.Header { return withAuth(h, "Authorization", "Bearer "+tok) }
+	apiKey := func(h http.Header) http.Header { return withAuth(h, "x-api-key", appKey) }
+	gw := func(h http.Header) http.Header { return withAuth(h, "X-API-Key", gwKey) }
+	form := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	tokenForm := func(id string) string {
+		return url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {"x"}}.Encode()
+	}
+
+	type shape int
+	const (
+		problem shape = iota
+		oauth
+		customer
+	)
+	cases := []struct {
+		name, method, path string
+		header             http.Header
+		body               string
+		shape              shape
+	}{
+		{"token endpoint form field", http.MethodPost, "/oauth/token", form, tokenForm("demo\x00"), oauth},
+		{"token endpoint form field, not UTF-8", http.MethodPost, "/oauth/token", form, tokenForm("demo\xff"), oauth},
+		{"login/authorize userId", http.MethodPost, "/api/v1/login/authorize", bearer(json), `{"userId": "\u0000"}`, problem},
+		{"login/authorize userId inside text", http.MethodPost, "/api/v1/login/authorize", bearer(json), `{"userId": "ab\u0000cd"}`, problem},
+		{"link returnUrl", http.MethodPost, "/api/v1/locker-open-requests/dropoff-locker-request", bearer(json),
+			`{"locationId": ` + itoa(loc) + `, "lockerTypeId": 1, "returnUrl": "app://x\u0000"}`, problem},
+		{"link clientInfo", http.MethodPost, "/api/v1/locker-open-requests/dropoff-locker-request", bearer(json),
+			`{"locationId": ` + itoa(loc) + `, "lockerTypeId": 1, "clientInfo": "\u0000"}`, problem},
+		{"query filter", http.MethodGet, "/api/v1/locations/closest?lat=34.0562&lon=-118.2365&name=%00", bearer(nil), "", problem},
+		{"path", http.MethodGet, "/api/v1/towers/01000000000000%0021", bearer(nil), "", problem},
+		{"app engine filter", http.MethodGet, "/dropoff/organization/transactions?city=%00", apiKey(nil), "", problem},
+		{"app engine filter, not UTF-8", http.MethodGet, "/dropoff/organization/transactions?locker_number=%FF%FE", apiKey(nil), "", problem},
+		{"app engine body", http.MethodPost, "/auth/api-key", apiKey(json), `{"client_id": "\u0000", "client_secret": "x", "organization_id": 1}`, problem},
+		{"mobile SDK body", http.MethodPost, "/sdk/v1/towers/" + towerSantaMon + "/session-token", bearer(json),
+			`{"duration": 60, "claims": ["sync_packet"], "version": "1.0\u0000"}`, problem},
+		{"gateway cloud query", http.MethodGet, "/api/customer/v1/locations/" + itoa(loc) + "/lockers?name=%00", gw(nil), "", customer},
+		{"gateway cloud body", http.MethodPost, "/api/customer/v1/locations/" + itoa(loc) + "/transactions", gw(json),
+			`{"transactionId": "t\u0000"}`, customer},
+		{"gateway cloud Idempotency-Key", http.MethodPost, "/api/customer/v1/locations/" + itoa(loc) + "/transactions",
+			withAuth(gw(json), "Idempotency-Key", "k\xff"), `{"transactionId": "t1"}`, customer},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var body *strings.Reader
+			if c.body != "" {
+				body = strings.NewReader(c.body)
+			} else {
+				body = strings.NewReader("")
+			}
+			r := send(t, c.method, e.URL+c.path, c.header, body)
+			require.Less(t, r.Status, 500, "%s", r.Body)
+			require.GreaterOrEqual(t, r.Status, 400, "%s", r.Body)
+			m := r.Map(t)
+			switch c.shape {
+			case oauth:
+				assert.Equal(t, http.StatusBadRequest, r.Status)
+				assert.Equal(t, "invalid_request", m["error"], "%s", r.Body)
+			case customer:
+				assert.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+				assert.Equal(t, "VALIDATION_FAILED", m["error"], "%s", r.Body)
+			default:
+				assert.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+				assert.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+				assert.NotEmpty(t, m["detail"])
+			}
+			assert.NotContains(t, string(r.Body), "\\u0000", "the answer does not echo the NUL")
+		})
+	}
+
+	// An escaped backslash followed by "u0000" is six ordinary characters.
+	r := send(t, http.MethodPost, e.URL+"/api/v1/login/authorize", bearer(json), strings.NewReader(`{"userId": "a\\u0000"}`))
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
