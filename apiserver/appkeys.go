@@ -84,6 +84,7 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 	k, ok, err := s.lookupAppKey(ctx.Context(), presented)
 	if err != nil {
 		s.logger.ErrorContext(ctx.Context(), "app key lookup", "err", err)
+		ctx.SetHeader("Retry-After", "1")
 		_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
 		return
 	}

@@ -75,6 +75,7 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 		enabled, err := s.clientEnabled(ctx.Context(), p.ClientID)
 		if err != nil {
 			s.logger.ErrorContext(ctx.Context(), "client lookup", "err", err)
+			ctx.SetHeader("Retry-After", "1")
 			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
 			return
 		}

@@ -292,6 +292,7 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		case err != nil:
 			s.logger.ErrorContext(ctx.Context(), "authorize gateway key", "err", err)
+			ctx.SetHeader("Retry-After", "1")
 			writeCustomerError(ctx, customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))
 			return
 		}
@@ -458,6 +459,11 @@ func errClientClosed() *CustomerError {
 func (s *Server) customerInternal(ctx context.Context, op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return errClientClosed()
+	}
+	if errors.Is(err, store.ErrOverloaded) {
+		s.logger.WarnContext(ctx, "overloaded", "op", op, "err", err)
+		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+			"the service is overloaded: try again shortly", nil), http.Header{"Retry-After": {"1"}})
 	}
 	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
 	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)

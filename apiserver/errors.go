@@ -197,6 +197,9 @@ func (s *Server) mapError(ctx context.Context, op string, err error) error {
 		return huma.Error404NotFound(fmt.Sprintf("%s: not found", op))
 	case errors.Is(err, store.ErrConflict):
 		return huma.Error409Conflict(fmt.Sprintf("%s: conflict", op))
+	case errors.Is(err, store.ErrOverloaded):
+		s.logger.WarnContext(ctx, "overloaded", slog.String("op", op), slog.Any("err", err))
+		return overloaded()
 	case errors.Is(err, store.ErrInvalidInput):
 		return huma.Error422UnprocessableEntity(fmt.Sprintf("%s: text with a NUL character or bytes that are not UTF-8", op))
 	case errors.Is(err, context.Canceled):
@@ -204,4 +207,11 @@ func (s *Server) mapError(ctx context.Context, op string, err error) error {
 	}
 	s.logger.ErrorContext(ctx, "request failed", slog.String("op", op), slog.Any("err", err))
 	return huma.Error500InternalServerError("internal error")
+}
+
+// overloaded is the answer when Postgres (or another dependency) has no room right now:
+// 503 with Retry-After, so clients back off and come back (DESIGN §8).
+func overloaded() error {
+	return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable("the service is overloaded: try again shortly"),
+		http.Header{"Retry-After": {"1"}})
 }

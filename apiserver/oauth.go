@@ -57,6 +57,7 @@ type tokenOutput struct {
 	CacheControl    string `header:"Cache-Control"`
 	Pragma          string `header:"Pragma"`
 	WWWAuthenticate string `header:"WWW-Authenticate"`
+	RetryAfter      string `header:"Retry-After"`
 	Body            any
 }
 
@@ -65,6 +66,9 @@ func oauthFail(status int, code, desc string) *tokenOutput {
 		Body: &OAuthError{status: status, Code: code, ErrorDescription: desc}}
 	if status == http.StatusUnauthorized {
 		out.WWWAuthenticate = `Basic realm="lockernet"`
+	}
+	if status == http.StatusServiceUnavailable {
+		out.RetryAfter = "1"
 	}
 	return out
 }

@@ -19,6 +19,15 @@ var ErrConflict = errors.New("conflict")
 // bytes that are not UTF-8): the caller's input, never a server fault.
 var ErrInvalidInput = errors.New("invalid input: text with a NUL character or bytes that are not UTF-8")
 
+// ErrOverloaded means Postgres turned the work away for want of capacity (too many
+// connections, the server starting or shutting down): the caller should answer 503 with
+// Retry-After, never 500 (DESIGN §8).
+var ErrOverloaded = errors.New("database overloaded")
+
+// overloadCodes are the SQLSTATEs of a Postgres that has no room for us right now:
+// too_many_connections, configuration_limit_exceeded, cannot_connect_now.
+var overloadCodes = map[string]bool{"53300": true, "53400": true, "57P03": true}
+
 // translate maps pgx errors to the package's sentinels. It is the only place that knows
 // Postgres error codes.
 func translate(err error) error {
@@ -34,6 +43,9 @@ func translate(err error) error {
 	}
 	// 22021 character_not_in_repertoire (a NUL or non-UTF-8 byte in text), 22P05
 	// untranslatable_character (\u0000 in jsonb).
+	if errors.As(err, &pgErr) && overloadCodes[pgErr.Code] {
+		return fmt.Errorf("%w (%s)", ErrOverloaded, pgErr.Code)
+	}
 	if errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05") {
 		return fmt.Errorf("%w (%s)", ErrInvalidInput, pgErr.Code)
 	}
