@@ -78,15 +78,19 @@ func prefixLines(out io.Writer, name string, r io.Reader) {
 	}
 }
 
-// binary finds a sibling executable of the running dev stack (make run builds them together).
-func binary(name string) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find own executable: %w", err)
+// binary finds a sibling executable in dir, else next to the running dev stack (make run
+// builds them together).
+func binary(dir, name string) (string, error) {
+	if dir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find own executable: %w", err)
+		}
+		dir = filepath.Dir(self)
 	}
-	p := filepath.Join(filepath.Dir(self), name)
+	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("binary %s not found next to %s (build with make run): %w", name, self, err)
+		return "", fmt.Errorf("binary %s not found in %s (build with make run or make run-cluster): %w", name, dir, err)
 	}
 	return p, nil
 }
