@@ -114,6 +114,13 @@ func LoadClusterSettings() (ClusterSettings, error) {
 			}
 		}
 	}
+	if !cs.TemporalIsSet {
+		if _, p, _ := splitHostPort(cs.TemporalAddress); p+10 > maxTemporalPort {
+			// Temporal keeps its membership ports in a smallint column; above it, the server
+			// dies at start with "out of range for type smallint".
+			return ClusterSettings{}, fmt.Errorf("parse LOCKERNET_TEMPORAL_PORT: the Temporal server uses it and the ten ports after it, all at most %d", maxTemporalPort)
+		}
+	}
 	cs.RepoDir = os.Getenv("LOCKERNET_REPO_DIR")
 	cs.SchemaDir = os.Getenv("LOCKERNET_TEMPORAL_SCHEMA_DIR")
 	return cs, nil
@@ -126,6 +133,10 @@ type temporalPorts struct {
 	frontend, history, matching, worker        int
 	mFrontend, mHistory, mMatching, mWorker, h int
 }
+
+// maxTemporalPort is the highest port the Temporal server can record for its membership
+// (cluster_membership.rpc_port is a smallint).
+const maxTemporalPort = 32767
 
 func newTemporalPorts(p int) temporalPorts {
 	return temporalPorts{frontend: p, history: p + 1, matching: p + 2, worker: p + 3,

@@ -153,5 +153,23 @@ func (sv *service) waitHealthy(ctx context.Context, timeout time.Duration) error
 	if sv.health == "" {
 		return nil
 	}
-	return waitHTTP(ctx, sv.health, timeout, sv.current())
+	err := waitHTTP(ctx, sv.health, timeout, sv.current())
+	if err != nil && sv.logFile != "" {
+		return fmt.Errorf("%w; the end of %s:\n%s", err, sv.logFile, tailFile(sv.logFile, 3000))
+	}
+	return err
+}
+
+// tailFile is the last n bytes of a log file, for an error message.
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
