@@ -409,3 +409,26 @@ func (l *lockedBuffer) tail(n int) string {
 	}
 	return s
 }
+
+func TestSupervisorRestartsADeadChildUntilStopped(t *testing.T) {
+	dir := t.TempDir()
+	out := &lockedBuffer{}
+	// The child dies at once, every time, as a crashing process would.
+	sv := &service{child: child{name: "crasher", args: []string{"-c", "exit 3"}}, bin: "/bin/sh",
+		out: out, logger: slog.New(slog.NewTextHandler(out, nil)), pidDir: dir}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sv.supervise(ctx)
+	require.NoError(t, sv.waitStarted())
+	require.Eventually(t, func() bool { return sv.Restarts() >= 2 }, 10*time.Second, 50*time.Millisecond,
+		"restarted after 1 s, then after 2 s")
+	assert.Contains(t, out.String(), "name=crasher")
+	assert.Contains(t, out.String(), `err="exit status 3"`)
+	assert.FileExists(t, filepath.Join(dir, "crasher.pid"))
+
+	sv.stop(time.Second)
+	n := sv.Restarts()
+	time.Sleep(2500 * time.Millisecond)
+	assert.Equal(t, n, sv.Restarts(), "no restart after stop")
+	assert.NoFileExists(t, filepath.Join(dir, "crasher.pid"))
+}

@@ -65,6 +65,13 @@ func (sv *service) supervise(ctx context.Context) {
 					err = fmt.Errorf("exited with status 0")
 				}
 			}
+			// Ctrl-C in the terminal reaches the children too, and one may exit before this
+			// process has seen it: give the stop a moment to arrive before calling it a crash.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
 			sv.mu.Lock()
 			stopping := sv.stopping
 			if !stopping {
