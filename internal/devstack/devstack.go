@@ -199,6 +199,7 @@ type child struct {
 	args, env []string
 	health    string
 	logFile   string // if set, the child's output goes to this file instead of the terminal
+	ownGroup  bool   // a process group of its own, killed whole when the child exits (needs logFile)
 }
 
 // simChildren are the simulated hardware, the same in both shapes: the two gateways and the

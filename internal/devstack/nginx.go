@@ -84,6 +84,8 @@ func nginxChild(cs ClusterSettings, repo, bin string) (child, error) {
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return child{}, fmt.Errorf("write nginx config: %w", err)
 	}
+	// nginx forks its workers: in a group of its own, so that if the master dies the
+	// supervisor kills the workers too before starting a new one on the same port.
 	return child{name: "nginx", bin: bin, args: []string{"-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"},
-		health: "http://" + cs.APIAddr + "/healthz"}, nil
+		health: "http://" + cs.APIAddr + "/healthz", logFile: filepath.Join(dir, "nginx.out"), ownGroup: true}, nil
 }

@@ -99,7 +99,7 @@ func (sv *service) supervise(ctx context.Context) {
 
 // start launches one run of the child and records its pid.
 func (sv *service) start() (*proc, error) {
-	p, err := startProc(sv.name, sv.bin, sv.args, sv.env, sv.out)
+	p, err := startProcIn(sv.name, sv.bin, sv.args, sv.env, sv.out, sv.ownGroup)
 	if err != nil {
 		return nil, err
 	}
