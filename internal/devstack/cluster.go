@@ -497,7 +497,7 @@ Locker Network Service (cluster shape) is up (%s).
   API (nginx)      %s   (OpenAPI docs: %s/docs)
   apiservers       %s
   workers          %s (health: /readyz)
-  Temporal         %s, %d history shards, databases on Postgres; Web UI %s
+  Temporal         %s; Web UI %s
   Tower simulator  %s
   Gateways         %s (sim %s), %s (sim %s)
   Postgres pools   at most %d connections (docs/scaling.md)
@@ -509,8 +509,15 @@ Get a token:
 
 A crashed apiserver, worker, nginx or Temporal server is restarted. Press Ctrl-C to stop.
 `, took.Round(100*time.Millisecond), c.APIURL, c.APIURL, strings.Join(cs.APIServers, ", "), strings.Join(cs.Workers, ", "),
-		cs.TemporalAddress, cs.TemporalShards, orNone(uiURL, cs.TemporalAddress), c.TowerSimURL,
+		temporalSummary(cs), orNone(uiURL, cs.TemporalAddress), c.TowerSimURL,
 		c.Gateways[0].URL, c.Gateways[0].SimURL, c.Gateways[1].URL, c.Gateways[1].SimURL,
 		cs.Pools.Total(len(cs.APIServers), len(cs.Workers), !cs.TemporalIsSet),
 		k.credsPath, cs.DataDir, c.ServiceProvider.ClientID, c.ServiceProvider.ClientSecret, c.APIURL)
+}
+
+func temporalSummary(cs ClusterSettings) string {
+	if cs.TemporalIsSet {
+		return cs.TemporalAddress + " (an existing cluster)"
+	}
+	return fmt.Sprintf("%s, %d history shards, on Postgres", cs.TemporalAddress, cs.TemporalShards)
 }
