@@ -52,9 +52,14 @@ type Pools struct {
 	// pools, so the server holds up to 4 × (TemporalSQL + TemporalVisibility).
 	TemporalSQL, TemporalVisibility int
 	// APIServer and Worker are LOCKERNET_DB_MAX_CONNS of each apiserver and each worker
-	// (LOCKERNET_APISERVER_DB_MAX_CONNS [12], LOCKERNET_WORKER_DB_MAX_CONNS [8]).
+	// (LOCKERNET_APISERVER_DB_MAX_CONNS [12], LOCKERNET_WORKER_DB_MAX_CONNS [8]); an
+	// apiserver holds one connection more, its LISTEN connection.
 	APIServer, Worker int
 }
+
+// apiserverListenConns is the connection each apiserver takes out of its pool for good to
+// LISTEN for gateway-request outcomes; the pool opens another in its place.
+const apiserverListenConns = 1
 
 // temporalServices is how many services the one Temporal server process runs, each with
 // its own connection pools.
@@ -63,7 +68,7 @@ const temporalServices = 4
 // Total is the most connections the shape can open: Temporal's pools, every apiserver's
 // and worker's, and the dev stack's own.
 func (p Pools) Total(apiservers, workers int, temporal bool) int {
-	n := apiservers*p.APIServer + workers*p.Worker + stackPoolSize
+	n := apiservers*(p.APIServer+apiserverListenConns) + workers*p.Worker + stackPoolSize
 	if temporal {
 		n += temporalServices * (p.TemporalSQL + p.TemporalVisibility)
 	}

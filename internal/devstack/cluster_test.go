@@ -60,8 +60,9 @@ func TestDefaultPoolsFitThisMachinesPostgres(t *testing.T) {
 	assert.Len(t, cs.APIServers, 2)
 	assert.Len(t, cs.Workers, 2)
 	assert.Equal(t, 4, cs.TemporalShards)
-	// docs/scaling.md: 4 × (6 + 2) + 2 × 12 + 2 × 8 + 2 = 74, under 100 less 3 reserved.
-	assert.Equal(t, 74, cs.Pools.Total(len(cs.APIServers), len(cs.Workers), true))
+	// docs/scaling.md: 4 × (6 + 2) + 2 × (12 + 1) + 2 × 8 + 2 = 76, under 100 less 3 reserved.
+	assert.Equal(t, 76, cs.Pools.Total(len(cs.APIServers), len(cs.Workers), true))
+	assert.Equal(t, 44, cs.Pools.Total(len(cs.APIServers), len(cs.Workers), false), "an existing Temporal cluster brings its own budget")
 
 	t.Setenv("LOCKERNET_WORKER_DB_MAX_CONNS", "0")
 	_, err = LoadClusterSettings()
