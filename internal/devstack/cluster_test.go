@@ -112,6 +112,10 @@ func TestClusterShape(t *testing.T) {
 		"LOCKERNET_APISERVER_ADDRS": addrs[6] + "," + addrs[7], "LOCKERNET_WORKER_ADDRS": addrs[8] + "," + addrs[9],
 		"LOCKERNET_TEMPORAL_PORT": strconv.Itoa(freeTemporalPorts(t)), "LOCKERNET_TEMPORAL_UI_PORT": port(addrs[10]),
 		"LOCKERNET_LOG_LEVEL": "warn",
+		// Small pools: other test packages share the server's 100 connections meanwhile.
+		// 4 × (3 + 1) + 2 × (4 + 1) + 2 × 3 + 2 = 34 at most.
+		"LOCKERNET_TEMPORAL_SQL_MAX_CONNS": "3", "LOCKERNET_TEMPORAL_VIS_MAX_CONNS": "1",
+		"LOCKERNET_APISERVER_DB_MAX_CONNS": "4", "LOCKERNET_WORKER_DB_MAX_CONNS": "3",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -215,6 +219,14 @@ func TestClusterShape(t *testing.T) {
 	// Both answer again: a new hold on another locker goes through.
 	res = do(t, http.MethodPost, fmt.Sprintf("%s/api/v1/towers/%s/lockers/%d/reservations", api, tower, ls[1].ID), token, map[string]any{"duration": 60})
 	assert.Equal(t, http.StatusCreated, res.status, res.body)
+
+	// The whole shape holds no more connections than its budget.
+	var conns int
+	db := dbName(t, dbURL)
+	queryOne(t, testenv.AdminURL(t), fmt.Sprintf(`SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid()
+		AND datname IN ('%s', '%s_temporal', '%s_temporal_visibility')`, db, db, db), &conns)
+	assert.LessOrEqual(t, conns, cs.Pools.Total(len(cs.APIServers), len(cs.Workers), true))
+	t.Logf("connections of the shape: %d (budget %d)", conns, cs.Pools.Total(len(cs.APIServers), len(cs.Workers), true))
 }
 
 type response struct {
