@@ -170,7 +170,7 @@ func TestClusterShape(t *testing.T) {
 	require.Equal(t, http.StatusOK, lockers.status, lockers.body)
 	var ls []struct{ ID int64 }
 	require.NoError(t, json.Unmarshal([]byte(lockers.body), &ls))
-	require.GreaterOrEqual(t, len(ls), 2)
+	require.GreaterOrEqual(t, len(ls), 3)
 	lockerPath := fmt.Sprintf("%s/api/v1/towers/%s/lockers/%d/", api, tower, ls[0].ID)
 	res := do(t, http.MethodPost, lockerPath+"reservations", token, map[string]any{"duration": 300})
 	require.Equal(t, http.StatusCreated, res.status, res.body)
@@ -219,6 +219,21 @@ func TestClusterShape(t *testing.T) {
 	// Both answer again: a new hold on another locker goes through.
 	res = do(t, http.MethodPost, fmt.Sprintf("%s/api/v1/towers/%s/lockers/%d/reservations", api, tower, ls[1].ID), token, map[string]any{"duration": 60})
 	assert.Equal(t, http.StatusCreated, res.status, res.body)
+
+	// Kill the Temporal server: a hold made while it is down is answered (the outbox keeps
+	// the workflow start), and its workflow starts once the supervisor has restarted it.
+	temporalPid := readPid(t, filepath.Join(cs.DataDir, "run", "temporal.pid"))
+	require.NoError(t, syscall.Kill(temporalPid, syscall.SIGKILL))
+	res = do(t, http.MethodPost, fmt.Sprintf("%s/api/v1/towers/%s/lockers/%d/reservations", api, tower, ls[2].ID), token, map[string]any{"duration": 60})
+	require.Equal(t, http.StatusCreated, res.status, res.body)
+	var hold struct{ ID string }
+	require.NoError(t, json.Unmarshal([]byte(res.body), &hold))
+	require.Eventually(t, func() bool {
+		var n int
+		queryOne(t, temporalURL, fmt.Sprintf(`SELECT count(*) FROM current_executions WHERE workflow_id = 'reservation/%s'`, hold.ID), &n)
+		return n == 1
+	}, 60*time.Second, 500*time.Millisecond, "the hold's workflow starts on the restarted Temporal server")
+	assert.NotEqual(t, strconv.Itoa(temporalPid), strings.TrimSpace(readFile(t, filepath.Join(cs.DataDir, "run", "temporal.pid"))))
 
 	// The whole shape holds no more connections than its budget.
 	var conns int
@@ -334,6 +349,13 @@ func queryOne(t *testing.T, url, sql string, dst any) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	require.NoError(t, conn.QueryRow(ctx, sql).Scan(dst))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
 }
 
 func readPid(t *testing.T, path string) int {
