@@ -20,7 +20,7 @@ run-cluster: dev-build temporal-build ## The production shape as processes: Temp
 # The official Temporal server and its SQL schema tool at the version go.mod pins, built once
 # into bin/dev (heavy: `make clean` to rebuild), with the server's PostgreSQL schema files.
 TEMPORAL_MOD_DIR = $(shell $(GO) list -m -f '{{.Dir}}' go.temporal.io/server)
-temporal-build: $(BIN)/dev/temporal-server $(BIN)/dev/temporal-sql-tool $(BIN)/dev/temporal-schema/postgresql/v12
+temporal-build: $(BIN)/dev/temporal-server $(BIN)/dev/temporal-sql-tool $(BIN)/dev/temporal-schema/postgresql/v12 ## Build the official Temporal server and its SQL tool into bin/dev (once)
 
 $(BIN)/dev/temporal-server: go.mod
 	$(GO) build -o $@ go.temporal.io/server/cmd/server
