@@ -194,6 +194,54 @@ func TestCustomerLocationsShowGatewayHealth(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 }
 
+// respond-async answers 202 from the stored request at once — before the gateway has been
+// called back, with a fast gateway too — and a poll answers at once while a slow hardware
+// call is in flight. Behaviour, not a stopwatch: the door has not moved when the answers
+// arrive.
+func TestCustomerRespondAsyncIsAtOnce(t *testing.T) {
+	t.Parallel()
+	e, gw1, _ := startCustomerEnv(t)
+	c := newCloud(t, e.URL, e.GatewayKey())
+	opens := func() int { return simStats(t, gw1).Opens["101"] }
+
+	// A fast gateway: still 202 and pending, never the gateway's answer.
+	for range 5 {
+		r := c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Prefer", "respond-async")
+		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+		assert.Contains(t, []string{"pending", "dispatched"}, r.Header.Get("X-Request-State"))
+		assert.Equal(t, "respond-async", r.Header.Get("Preference-Applied"))
+		assert.Equal(t, customerBase+"/requests/"+r.Header.Get("X-Request-Id"), r.Header.Get("Location"))
+		final := c.poll(r.Header.Get("X-Request-Id"))
+		require.Equal(t, http.StatusOK, final.Status, "body: %s", final.Body)
+	}
+
+	// A slow gateway (every local-API call held 4 s): the 202 and a poll both come back
+	// while the door has not moved.
+	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 4000})
+	before := opens()
+	r := c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Prefer", "respond-async")
+	require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+	assert.Equal(t, before, opens(), "the 202 came before the door moved")
+	id := r.Header.Get("X-Request-Id")
+	require.Eventually(t, func() bool {
+		p := c.do(http.MethodGet, "/requests/"+id, nil)
+		return p.Status == http.StatusOK && p.Header.Get("X-Request-State") == "dispatched"
+	}, 3*time.Second, 20*time.Millisecond, "a poll answers the in-flight call's state")
+	p := c.do(http.MethodGet, "/requests/"+id, nil)
+	assert.Equal(t, "dispatched", p.Header.Get("X-Request-State"), "body: %s", p.Body)
+	assert.Empty(t, p.Header.Get("Preference-Applied"))
+	assert.Equal(t, before, opens(), "the polls came back while the hardware call was in flight")
+	final := c.poll(id)
+	require.Equal(t, http.StatusOK, final.Status, "body: %s", final.Body)
+	assert.Equal(t, before+1, opens())
+
+	// With a wait that the answer beats, respond-async was not applied: the wait was.
+	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeNone})
+	r = c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Prefer", "respond-async, wait=10")
+	require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)
+	assert.Equal(t, "wait=10", r.Header.Get("Preference-Applied"))
+}
+
 func TestCustomerPreferWaitsAndPolls(t *testing.T) {
 	t.Parallel()
 	e, gw1, _ := startCustomerEnv(t)

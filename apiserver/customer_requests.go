@@ -507,34 +507,49 @@ func (s *Server) answerAfterWait(ctx context.Context, row store.GatewayRequest, 
 	if err != nil {
 		// The request is stored; the reconciler starts its workflow once Temporal is back.
 		s.logger.WarnContext(ctx, "start gateway request workflow", "requestId", row.ID, "err", err)
-	} else if prefs.wait > 0 {
-		began := time.Now()
-		res, done, err := s.awaitOutcome(ctx, run, &row, prefs.wait, announced)
-		markTiming(ctx, "wait", began)
-		switch {
-		case errors.Is(err, context.Canceled):
-			s.logger.InfoContext(ctx, "client left while waiting for its gateway request", "requestId", row.ID)
-		case err != nil:
-			s.logger.ErrorContext(ctx, "wait for gateway request", "requestId", row.ID, "err", err)
-		case done && res != nil:
-			return s.answerOutcome(row, res.Outcome, res.Attempts, res.UpdatedAt, res.CompletedAt, replay, prefs.applied)
-		case done:
-			return s.answerStored(ctx, row, replay, prefs.applied)
-		}
 	}
-	// Not finished within the wait. The workflow knows best what the request is doing now;
-	// once it says terminal, the stored row has the outcome (it is written first).
-	st, qerr := s.queryGatewayState(ctx, row.ID.String())
+	if err != nil || prefs.wait <= 0 {
+		// respond-async, wait=0, or a poll without a wait (DESIGN §6.2 "at once"): the row as
+		// stored answers, with no wait and no workflow query — a query waits for a workflow
+		// task in flight, and with eager start the first task is usually running right now.
+		// The row is current: the workflow records each send (dispatched, attempts) before it
+		// goes out.
+		return s.answerPending(row, replay, prefs.applied, pendingStatus)
+	}
+	began := time.Now()
+	res, done, err := s.awaitOutcome(ctx, run, &row, prefs.wait, announced)
+	markTiming(ctx, "wait", began)
+	switch {
+	case errors.Is(err, context.Canceled):
+		s.logger.InfoContext(ctx, "client left while waiting for its gateway request", "requestId", row.ID)
+	case err != nil:
+		s.logger.ErrorContext(ctx, "wait for gateway request", "requestId", row.ID, "err", err)
+	case done && res != nil:
+		return s.answerOutcome(row, res.Outcome, res.Attempts, res.UpdatedAt, res.CompletedAt, replay, syncApplied(prefs.applied))
+	case done:
+		return s.answerStored(ctx, row, replay, syncApplied(prefs.applied))
+	}
+	// Not finished within the wait: the stored row says what the request is doing now (the
+	// outcome is written there before the workflow ends).
 	if fresh, err := s.deps.Store.GatewayRequest(ctx, row.OrganizationID, row.ID); err == nil {
 		row = fresh
 		if row.Terminal() {
-			return s.answerStored(ctx, row, replay, prefs.applied)
+			return s.answerStored(ctx, row, replay, syncApplied(prefs.applied))
 		}
 	}
-	if qerr != nil || (st.Status != activities.StatePending && st.Status != activities.StateDispatched) {
-		st = workflows.GatewayRequestState{} // the stored row answers
+	return s.answerPending(row, replay, prefs.applied, pendingStatus)
+}
+
+// syncApplied is what Preference-Applied says of an answer given synchronously, within the
+// wait: respond-async was not applied to it (RFC 7240 §4.3), the wait was.
+func syncApplied(applied []string) []string {
+	out := make([]string, 0, len(applied))
+	for _, a := range applied {
+		if a != "respond-async" {
+			out = append(out, a)
+		}
 	}
-	return s.answerPending(row, st, replay, prefs.applied, pendingStatus)
+	return out
 }
 
 // gatewayWorkflowInput rebuilds a request's workflow input from its row, so any instance
@@ -724,20 +739,13 @@ func (s *Server) answerOutcome(row store.GatewayRequest, o activities.GatewayOut
 	}}
 }
 
-// answerPending writes the PendingRequest: 202 with Location and Retry-After for a new
-// request (or its replay), 200 for a poll.
-// live is the workflow's own pending state, when it answered (zero otherwise).
-func (s *Server) answerPending(row store.GatewayRequest, live workflows.GatewayRequestState, replay bool, applied []string, status int) *huma.StreamResponse {
+// answerPending writes the PendingRequest from the stored row: 202 with Location and
+// Retry-After for a new request (or its replay), 200 for a poll.
+func (s *Server) answerPending(row store.GatewayRequest, replay bool, applied []string, status int) *huma.StreamResponse {
 	p := PendingRequest{
 		ID: row.ID.String(), Status: row.Status, Kind: row.Kind, Method: row.Method, Path: row.Path,
 		LocationID: row.LocationID, GatewayID: row.GatewaySerial, CreatedAt: ts(row.CreatedAt), UpdatedAt: ts(row.UpdatedAt),
 		Attempts: row.Attempts,
-	}
-	if st := live; st.Status != "" {
-		p.Status, p.Attempts = st.Status, max(st.Attempts, p.Attempts)
-		if st.UpdatedAt.After(row.UpdatedAt) {
-			p.UpdatedAt = ts(st.UpdatedAt)
-		}
 	}
 	s.customer.responses.WithLabelValues(row.Class, "pending").Inc()
 	b, _ := json.Marshal(p)
@@ -751,22 +759,6 @@ func (s *Server) answerPending(row store.GatewayRequest, live workflows.GatewayR
 		hctx.SetStatus(status)
 		_, _ = hctx.BodyWriter().Write(append(b, '\n'))
 	}}
-}
-
-// queryGatewayState asks the workflow for its pending state, briefly: with no worker up the
-// stored row answers instead.
-func (s *Server) queryGatewayState(ctx context.Context, id string) (workflows.GatewayRequestState, error) {
-	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	var st workflows.GatewayRequestState
-	v, err := s.deps.Temporal.QueryWorkflow(qctx, workflows.GatewayRequestWorkflowID(id), "", workflows.QueryGatewayRequestState)
-	if err != nil {
-		return st, fmt.Errorf("query gateway request: %w", err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, fmt.Errorf("decode gateway request state: %w", err)
-	}
-	return st, nil
 }
 
 // requestHeaders sets the headers of every answer about a gateway request (DESIGN §6.4).

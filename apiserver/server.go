@@ -96,7 +96,7 @@ func New(d Deps) *Server {
 		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{})}
 
 	r := chi.NewRouter()
-	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, liftBodyDeadline, storableInput)
+	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})

@@ -223,8 +223,8 @@ func (a *Authority) Issue(ctx context.Context, subject, clientID string, orgID i
 	if active == nil {
 		return "", time.Time{}, errors.New("issue token: no active signing key")
 	}
-	if ttl <= 0 || ttl > MaxTokenLifetime {
-		return "", time.Time{}, fmt.Errorf("issue token: lifetime %s outside (0, %s]", ttl, MaxTokenLifetime)
+	if ttl > MaxTokenLifetime {
+		return "", time.Time{}, fmt.Errorf("issue token: lifetime %s over %s", ttl, MaxTokenLifetime)
 	}
 	now := a.now().UTC().Truncate(time.Second)
 	exp := now.Add(ttl)
