@@ -203,9 +203,16 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		if err != nil {
 			return nil, huma.Error404NotFound("request: not found")
 		}
-		r, err := s.deps.Store.GatewayRequest(ctx, appKey(ctx).OrganizationID, id)
+		k := appKey(ctx)
+		r, err := s.deps.Store.GatewayRequest(ctx, k.OrganizationID, id)
 		if err != nil || (r.Kind != activities.KindAccessCodeOpen && r.Kind != activities.KindAccessCodeClose) {
 			return nil, huma.Error404NotFound("request: not found")
+		}
+		// A sub-organization key sees the requests at its own locations only.
+		if k.SubOrganizationID != nil {
+			if _, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, r.LocationID); err != nil {
+				return nil, huma.Error404NotFound("request: not found")
+			}
 		}
 		name := ""
 		if r.Kind == activities.KindAccessCodeOpen {

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/testenv"
 )
 
@@ -278,6 +281,17 @@ func TestAccessCodeTenancyAndScope(t *testing.T) {
 	// Culver City is outside the sub-organization: 404 for the sub-organization key.
 	culver := fmt.Sprint(c.Seed.GatewayLocationID["GW-0002"])
 	assert.Equal(t, http.StatusNotFound, c.call(t, subKey, http.MethodGet, "/locker/all/access-codes?location_id="+culver, nil).Status)
+	// So are the door requests there: the org-wide key polls one, the sub-organization key
+	// is told it does not exist.
+	gw2, err := c.Store.GatewayAtLocation(context.Background(), c.Creds.OrganizationID, c.Seed.GatewayLocationID["GW-0002"])
+	require.NoError(t, err)
+	reqID := uuid.New()
+	_, _, err = c.Store.CreateGatewayRequest(context.Background(), store.NewGatewayRequest{ID: reqID, OrganizationID: c.Creds.OrganizationID,
+		LocationID: gw2.LocationID, GatewayID: gw2.ID, GatewaySerial: gw2.Serial, Kind: activities.KindAccessCodeClose, Class: "write",
+		Method: http.MethodPost, Path: "/locker/close", GatewayPath: "/transactions/x/complete"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, c.call(t, c.admin, http.MethodGet, "/locker/requests/"+reqID.String(), nil).Status)
+	assert.Equal(t, http.StatusNotFound, c.call(t, subKey, http.MethodGet, "/locker/requests/"+reqID.String(), nil).Status)
 
 	// Another organization's key cannot use or see the code.
 	other := c.NewOtherOrg(t)

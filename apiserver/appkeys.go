@@ -72,6 +72,10 @@ func (s *Server) lookupAppKey(ctx context.Context, presented string) (store.AppK
 
 // authenticateAppKey checks the x-api-key header of an app engine operation.
 func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(huma.Context)) {
+	if conflictingCredentials(ctx) {
+		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "conflicting credentials: present one x-api-key only")
+		return
+	}
 	presented := strings.TrimSpace(ctx.Header("x-api-key"))
 	if presented == "" || len(presented) > 256 {
 		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing or malformed x-api-key header")

@@ -51,6 +51,11 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 			next(ctx)
 			return
 		}
+		if conflictingCredentials(ctx) {
+			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="invalid_request"`)
+			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "conflicting credentials: present one bearer token only")
+			return
+		}
 		token, ok := bearerToken(ctx.Header("Authorization"))
 		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet"`)
@@ -96,4 +101,37 @@ func bearerToken(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// conflictingCredentials reports whether a request presents more than one credential that
+// disagree: an X-API-Key and a bearer token that differ, two different X-API-Key headers, two
+// different Authorization headers. Such a request is refused (401) on every surface rather
+// than answered as whichever header happens to be read first.
+func conflictingCredentials(ctx huma.Context) bool {
+	var first string
+	conflict := false
+	ctx.EachHeader(func(name, value string) {
+		var v string
+		switch {
+		case strings.EqualFold(name, "X-API-Key"):
+			v = strings.TrimSpace(value)
+		case strings.EqualFold(name, "Authorization"):
+			if tok, ok := bearerToken(value); ok {
+				v = tok
+			} else {
+				v = strings.TrimSpace(value)
+			}
+		default:
+			return
+		}
+		if v == "" {
+			return
+		}
+		if first == "" {
+			first = v
+		} else if v != first {
+			conflict = true
+		}
+	})
+	return conflict
 }

@@ -262,6 +262,11 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			next(ctx)
 			return
 		}
+		if conflictingCredentials(ctx) {
+			writeCustomerError(ctx, customerError(http.StatusUnauthorized, "UNAUTHORIZED",
+				"conflicting credentials: present the API key once, in X-API-Key or Authorization: Bearer", nil))
+			return
+		}
 		key, ok := presentedKey(ctx)
 		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet-gateway-cloud"`)

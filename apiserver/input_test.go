@@ -107,3 +107,47 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Credentials that disagree are refused on every surface (401 in the surface's body), never
+// answered as whichever header is read first; the same credential twice is fine.
+func TestConflictingCredentials(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	tok := demoToken(t, e)
+	gwKey := e.Creds.GatewayAPIKey
+	other := "lnk_" + strings.Repeat("0", 64)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	me := e.URL + "/api/customer/v1/me"
+	for name, hdr := range map[string]http.Header{
+		"X-API-Key and another key as bearer": h("X-API-Key", gwKey, "Authorization", "Bearer "+other),
+		"two different X-API-Key headers":     h("X-API-Key", gwKey, "X-API-Key", other),
+		"the other key first":                 h("X-API-Key", other, "Authorization", "Bearer "+gwKey),
+	} {
+		r := send(t, http.MethodGet, me, hdr, nil)
+		assert.Equal(t, http.StatusUnauthorized, r.Status, "%s: %s", name, r.Body)
+		assert.Equal(t, "UNAUTHORIZED", r.Map(t)["error"], name)
+	}
+	r := send(t, http.MethodGet, me, h("X-API-Key", gwKey, "Authorization", "Bearer "+gwKey), nil)
+	assert.Equal(t, http.StatusOK, r.Status, "the same key twice agrees: %s", r.Body)
+
+	closest := e.URL + "/api/v1/locations/closest?lat=34.0562&lon=-118.2365"
+	for name, hdr := range map[string]http.Header{
+		"bearer and an X-API-Key":   h("Authorization", "Bearer "+tok, "X-API-Key", gwKey),
+		"two Authorization headers": h("Authorization", "Bearer "+tok, "Authorization", "Bearer "+demoToken(t, e, "tower_access")),
+	} {
+		requireProblem(t, send(t, http.MethodGet, closest, hdr, nil), http.StatusUnauthorized)
+		_ = name
+	}
+	assert.Equal(t, http.StatusOK, send(t, http.MethodGet, closest, h("Authorization", "Bearer "+tok), nil).Status)
+
+	keys := e.URL + "/auth/api-key"
+	requireProblem(t, send(t, http.MethodGet, keys, h("x-api-key", e.Creds.AppEngineAPIKey, "x-api-key", "lna_other"), nil), http.StatusUnauthorized)
+	requireProblem(t, send(t, http.MethodGet, keys, h("x-api-key", e.Creds.AppEngineAPIKey, "Authorization", "Bearer "+tok), nil), http.StatusUnauthorized)
+	assert.Equal(t, http.StatusOK, send(t, http.MethodGet, keys, h("x-api-key", e.Creds.AppEngineAPIKey), nil).Status)
+}

@@ -240,9 +240,12 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		nextFlow.Load()-flowsSkip.Load(), secs(loadEnd.Sub(loadStart)), flowsSkip.Load())
 	r.figure("Tower API errors", "%d during the outage (%s), %d outside it", failed-failedOutside, counts(errKinds), failedOutside)
 	if !firstOK.IsZero() {
-		// The start returns a moment after Postgres accepts connections: a call may succeed
-		// just before; that counts as no delay.
-		r.figure("Time to recover (Postgres answering again → first tower call answered 201)", "%s", secs(max(0, firstOK.Sub(tUp))))
+		// Measured from the start command: Postgres accepts connections some time before the
+		// command returns, so a call may well succeed before tUp; that difference is reported
+		// as measured (negative: before), never clamped.
+		r.figure("Time to recover (Postgres start issued → first tower call answered 201)",
+			"%s (the start command itself returned after %s; the first call was answered %s after it returned, negative: before)",
+			secs(firstOK.Sub(tUp0)), secs(tUp.Sub(tUp0)), secs(firstOK.Sub(tUp)))
 	}
 	if !lastFail.IsZero() {
 		r.figure("Last tower error", "%s after the stop was issued; %s after Postgres answered again (negative: before)",

@@ -16,8 +16,10 @@ CREATE TABLE app_api_keys (
 CREATE INDEX app_api_keys_org ON app_api_keys (organization_id, sub_organization_id, created_at);
 
 -- Access codes: six digits that open a gateway locker. The code is kept encrypted (AES-GCM
--- under the access-code key) and found by a keyed hash (HMAC of location and code), unique
--- among a location's active codes.
+-- under the access-code key) and found by a keyed hash (HMAC-SHA256 of "pickup-code:" and the
+-- code, under the "access-code-lookup" key derived from the master key; the location is not in
+-- the hash, the unique index pairs it with the location), unique among a location's active
+-- codes.
 CREATE TABLE access_codes (
     id                  uuid PRIMARY KEY,
     organization_id     bigint NOT NULL REFERENCES organizations (id),
