@@ -6,13 +6,30 @@ BIN := bin
 PROD_CMDS := apiserver worker gateway towersim lockernet-admin
 PKGS := ./...
 
-.PHONY: help run build dev-build test test-short lint fmt openapi clean bench test-faults docs-ui
+.PHONY: help run run-cluster temporal-build build dev-build test test-short lint fmt openapi clean bench test-faults docs-ui
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 run: dev-build ## Build and start the whole system (embedded Temporal, Postgres, apiserver, worker, gateways, tower simulator)
 	@exec $(BIN)/dev/devstack
+
+run-cluster: dev-build temporal-build ## The production shape as processes: Temporal server on Postgres, 2 apiservers + 2 workers behind nginx, supervised (docs/scaling.md)
+	@exec $(BIN)/dev/devstack -cluster
+
+# The official Temporal server and its SQL schema tool at the version go.mod pins, built once
+# into bin/dev (heavy: `make clean` to rebuild), with the server's PostgreSQL schema files.
+TEMPORAL_MOD_DIR = $(shell $(GO) list -m -f '{{.Dir}}' go.temporal.io/server)
+temporal-build: $(BIN)/dev/temporal-server $(BIN)/dev/temporal-sql-tool $(BIN)/dev/temporal-schema/postgresql/v12 ## Build the official Temporal server and its SQL tool into bin/dev (once)
+
+$(BIN)/dev/temporal-server: go.mod
+	$(GO) build -o $@ go.temporal.io/server/cmd/server
+
+$(BIN)/dev/temporal-sql-tool: go.mod
+	$(GO) build -o $@ go.temporal.io/server/cmd/tools/sql
+
+$(BIN)/dev/temporal-schema/postgresql/v12: go.mod
+	rm -rf $@ && mkdir -p $(dir $@) && cp -r $(TEMPORAL_MOD_DIR)/schema/postgresql/v12 $@ && chmod -R u+w $@
 
 dev-build: ## Build the dev stack binaries into bin/dev (gateway with the simulator controls)
 	$(GO) build -o $(BIN)/dev/ ./cmd/devstack ./cmd/apiserver ./cmd/worker ./cmd/towersim ./cmd/lockernet-admin

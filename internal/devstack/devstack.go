@@ -39,6 +39,7 @@ type Settings struct {
 	TemporalUIPort int    // LOCKERNET_TEMPORAL_UI_PORT, 8233
 	TowerSimAddr   string // LOCKERNET_TOWERSIM_ADDR, 127.0.0.1:8070
 	PrivatePGPort  int    // LOCKERNET_PG_PORT, 55433 (only for a private cluster)
+	BinDir         string // where the sibling binaries are: the dev stack's own directory (bin/dev)
 	Gateways       []GatewaySettings
 }
 
@@ -98,54 +99,11 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		return err
 	}
 	go func() { _ = httpserve.ServeDebug(ctx, s.DebugAddr, logger) }()
-	env := []string{
-		"LOCKERNET_DATA_DIR=" + s.DataDir,
-		"LOCKERNET_LOG_FORMAT=" + s.LogFormat,
-		"LOCKERNET_TASK_QUEUE=" + s.TaskQueue,
-		"TEMPORAL_NAMESPACE=" + s.TemporalNS,
-	}
-	if s.MasterKey == "" && s.MasterKeyFile == "" {
-		s.MasterKeyFile = filepath.Join(s.DataDir, "master.key")
-		if _, err := keyring.EnsureKeyFile(s.MasterKeyFile); err != nil {
-			return err
-		}
-		env = append(env, "LOCKERNET_MASTER_KEY_FILE="+s.MasterKeyFile)
-	}
-	ring, err := keyring.Load(s.MasterKey, s.MasterKeyFile)
+	k, err := prepare(ctx, s, logger)
 	if err != nil {
 		return err
 	}
-
-	dbURL, cluster, err := postgres(ctx, s, logger)
-	if err != nil {
-		return err
-	}
-	if cluster != nil {
-		defer func() {
-			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
-				logger.Warn("stop private postgres", "err", err)
-			}
-		}()
-	}
-	env = append(env, "DATABASE_URL="+dbURL)
-
-	st, err := store.Open(ctx, dbURL, store.Options{MaxConns: 4, AppName: "devstack"})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx, logger); err != nil {
-		return err
-	}
-	credsPath := filepath.Join(s.DataDir, seed.CredentialsFile)
-	previous, err := seed.ReadCredentials(credsPath)
-	if err != nil {
-		return err
-	}
-	res, err := seed.DemoWith(ctx, st, ring, previous, seed.DemoOptions{TowerIDPrefix: s.TowerIDPrefix})
-	if err != nil {
-		return fmt.Errorf("seed demo data: %w", err)
-	}
+	defer k.close(ctx, logger)
 
 	temporalAddr := s.TemporalAddress
 	uiURL := ""
@@ -170,7 +128,7 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		temporalAddr = srv.Address()
 		uiURL = fmt.Sprintf("http://%s:%d", host, s.TemporalUIPort)
 	}
-	env = append(env, "TEMPORAL_ADDRESS="+temporalAddr)
+	k.env = append(k.env, "TEMPORAL_ADDRESS="+temporalAddr)
 	tc, err := temporalclient.Dial(ctx, temporalAddr, s.TemporalNS, logger)
 	if err != nil {
 		return err
@@ -180,30 +138,7 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 	if err != nil {
 		return err
 	}
-
-	creds := res.Credentials
-	creds.APIURL = "http://" + s.APIAddr
-	creds.TowerSimURL = "http://" + s.TowerSimAddr
-	creds.TemporalUIURL = uiURL
-	gwSecrets := map[string]string{}
-	for _, g := range s.Gateways {
-		secret, err := gatewaySecret(s.DataDir, g.Serial)
-		if err != nil {
-			return err
-		}
-		gwSecrets[g.Serial] = secret
-		// The cloud calls the gateway with its secret, sealed under the master key.
-		if _, err := st.UpsertGateway(ctx, store.NewGateway{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
-			BaseURL: "http://" + g.Addr, SecretSealed: ring.Seal(store.GatewaySecretPurpose(g.Serial), []byte(secret))}); err != nil {
-			return fmt.Errorf("register gateway %s: %w", g.Serial, err)
-		}
-		creds.Gateways = append(creds.Gateways, seed.GatewayRef{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
-			URL: "http://" + g.Addr, Secret: secret, SimURL: "http://" + g.SimAddr})
-	}
-	if err := writeTowerSimConfig(s, creds, res.Towers); err != nil {
-		return err
-	}
-	if err := seed.WriteCredentials(credsPath, creds); err != nil {
+	if err := k.writeFiles("http://"+s.APIAddr, uiURL); err != nil {
 		return err
 	}
 
@@ -214,11 +149,6 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 			procs[i].stop(10 * time.Second)
 		}
 	}()
-	type child struct {
-		name, bin string
-		args, env []string
-		health    string
-	}
 	children := []child{
 		// The apiserver runs a gateway-request worker of its own: gateway cloud calls start
 		// their workflows eagerly (docs/guides/gateway-cloud-api.md, "Measured overhead").
@@ -228,22 +158,13 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		{name: "worker", bin: "worker", env: []string{"LOCKERNET_WORKER_ADDR=" + s.WorkerAddr,
 			"LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_WORKER_DEBUG_ADDR")}, health: "http://" + s.WorkerAddr + "/healthz"},
 	}
-	for _, g := range s.Gateways {
-		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway",
-			args: []string{"-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
-				"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
-				"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")},
-			health: "http://" + g.Addr + "/healthz"})
-	}
-	children = append(children, child{name: "towersim", bin: "towersim",
-		args:   []string{"serve", "-config", filepath.Join(s.DataDir, "towersim.json"), "-addr", s.TowerSimAddr},
-		health: "http://" + s.TowerSimAddr + "/sim/towers"})
+	children = append(children, simChildren(s)...)
 	for _, c := range children {
-		bin, err := binary(c.bin)
+		bin, err := binary(s.BinDir, c.bin)
 		if err != nil {
 			return err
 		}
-		p, err := startProc(c.name, bin, c.args, append(append([]string{}, env...), c.env...), out)
+		p, err := startProc(c.name, bin, c.args, append(append([]string{}, k.env...), c.env...), out)
 		if err != nil {
 			return err
 		}
@@ -255,7 +176,7 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		}
 	}
 
-	printSummary(out, s, creds, credsPath, time.Since(started))
+	printSummary(out, s, k.creds, k.credsPath, time.Since(started))
 
 	// Run until Ctrl-C or until a child dies.
 	exited := make(chan *proc, len(procs))
@@ -268,6 +189,132 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		return nil
 	case p := <-exited:
 		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	}
+}
+
+// child is a process of the stack: a sibling binary, its arguments and environment, and the
+// URL that answers once it is ready.
+type child struct {
+	name, bin string
+	args, env []string
+	health    string
+	logFile   string // if set, the child's output goes to this file instead of the terminal
+	ownGroup  bool   // a process group of its own, killed whole when the child exits (needs logFile)
+}
+
+// simChildren are the simulated hardware, the same in both shapes: the two gateways and the
+// tower simulator.
+func simChildren(s Settings) []child {
+	var children []child
+	for _, g := range s.Gateways {
+		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway",
+			args: []string{"-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
+				"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
+				"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")},
+			health: "http://" + g.Addr + "/healthz"})
+	}
+	return append(children, child{name: "towersim", bin: "towersim",
+		args:   []string{"serve", "-config", filepath.Join(s.DataDir, "towersim.json"), "-addr", s.TowerSimAddr},
+		health: "http://" + s.TowerSimAddr + "/sim/towers"})
+}
+
+// prepared is what both shapes set up before any process starts: the data dir and master
+// key, Postgres migrated and seeded with the demo data, the simulated gateways registered.
+type prepared struct {
+	s         Settings
+	env       []string // every child's environment
+	dbURL     string
+	st        *store.Store
+	cluster   *pgcluster.Cluster // a private Postgres the stack started, or nil
+	creds     seed.Credentials
+	towers    []seed.Tower
+	credsPath string
+}
+
+func prepare(ctx context.Context, s Settings, logger *slog.Logger) (k *prepared, err error) {
+	k = &prepared{s: s, env: []string{
+		"LOCKERNET_DATA_DIR=" + s.DataDir,
+		"LOCKERNET_LOG_FORMAT=" + s.LogFormat,
+		"LOCKERNET_TASK_QUEUE=" + s.TaskQueue,
+		"TEMPORAL_NAMESPACE=" + s.TemporalNS,
+	}}
+	defer func() {
+		if err != nil {
+			k.close(ctx, logger)
+		}
+	}()
+	if s.MasterKey == "" && s.MasterKeyFile == "" {
+		s.MasterKeyFile = filepath.Join(s.DataDir, "master.key")
+		if _, err := keyring.EnsureKeyFile(s.MasterKeyFile); err != nil {
+			return k, err
+		}
+		k.env = append(k.env, "LOCKERNET_MASTER_KEY_FILE="+s.MasterKeyFile)
+	}
+	ring, err := keyring.Load(s.MasterKey, s.MasterKeyFile)
+	if err != nil {
+		return k, err
+	}
+
+	if k.dbURL, k.cluster, err = postgres(ctx, s, logger); err != nil {
+		return k, err
+	}
+	k.env = append(k.env, "DATABASE_URL="+k.dbURL)
+
+	if k.st, err = store.Open(ctx, k.dbURL, store.Options{MaxConns: stackPoolSize, AppName: "devstack"}); err != nil {
+		return k, err
+	}
+	if err := k.st.Migrate(ctx, logger); err != nil {
+		return k, err
+	}
+	k.credsPath = filepath.Join(s.DataDir, seed.CredentialsFile)
+	previous, err := seed.ReadCredentials(k.credsPath)
+	if err != nil {
+		return k, err
+	}
+	res, err := seed.DemoWith(ctx, k.st, ring, previous, seed.DemoOptions{TowerIDPrefix: s.TowerIDPrefix})
+	if err != nil {
+		return k, fmt.Errorf("seed demo data: %w", err)
+	}
+	k.creds, k.towers = res.Credentials, res.Towers
+	k.creds.TowerSimURL = "http://" + s.TowerSimAddr
+	for _, g := range s.Gateways {
+		secret, err := gatewaySecret(s.DataDir, g.Serial)
+		if err != nil {
+			return k, err
+		}
+		// The cloud calls the gateway with its secret, sealed under the master key.
+		if _, err := k.st.UpsertGateway(ctx, store.NewGateway{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
+			BaseURL: "http://" + g.Addr, SecretSealed: ring.Seal(store.GatewaySecretPurpose(g.Serial), []byte(secret))}); err != nil {
+			return k, fmt.Errorf("register gateway %s: %w", g.Serial, err)
+		}
+		k.creds.Gateways = append(k.creds.Gateways, seed.GatewayRef{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
+			URL: "http://" + g.Addr, Secret: secret, SimURL: "http://" + g.SimAddr})
+	}
+	return k, nil
+}
+
+// stackPoolSize is the dev stack's own pool (migrations, seed, gateway registration).
+const stackPoolSize = 2
+
+// writeFiles writes the tower simulator's provisioning and the credentials file, with the
+// API's public address and the Temporal UI's.
+func (k *prepared) writeFiles(apiURL, uiURL string) error {
+	k.creds.APIURL = apiURL
+	k.creds.TemporalUIURL = uiURL
+	if err := writeTowerSimConfig(k.s, k.creds, k.towers); err != nil {
+		return err
+	}
+	return seed.WriteCredentials(k.credsPath, k.creds)
+}
+
+func (k *prepared) close(ctx context.Context, logger *slog.Logger) {
+	if k.st != nil {
+		k.st.Close()
+	}
+	if k.cluster != nil {
+		if err := k.cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn("stop private postgres", "err", err)
+		}
 	}
 }
 

@@ -17,16 +17,44 @@ import (
 // Ctrl-C in the terminal reaches them too; Pdeathsig kills them if the stack itself dies
 // without cleaning up, so no orphan survives.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	name     string
+	cmd      *exec.Cmd
+	done     chan struct{}
+	err      error
+	ownGroup bool
 }
 
 func startProc(name, bin string, args []string, env []string, out io.Writer) (*proc, error) {
+	return startProcIn(name, bin, args, env, out, false)
+}
+
+// startProcIn starts a child; with ownGroup, in a process group of its own, for a child
+// that forks workers (nginx): when it exits, whatever is left of its group is killed, so
+// no orphaned worker keeps serving its port. Its output must then be a file, not a pipe the
+// workers would hold open.
+func startProcIn(name, bin string, args []string, env []string, out io.Writer, ownGroup bool) (*proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: ownGroup}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), ownGroup: ownGroup}
+	if f, ok := out.(*os.File); ok {
+		// A log file: the child writes it directly, and Wait does not wait for its children.
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		go func() {
+			p.err = cmd.Wait()
+			if ownGroup {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			close(p.done)
+		}()
+		return p, nil
+	}
+	if ownGroup {
+		return nil, fmt.Errorf("start %s: a process group of its own needs a log file", name)
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -35,7 +63,6 @@ func startProc(name, bin string, args []string, env []string, out io.Writer) (*p
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -78,15 +105,19 @@ func prefixLines(out io.Writer, name string, r io.Reader) {
 	}
 }
 
-// binary finds a sibling executable of the running dev stack (make run builds them together).
-func binary(name string) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find own executable: %w", err)
+// binary finds a sibling executable in dir, else next to the running dev stack (make run
+// builds them together).
+func binary(dir, name string) (string, error) {
+	if dir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find own executable: %w", err)
+		}
+		dir = filepath.Dir(self)
 	}
-	p := filepath.Join(filepath.Dir(self), name)
+	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("binary %s not found next to %s (build with make run): %w", name, self, err)
+		return "", fmt.Errorf("binary %s not found in %s (build with make run or make run-cluster): %w", name, dir, err)
 	}
 	return p, nil
 }

@@ -176,14 +176,22 @@ func Start(opts Options) (*Server, error) {
 	}
 	s := &Server{srv: srv, addr: frontend}
 	if opts.UIPort != 0 {
-		s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
-			Host: opts.IP, Port: opts.UIPort, TemporalGRPCAddress: frontend, EnableUI: true,
-			DefaultNamespace: opts.Namespace, HideLogs: true, DisableNewsFetch: true,
-			CORS: uiconfig.CORS{CookieInsecure: true},
-		}))
-		go func() { _ = s.ui.Start() }()
+		s.ui = StartUI(opts.IP, opts.UIPort, frontend, opts.Namespace)
 	}
 	return s, nil
+}
+
+// StartUI serves the Temporal Web UI (ui-server) on ip:port for the frontend at
+// frontendAddr, in this process; Stop the returned server to end it. The caller checks the
+// port first: the UI's own listener failing is only logged by ui-server.
+func StartUI(ip string, port int, frontendAddr, namespace string) *uiserver.Server {
+	ui := uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		Host: ip, Port: port, TemporalGRPCAddress: frontendAddr, EnableUI: true,
+		DefaultNamespace: namespace, HideLogs: true, DisableNewsFetch: true,
+		CORS: uiconfig.CORS{CookieInsecure: true},
+	}))
+	go func() { _ = ui.Start() }()
+	return ui
 }
 
 // VisibilityPath is the SQLite file of the server's visibility store, beside dbPath.

@@ -4,14 +4,18 @@ package temporalclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/workflows"
@@ -71,4 +75,37 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return fmt.Errorf("add search attributes: %w", err)
 	}
 	return nil
+}
+
+// EnsureNamespace registers namespace with the given retention unless it exists, and waits
+// until the frontend serves it (a new namespace reaches the frontend's cache within
+// seconds). A fresh Temporal cluster has only its system namespace; compose's
+// create-namespace step and the cluster dev stack call this.
+func EnsureNamespace(ctx context.Context, c client.Client, namespace string, retention time.Duration) error {
+	ws := c.WorkflowService()
+	_, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	var notFound *serviceerror.NamespaceNotFound
+	if errors.As(err, &notFound) {
+		_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace: namespace, WorkflowExecutionRetentionPeriod: durationpb.New(retention)})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if errors.As(err, &exists) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s: %w", namespace, err)
+	}
+	// Listing the namespace's search attributes goes through the frontend's namespace cache.
+	for {
+		_, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for namespace %s: %w", namespace, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

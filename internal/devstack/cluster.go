@@ -1,0 +1,528 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockernet/lockernet/internal/devtemporal"
+	"github.com/lockernet/lockernet/internal/temporalclient"
+)
+
+// ClusterSettings are `make run-cluster`'s settings beyond make run's (Settings): the
+// production shape of docker/compose.yaml as processes on this machine.
+type ClusterSettings struct {
+	Settings
+	// APIServers are the apiservers' own addresses behind nginx (LOCKERNET_APISERVER_ADDRS,
+	// comma-separated) [127.0.0.1:8091,127.0.0.1:8092]; nginx listens on LOCKERNET_API_ADDR.
+	APIServers []string
+	// Workers are the workers' health and metrics addresses (LOCKERNET_WORKER_ADDRS)
+	// [LOCKERNET_WORKER_ADDR and the port after it].
+	Workers []string
+	// TemporalShards is the Temporal server's history shard count (LOCKERNET_TEMPORAL_SHARDS)
+	// [4]. It is fixed when Temporal's database is first created.
+	TemporalShards int
+	Pools          Pools
+	// RepoDir holds docker/ (the dynamic config, the schema script and the nginx.conf compose
+	// mounts) (LOCKERNET_REPO_DIR) [the checkout bin/dev was built in, else the working dir].
+	RepoDir string
+	// SchemaDir is Temporal's PostgreSQL schema of the pinned server version
+	// (LOCKERNET_TEMPORAL_SCHEMA_DIR) [bin/dev/temporal-schema/postgresql/v12].
+	SchemaDir string
+	// OnReady, if set, is called once everything answers (tests).
+	OnReady func()
+}
+
+// Pools are the Postgres connection pools of the cluster shape: each is an upper bound, and
+// their sum stays under the server's max_connections (docs/scaling.md).
+type Pools struct {
+	// TemporalSQL and TemporalVisibility are the Temporal server's maxConns of its two
+	// stores (LOCKERNET_TEMPORAL_SQL_MAX_CONNS [6], LOCKERNET_TEMPORAL_VIS_MAX_CONNS [2]).
+	// Each of the server's four services (frontend, history, matching, worker) opens its own
+	// pools, so the server holds up to 4 × (TemporalSQL + TemporalVisibility).
+	TemporalSQL, TemporalVisibility int
+	// APIServer and Worker are LOCKERNET_DB_MAX_CONNS of each apiserver and each worker
+	// (LOCKERNET_APISERVER_DB_MAX_CONNS [12], LOCKERNET_WORKER_DB_MAX_CONNS [8]); an
+	// apiserver holds one connection more, its LISTEN connection.
+	APIServer, Worker int
+}
+
+// apiserverListenConns is the connection each apiserver takes out of its pool for good to
+// LISTEN for gateway-request outcomes; the pool opens another in its place.
+const apiserverListenConns = 1
+
+// temporalServices is how many services the one Temporal server process runs, each with
+// its own connection pools.
+const temporalServices = 4
+
+// Total is the most connections the shape can open: Temporal's pools, every apiserver's
+// and worker's, and the dev stack's own.
+func (p Pools) Total(apiservers, workers int, temporal bool) int {
+	n := apiservers*(p.APIServer+apiserverListenConns) + workers*p.Worker + stackPoolSize
+	if temporal {
+		n += temporalServices * (p.TemporalSQL + p.TemporalVisibility)
+	}
+	return n
+}
+
+// LoadClusterSettings reads the cluster shape's settings from the environment.
+func LoadClusterSettings() (ClusterSettings, error) {
+	s, err := LoadSettings()
+	if err != nil {
+		return ClusterSettings{}, err
+	}
+	cs := ClusterSettings{Settings: s}
+	cs.APIServers = envList("LOCKERNET_APISERVER_ADDRS", "127.0.0.1:8091,127.0.0.1:8092")
+	host, port, err := splitHostPort(s.WorkerAddr)
+	if err != nil {
+		return ClusterSettings{}, fmt.Errorf("parse LOCKERNET_WORKER_ADDR: %w", err)
+	}
+	cs.Workers = envList("LOCKERNET_WORKER_ADDRS", s.WorkerAddr+","+net.JoinHostPort(host, strconv.Itoa(port+1)))
+	ints := []struct {
+		name string
+		def  int
+		dst  *int
+	}{
+		{"LOCKERNET_TEMPORAL_SHARDS", 4, &cs.TemporalShards},
+		{"LOCKERNET_TEMPORAL_SQL_MAX_CONNS", 6, &cs.Pools.TemporalSQL},
+		{"LOCKERNET_TEMPORAL_VIS_MAX_CONNS", 2, &cs.Pools.TemporalVisibility},
+		{"LOCKERNET_APISERVER_DB_MAX_CONNS", 12, &cs.Pools.APIServer},
+		{"LOCKERNET_WORKER_DB_MAX_CONNS", 8, &cs.Pools.Worker},
+	}
+	for _, v := range ints {
+		*v.dst = v.def
+		if raw := os.Getenv(v.name); raw != "" {
+			n, err := strconv.Atoi(raw)
+			if err != nil || n < 1 {
+				return ClusterSettings{}, fmt.Errorf("parse %s: must be a positive integer", v.name)
+			}
+			*v.dst = n
+		}
+	}
+	if len(cs.APIServers) == 0 || len(cs.Workers) == 0 {
+		return ClusterSettings{}, errors.New("LOCKERNET_APISERVER_ADDRS and LOCKERNET_WORKER_ADDRS need at least one address each")
+	}
+	for _, list := range [][]string{cs.APIServers, cs.Workers} {
+		for _, a := range list {
+			if _, _, err := splitHostPort(a); err != nil {
+				return ClusterSettings{}, fmt.Errorf("parse LOCKERNET_APISERVER_ADDRS / LOCKERNET_WORKER_ADDRS: %q: %w", a, err)
+			}
+		}
+	}
+	if !cs.TemporalIsSet {
+		if _, p, _ := splitHostPort(cs.TemporalAddress); p+10 > maxTemporalPort {
+			// Temporal keeps its membership ports in a smallint column; above it, the server
+			// dies at start with "out of range for type smallint".
+			return ClusterSettings{}, fmt.Errorf("parse LOCKERNET_TEMPORAL_PORT: the Temporal server uses it and the ten ports after it, all at most %d", maxTemporalPort)
+		}
+	}
+	cs.RepoDir = os.Getenv("LOCKERNET_REPO_DIR")
+	cs.SchemaDir = os.Getenv("LOCKERNET_TEMPORAL_SCHEMA_DIR")
+	return cs, nil
+}
+
+// temporalPorts are the Temporal server's ports, from its frontend port P: frontend P,
+// history P+1, matching P+2, worker P+3, the four membership ports P+4..P+7 and the
+// frontend's HTTP API P+10 (7233..7240 and 7243 by default).
+type temporalPorts struct {
+	frontend, history, matching, worker        int
+	mFrontend, mHistory, mMatching, mWorker, h int
+}
+
+// maxTemporalPort is the highest port the Temporal server can record for its membership
+// (cluster_membership.rpc_port is a smallint).
+const maxTemporalPort = 32767
+
+func newTemporalPorts(p int) temporalPorts {
+	return temporalPorts{frontend: p, history: p + 1, matching: p + 2, worker: p + 3,
+		mFrontend: p + 4, mHistory: p + 5, mMatching: p + 6, mWorker: p + 7, h: p + 10}
+}
+
+func (t temporalPorts) all() []int {
+	return []int{t.frontend, t.history, t.matching, t.worker, t.mFrontend, t.mHistory, t.mMatching, t.mWorker, t.h}
+}
+
+// adminAddr is the internal listener (metrics, pprof) of the instance serving on addr:
+// the same host, port + 100.
+func adminAddr(addr string) string {
+	host, port, _ := splitHostPort(addr)
+	return net.JoinHostPort(host, strconv.Itoa(port+100))
+}
+
+// checkClusterPorts fails fast, naming the setting, when a port the shape needs is taken.
+func checkClusterPorts(cs ClusterSettings) error {
+	type want struct{ addr, setting string }
+	wants := []want{{cs.APIAddr, "LOCKERNET_API_ADDR (nginx)"}, {cs.TowerSimAddr, "LOCKERNET_TOWERSIM_ADDR"}}
+	for i, g := range cs.Gateways {
+		n := strconv.Itoa(i + 1)
+		wants = append(wants, want{g.Addr, "LOCKERNET_GW" + n + "_ADDR"}, want{g.SimAddr, "LOCKERNET_GW" + n + "_SIM_ADDR"})
+	}
+	for _, a := range cs.APIServers {
+		wants = append(wants, want{a, "LOCKERNET_APISERVER_ADDRS"}, want{adminAddr(a), "LOCKERNET_APISERVER_ADDRS (admin listener: port + 100)"})
+	}
+	for _, a := range cs.Workers {
+		wants = append(wants, want{a, "LOCKERNET_WORKER_ADDRS"}, want{adminAddr(a), "LOCKERNET_WORKER_ADDRS (admin listener: port + 100)"})
+	}
+	if !cs.TemporalIsSet {
+		host, port, _ := splitHostPort(cs.TemporalAddress)
+		for _, p := range newTemporalPorts(port).all() {
+			wants = append(wants, want{net.JoinHostPort(host, strconv.Itoa(p)), "LOCKERNET_TEMPORAL_PORT (the Temporal server uses it and the ports up to +10)"})
+		}
+		wants = append(wants, want{net.JoinHostPort(host, strconv.Itoa(cs.TemporalUIPort)), "LOCKERNET_TEMPORAL_UI_PORT"})
+	}
+	seen := map[string]string{}
+	for _, w := range wants {
+		if prev, ok := seen[w.addr]; ok {
+			return fmt.Errorf("port %s is given twice (%s and %s)", w.addr, prev, w.setting)
+		}
+		seen[w.addr] = w.setting
+		ln, err := net.Listen("tcp", w.addr)
+		if err != nil {
+			return fmt.Errorf("port %s is in use (set %s to move it, or stop what holds it): %w", w.addr, w.setting, err)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// RunCluster is `make run-cluster`: the production shape of docker/compose.yaml as separate
+// processes. Postgres is found or provisioned as in make run; Temporal's databases
+// <db>_temporal and <db>_temporal_visibility are created and upgraded by
+// docker/temporal/setup-schema.sh with Temporal's own SQL tool; the official Temporal server
+// runs as its own process with the dynamic config compose mounts; its Web UI is served by
+// this process; N apiservers and M workers run behind nginx (configured from
+// docker/nginx.conf); the gateways and the tower simulator as in make run. Every long-running
+// child is supervised: if it dies it is restarted and the rest keeps running. It blocks
+// until ctx is done, then stops everything.
+func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, out io.Writer) error {
+	started := time.Now()
+	s := cs.Settings
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	if err := checkClusterPorts(cs); err != nil {
+		return err
+	}
+	binDir := s.BinDir
+	if binDir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable: %w", err)
+		}
+		binDir = filepath.Dir(self)
+	}
+	repo, err := repoDir(cs.RepoDir, binDir)
+	if err != nil {
+		return err
+	}
+	nginxBin, err := findNginx()
+	if err != nil {
+		return err
+	}
+	// pprof and the admin listeners have one address per process, set below.
+	if err := os.Unsetenv("LOCKERNET_DEBUG_ADDR"); err != nil {
+		return err
+	}
+
+	k, err := prepare(ctx, s, logger)
+	if err != nil {
+		return err
+	}
+	defer k.close(ctx, logger)
+	if err := checkBudget(ctx, k, cs, logger); err != nil {
+		return err
+	}
+
+	runDir := filepath.Join(s.DataDir, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("create run dir: %w", err)
+	}
+	var files []*os.File // children's log files, closed after the children stopped
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	var services []*service
+	defer func() {
+		for i := len(services) - 1; i >= 0; i-- {
+			services[i].stop(10 * time.Second)
+		}
+	}()
+	launch := func(c child, timeout time.Duration) error {
+		bin := c.bin
+		if !filepath.IsAbs(bin) {
+			if bin, err = binary(binDir, c.bin); err != nil {
+				return err
+			}
+		}
+		w := out
+		if c.logFile != "" {
+			f, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", c.logFile, err)
+			}
+			files = append(files, f)
+			w = f
+		}
+		sv := &service{child: c, bin: bin, env: append(append([]string{}, k.env...), c.env...), out: w,
+			logger: logger, pidDir: runDir}
+		services = append(services, sv)
+		sv.supervise(ctx)
+		return sv.waitHealthy(ctx, timeout)
+	}
+
+	uiURL := ""
+	if !cs.TemporalIsSet {
+		tc, err := temporalChild(ctx, cs, k.dbURL, binDir, repo, logger)
+		if err != nil {
+			return err
+		}
+		if err := launch(tc, 2*time.Minute); err != nil {
+			return err
+		}
+		host, _, _ := splitHostPort(s.TemporalAddress)
+		ui := devtemporal.StartUI(host, s.TemporalUIPort, s.TemporalAddress, s.TemporalNS)
+		defer ui.Stop()
+		uiURL = fmt.Sprintf("http://%s:%d", host, s.TemporalUIPort)
+	}
+	k.env = append(k.env, "TEMPORAL_ADDRESS="+s.TemporalAddress)
+	if err := temporalNamespace(ctx, s, logger); err != nil {
+		return err
+	}
+	if err := k.writeFiles("http://"+s.APIAddr, uiURL); err != nil {
+		return err
+	}
+
+	// The service processes: the migrations ran above (compose's migrate step), so they skip
+	// them; each has its own pool size, health and admin addresses.
+	var children []child
+	for i, a := range cs.APIServers {
+		children = append(children, child{name: fmt.Sprintf("apiserver-%d", i+1), bin: "apiserver",
+			env: []string{"LOCKERNET_API_ADDR=" + a, "LOCKERNET_PUBLIC_URL=" + s.PublicURL, "LOCKERNET_AUTO_MIGRATE=false",
+				"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.APIServer),
+				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
+			health: "http://" + a + "/healthz"})
+	}
+	for i, a := range cs.Workers {
+		children = append(children, child{name: fmt.Sprintf("worker-%d", i+1), bin: "worker",
+			env: []string{"LOCKERNET_WORKER_ADDR=" + a, "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.Worker),
+				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
+			health: "http://" + a + "/healthz"})
+	}
+	for _, c := range children {
+		if err := launch(c, 90*time.Second); err != nil {
+			return err
+		}
+	}
+	nc, err := nginxChild(cs, repo, nginxBin)
+	if err != nil {
+		return err
+	}
+	if err := launch(nc, 30*time.Second); err != nil {
+		return err
+	}
+	for _, c := range simChildren(s) {
+		if err := launch(c, 90*time.Second); err != nil {
+			return err
+		}
+	}
+
+	printClusterSummary(out, cs, k, uiURL, time.Since(started))
+	if cs.OnReady != nil {
+		cs.OnReady()
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "\nstopping the Locker Network Service...")
+	return nil
+}
+
+// temporalChild prepares the Temporal server: its two databases and their schema (the
+// compose file's script, with the tool and schema files of the pinned server version), then
+// the official server with the embedded configuration template the temporalio/server image
+// uses, set through the same variables compose sets.
+func temporalChild(ctx context.Context, cs ClusterSettings, dbURL, binDir, repo string, logger *slog.Logger) (child, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return child{}, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	if host == "" || db == "" {
+		return child{}, fmt.Errorf("DATABASE_URL needs a host and a database name for Temporal's databases")
+	}
+	user := u.User.Username()
+	password, _ := u.User.Password()
+	schemaDir := cs.SchemaDir
+	if schemaDir == "" {
+		schemaDir = filepath.Join(binDir, "temporal-schema", "postgresql", "v12")
+	}
+	tool, err := binary(binDir, "temporal-sql-tool")
+	if err != nil {
+		return child{}, err
+	}
+	server, err := binary(binDir, "temporal-server")
+	if err != nil {
+		return child{}, err
+	}
+	logPath := filepath.Join(cs.DataDir, "temporal-schema.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return child{}, fmt.Errorf("create %s: %w", logPath, err)
+	}
+	defer logFile.Close()
+	cmd := exec.CommandContext(ctx, "sh", filepath.Join(repo, "docker", "temporal", "setup-schema.sh"))
+	cmd.Env = append(os.Environ(), "TEMPORAL_SQL_TOOL="+tool, "TEMPORAL_SCHEMA_DIR="+schemaDir,
+		"SQL_HOST="+host, "SQL_PORT="+port, "SQL_USER="+user, "SQL_PASSWORD="+password,
+		"TEMPORAL_DB="+db+"_temporal", "TEMPORAL_VISIBILITY_DB="+db+"_temporal_visibility")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return child{}, fmt.Errorf("create Temporal's schema (docker/temporal/setup-schema.sh; its output is in %s): %w", logPath, err)
+	}
+	logger.Info("temporal schema ready", "databases", db+"_temporal, "+db+"_temporal_visibility", "took", time.Since(t0).Round(time.Millisecond))
+
+	bind, fport, _ := splitHostPort(cs.TemporalAddress)
+	tp := newTemporalPorts(fport)
+	itoa := strconv.Itoa
+	return child{name: "temporal", bin: server, args: []string{"--allow-no-auth", "start"},
+		env: []string{
+			"DB=postgres12", "POSTGRES_SEEDS=" + host, "DB_PORT=" + port, "POSTGRES_USER=" + user, "POSTGRES_PWD=" + password,
+			"DBNAME=" + db + "_temporal", "VISIBILITY_DBNAME=" + db + "_temporal_visibility",
+			"NUM_HISTORY_SHARDS=" + itoa(cs.TemporalShards),
+			"SQL_MAX_CONNS=" + itoa(cs.Pools.TemporalSQL), "SQL_MAX_IDLE_CONNS=" + itoa(cs.Pools.TemporalSQL),
+			"SQL_VIS_MAX_CONNS=" + itoa(cs.Pools.TemporalVisibility), "SQL_VIS_MAX_IDLE_CONNS=" + itoa(cs.Pools.TemporalVisibility),
+			"BIND_ON_IP=" + bind, "FRONTEND_GRPC_PORT=" + itoa(tp.frontend), "FRONTEND_HTTP_PORT=" + itoa(tp.h),
+			"HISTORY_GRPC_PORT=" + itoa(tp.history), "MATCHING_GRPC_PORT=" + itoa(tp.matching), "WORKER_GRPC_PORT=" + itoa(tp.worker),
+			"FRONTEND_MEMBERSHIP_PORT=" + itoa(tp.mFrontend), "HISTORY_MEMBERSHIP_PORT=" + itoa(tp.mHistory),
+			"MATCHING_MEMBERSHIP_PORT=" + itoa(tp.mMatching), "WORKER_MEMBERSHIP_PORT=" + itoa(tp.mWorker),
+			"DYNAMIC_CONFIG_FILE_PATH=" + filepath.Join(repo, "docker", "temporal", "dynamicconfig", "lockernet.yaml"),
+			"LOG_LEVEL=warn",
+		},
+		health:  fmt.Sprintf("http://%s/api/v1/system-info", net.JoinHostPort(bind, itoa(tp.h))),
+		logFile: filepath.Join(cs.DataDir, "temporal.log")}, nil
+}
+
+// temporalNamespace registers the namespace (compose's create-namespace step) and the
+// workflows' search attributes (compose's `migrate -temporal`).
+func temporalNamespace(ctx context.Context, s Settings, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	tc, err := temporalclient.Dial(ctx, s.TemporalAddress, s.TemporalNS, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := temporalclient.EnsureNamespace(ctx, tc, s.TemporalNS, 72*time.Hour); err != nil {
+		return err
+	}
+	return temporalclient.EnsureSearchAttributes(ctx, tc, s.TemporalNS)
+}
+
+// checkBudget refuses to start a shape whose pools could exhaust Postgres: the sum of the
+// pools must fit in max_connections less the superuser reserve.
+func checkBudget(ctx context.Context, k *prepared, cs ClusterSettings, logger *slog.Logger) error {
+	var maxConns, reserved int
+	err := k.st.Pool().QueryRow(ctx, `SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int`).
+		Scan(&maxConns, &reserved)
+	if err != nil {
+		return fmt.Errorf("read max_connections: %w", err)
+	}
+	total := cs.Pools.Total(len(cs.APIServers), len(cs.Workers), !cs.TemporalIsSet)
+	if total > maxConns-reserved {
+		return fmt.Errorf("connection budget: the pools add up to %d connections, Postgres allows %d (max_connections %d less %d reserved); "+
+			"lower LOCKERNET_APISERVER_DB_MAX_CONNS, LOCKERNET_WORKER_DB_MAX_CONNS or LOCKERNET_TEMPORAL_SQL_MAX_CONNS (docs/scaling.md)",
+			total, maxConns-reserved, maxConns, reserved)
+	}
+	logger.Info("connection budget", "pools_total", total, "max_connections", maxConns, "reserved", reserved)
+	return nil
+}
+
+// repoDir finds the checkout holding docker/: the setting, else the one bin/dev was built
+// in (bin/dev/../..), else the working directory.
+func repoDir(setting, binDir string) (string, error) {
+	candidates := []string{setting}
+	if setting == "" {
+		wd, _ := os.Getwd()
+		candidates = []string{filepath.Join(binDir, "..", ".."), wd}
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(c, "docker", "compose.yaml")); err == nil {
+			return filepath.Abs(c)
+		}
+	}
+	return "", fmt.Errorf("docker/compose.yaml not found in %v (set LOCKERNET_REPO_DIR to the checkout)", candidates)
+}
+
+func findNginx() (string, error) {
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx", nil
+	}
+	return "", errors.New("nginx not found: install it (Debian/Ubuntu: apt-get install -y nginx) to run the cluster shape")
+}
+
+func envList(name, def string) []string {
+	raw := os.Getenv(name)
+	if raw == "" {
+		raw = def
+	}
+	var out []string
+	for _, f := range strings.Split(raw, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func printClusterSummary(out io.Writer, cs ClusterSettings, k *prepared, uiURL string, took time.Duration) {
+	c := k.creds
+	fmt.Fprintf(out, `
+Locker Network Service (cluster shape) is up (%s).
+
+  API (nginx)      %s   (OpenAPI docs: %s/docs)
+  apiservers       %s
+  workers          %s (health: /readyz)
+  Temporal         %s; Web UI %s
+  Tower simulator  %s
+  Gateways         %s (sim %s), %s (sim %s)
+  Postgres pools   at most %d connections (docs/scaling.md)
+  Credentials      %s
+  Data dir         %s (Temporal's log in temporal.log, nginx's in nginx/, pids in run/)
+
+Get a token:
+  curl -s -u %s:%s -d grant_type=client_credentials %s/oauth/token
+
+A crashed apiserver, worker, nginx or Temporal server is restarted. Press Ctrl-C to stop.
+`, took.Round(100*time.Millisecond), c.APIURL, c.APIURL, strings.Join(cs.APIServers, ", "), strings.Join(cs.Workers, ", "),
+		temporalSummary(cs), orNone(uiURL, cs.TemporalAddress), c.TowerSimURL,
+		c.Gateways[0].URL, c.Gateways[0].SimURL, c.Gateways[1].URL, c.Gateways[1].SimURL,
+		cs.Pools.Total(len(cs.APIServers), len(cs.Workers), !cs.TemporalIsSet),
+		k.credsPath, cs.DataDir, c.ServiceProvider.ClientID, c.ServiceProvider.ClientSecret, c.APIURL)
+}
+
+func temporalSummary(cs ClusterSettings) string {
+	if cs.TemporalIsSet {
+		return cs.TemporalAddress + " (an existing cluster)"
+	}
+	return fmt.Sprintf("%s, %d history shards, on Postgres", cs.TemporalAddress, cs.TemporalShards)
+}
