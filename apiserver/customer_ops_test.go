@@ -102,9 +102,7 @@ func TestCustomerPerKeyRateLimitAndRevocation(t *testing.T) {
 	assert.Equal(t, "5", r.Header.Get("X-RateLimit-Limit"))
 
 	// Refusals are counted for operators.
-	metrics := newCloud(t, second, "")
-	metrics.url = second
-	m := metrics.do(http.MethodGet, "/metrics", nil)
+	m := testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(second)+"/metrics", nil, nil)
 	assert.Regexp(t, `(?m)^lockernet_customer_rate_limited_total [1-9]`, string(m.Body))
 
 	// A refused request has no side effect: no gateway request, no door (the next token

@@ -69,9 +69,7 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 			resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.Namespace, Query: q})
 			return err == nil && len(resp.GetExecutions()) >= 12
 		}, 30*time.Second, 100*time.Millisecond)
-		m := newCloud(t, e.URL, "")
-		m.url = e.URL
-		body := string(m.do(http.MethodGet, "/metrics", nil).Body)
+		body := string(testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil).Body)
 		assert.Regexp(t, `lockernet_customer_gateway_request_responses_total\{class="read",state="completed"\} [1-9]`, body)
 	})
 

@@ -151,3 +151,14 @@ func TestConflictingCredentials(t *testing.T) {
 	requireProblem(t, send(t, http.MethodGet, keys, h("x-api-key", e.Creds.AppEngineAPIKey, "Authorization", "Bearer "+tok), nil), http.StatusUnauthorized)
 	assert.Equal(t, http.StatusOK, send(t, http.MethodGet, keys, h("x-api-key", e.Creds.AppEngineAPIKey), nil).Status)
 }
+
+// /metrics is served on the internal listener only, never on the API port (DESIGN §8).
+func TestMetricsOnlyOnTheInternalListener(t *testing.T) {
+	t.Parallel()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	r := e.Do(http.MethodGet, "/metrics", "", nil)
+	requireProblem(t, r, http.StatusNotFound)
+	m := testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil)
+	require.Equal(t, http.StatusOK, m.Status)
+	assert.Contains(t, string(m.Body), "lockernet_http_request_duration_seconds")
+}

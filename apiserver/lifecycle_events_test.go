@@ -56,7 +56,7 @@ func lcUploadOK(t *testing.T, e *testenv.Env, tok, tower string, accepted, dupli
 // lcAnomalyMetric reads lockernet_tower_token_uses_total{outcome="anomaly"}.
 func lcAnomalyMetric(t *testing.T, e *testenv.Env) int {
 	t.Helper()
-	r := e.Do(http.MethodGet, "/metrics", "", nil)
+	r := testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	m := regexp.MustCompile(`(?m)^lockernet_tower_token_uses_total\{outcome="anomaly"\} (\d+)$`).FindSubmatch(r.Body)
 	if m == nil {

@@ -103,7 +103,6 @@ func New(d Deps) *Server {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusMethodNotAllowed, "method not allowed")
 	})
-	r.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
 	registerDocs(r)
 
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
@@ -232,9 +231,11 @@ func (s *Server) readiness(ctx context.Context) *healthOutput {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	out := &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok", Checks: map[string]string{}}}
+	// Status only: the error names hosts and databases, so it goes to the log (DESIGN §8).
 	fail := func(name string, err error) {
 		out.Status, out.Body.Status = http.StatusServiceUnavailable, "unavailable"
-		out.Body.Checks[name] = err.Error()
+		out.Body.Checks[name] = "unavailable"
+		s.logger.WarnContext(ctx, "not ready", "check", name, "err", err)
 	}
 	if err := s.deps.Store.Ping(ctx); err != nil {
 		fail("postgres", err)
@@ -394,4 +395,10 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 
 func jsonEncode(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// MetricsHandler serves the server's Prometheus registry. It belongs on the internal
+// listener (LOCKERNET_ADMIN_ADDR), never on the API's router.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{})
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -27,11 +28,14 @@ func HealthHandler(db Pinger, tc client.Client, reg *prometheus.Registry) http.H
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		status, checks := http.StatusOK, map[string]string{"postgres": "ok", "temporal": "ok"}
+		// Status only: the errors name hosts and databases, so they go to the log (DESIGN §8).
 		if err := db.Ping(ctx); err != nil {
-			status, checks["postgres"] = http.StatusServiceUnavailable, err.Error()
+			status, checks["postgres"] = http.StatusServiceUnavailable, "unavailable"
+			slog.WarnContext(ctx, "not ready", "check", "postgres", "err", err)
 		}
 		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-			status, checks["temporal"] = http.StatusServiceUnavailable, err.Error()
+			status, checks["temporal"] = http.StatusServiceUnavailable, "unavailable"
+			slog.WarnContext(ctx, "not ready", "check", "temporal", "err", err)
 		}
 		state := "ok"
 		if status != http.StatusOK {

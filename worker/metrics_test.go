@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -84,4 +85,33 @@ func TestWorkerMetricsServeTemporalSDKMetrics(t *testing.T) {
 	} {
 		assert.Regexp(t, re, body, name)
 	}
+}
+
+type downDB struct{}
+
+func (downDB) Ping(context.Context) error {
+	return errors.New(`failed to connect to host=db-primary.internal user=lockernet database=lockernet_prod`)
+}
+
+// /readyz answers status only: which dependency is down, never the error that names hosts
+// and databases.
+func TestWorkerReadyzIsStatusOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an embedded Temporal server")
+	}
+	ts, _ := testenv.Temporal(t)
+	ctx := context.Background()
+	tc, err := temporalclient.DialWith(ctx, ts.GetFrontendHostPort(), ts.GetDefaultNamespace(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), client.Options{})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	srv := httptest.NewServer(worker.HealthHandler(downDB{}, tc, prometheus.NewRegistry()))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.JSONEq(t, `{"status":"unavailable","checks":{"postgres":"unavailable","temporal":"ok"}}`, string(body))
 }

@@ -99,6 +99,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return disp.Run(gctx) })
 	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
+	g.Go(func() error { return httpserve.ServeAdmin(gctx, cfg.AdminAddr, srv.MetricsHandler(), logger) })
 	g.Go(func() error { srv.RunGatewayCloud(gctx); return nil })
 	if cfg.APIGatewayWorker {
 		// A worker on this process's own client for the gateway-request queue only: the

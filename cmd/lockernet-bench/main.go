@@ -116,7 +116,12 @@ func run(ctx context.Context, args []string) error {
 	b := &bench{api: newAPI(creds.APIURL, benchClientID, ds.clientSecret), store: st, pool: st.Pool(), data: ds, creds: creds, cfg: cfg}
 	rep := &report{started: time.Now(), args: args, options: o}
 
-	metrics := map[string]string{"apiserver": creds.APIURL + "/metrics", "worker": "http://" + cfg.WorkerAddr + "/metrics"}
+	// The apiserver's metrics are on its internal listener (make run: 127.0.0.1:8090).
+	adminAddr := cfg.AdminAddr
+	if adminAddr == "" {
+		adminAddr = "127.0.0.1:8090"
+	}
+	metrics := map[string]string{"apiserver": "http://" + adminAddr + "/metrics", "worker": "http://" + cfg.WorkerAddr + "/metrics"}
 	if o.scenarios["footprint"] {
 		rep.idle = map[string]float64{}
 		for name, u := range metrics {

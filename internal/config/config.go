@@ -18,6 +18,9 @@
 //	LOCKERNET_DB_MAX_CONNS    pgxpool size [20]
 //	LOCKERNET_DEBUG_ADDR      where the apiserver and the worker serve Go's pprof profiles; empty:
 //	                          nowhere [empty] (each process needs its own address)
+//	LOCKERNET_ADMIN_ADDR      the apiserver's internal listener for /metrics (never the API port);
+//	                          empty: metrics not served [empty; make run: 127.0.0.1:8090, compose:
+//	                          0.0.0.0:8090]; the worker serves its metrics on LOCKERNET_WORKER_ADDR
 //	LOCKERNET_OUTBOX_WORKERS  workflow starts the apiserver dispatches at once [8]
 //	LOCKERNET_ENVIRONMENT     this deployment's name (lower-case letters, digits, '-'), e.g. sandbox
 //	                          or production; GET /api/customer/v1/ reports it [development]
@@ -72,6 +75,7 @@ type Config struct {
 	LogLevel         string
 	DBMaxConns       int32
 	DebugAddr        string
+	AdminAddr        string
 	OutboxWorkers    int
 	Environment      string
 	TowerIDPrefix    string
@@ -124,6 +128,7 @@ func Load() (Config, error) {
 	}
 	c.DBMaxConns = int32(n)
 	c.DebugAddr = os.Getenv("LOCKERNET_DEBUG_ADDR")
+	c.AdminAddr = os.Getenv("LOCKERNET_ADMIN_ADDR")
 	w, err := strconv.Atoi(env("LOCKERNET_OUTBOX_WORKERS", "8"))
 	if err != nil || w < 1 {
 		return Config{}, fmt.Errorf("parse LOCKERNET_OUTBOX_WORKERS: must be a positive integer")

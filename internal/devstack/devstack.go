@@ -38,6 +38,7 @@ type Settings struct {
 	TemporalPort   int    // LOCKERNET_TEMPORAL_PORT, 7233: the embedded server's frontend (TEMPORAL_ADDRESS unset)
 	TemporalUIPort int    // LOCKERNET_TEMPORAL_UI_PORT, 8233
 	TowerSimAddr   string // LOCKERNET_TOWERSIM_ADDR, 127.0.0.1:8070
+	APIAdminAddr   string // LOCKERNET_ADMIN_ADDR, 127.0.0.1:8090: the apiserver's /metrics
 	PrivatePGPort  int    // LOCKERNET_PG_PORT, 55433 (only for a private cluster)
 	BinDir         string // where the sibling binaries are: the dev stack's own directory (bin/dev)
 	Gateways       []GatewaySettings
@@ -64,6 +65,7 @@ func LoadSettings() (Settings, error) {
 		TemporalPort:   envInt("LOCKERNET_TEMPORAL_PORT", 7233),
 		TemporalUIPort: envInt("LOCKERNET_TEMPORAL_UI_PORT", 8233),
 		TowerSimAddr:   envStr("LOCKERNET_TOWERSIM_ADDR", "127.0.0.1:8070"),
+		APIAdminAddr:   envStr("LOCKERNET_ADMIN_ADDR", "127.0.0.1:8090"),
 		PrivatePGPort:  envInt("LOCKERNET_PG_PORT", 55433),
 		Gateways: []GatewaySettings{
 			{Serial: "GW-0001", Layout: "two-banks", Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
@@ -153,7 +155,8 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		// The apiserver runs a gateway-request worker of its own: gateway cloud calls start
 		// their workflows eagerly (docs/guides/gateway-cloud-api.md, "Measured overhead").
 		{name: "apiserver", bin: "apiserver", env: []string{"LOCKERNET_API_ADDR=" + s.APIAddr, "LOCKERNET_PUBLIC_URL=" + s.PublicURL,
-			"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_API_DEBUG_ADDR")},
+			"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_API_DEBUG_ADDR"),
+			"LOCKERNET_ADMIN_ADDR=" + s.APIAdminAddr},
 			health: "http://" + s.APIAddr + "/healthz"},
 		{name: "worker", bin: "worker", env: []string{"LOCKERNET_WORKER_ADDR=" + s.WorkerAddr,
 			"LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_WORKER_DEBUG_ADDR")}, health: "http://" + s.WorkerAddr + "/healthz"},

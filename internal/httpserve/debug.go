@@ -27,3 +27,19 @@ func ServeDebug(ctx context.Context, addr string, logger *slog.Logger) error {
 	logger.Info("serving profiles", "addr", ln.Addr().String())
 	return Serve(ctx, ln, mux, time.Second)
 }
+
+// ServeAdmin serves a process's internal listener on addr: /metrics from h. It is for the
+// operator's network only (DESIGN §8): the public API port never serves metrics.
+func ServeAdmin(ctx context.Context, addr string, h http.Handler, logger *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := Listen(addr, "LOCKERNET_ADMIN_ADDR")
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	logger.Info("serving metrics", "addr", ln.Addr().String())
+	return Serve(ctx, ln, mux, time.Second)
+}

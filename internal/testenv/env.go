@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,8 @@ type Env struct {
 	server     *apiserver.Server
 	stopWorker context.CancelFunc
 	ctx        context.Context
+	mu         sync.Mutex
+	metrics    map[string]string // API URL → its internal listener's URL
 }
 
 // Options adjust Start.
@@ -119,11 +122,13 @@ func Start(t *testing.T, opts Options) *Env {
 	srv.Config.Handler = server.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
+	metrics := httptest.NewServer(server.MetricsHandler()) // the internal listener
+	t.Cleanup(metrics.Close)
 
 	e := &Env{
 		URL: srv.URL, Creds: res.Credentials, Seed: res, Store: st, Keyring: ring, Auth: auth,
 		Temporal: tc, Namespace: ts.GetDefaultNamespace(), TaskQueue: taskQueue, Logger: logger,
-		t: t, server: server, ctx: ctx,
+		t: t, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
 	}
 	if !opts.NoWorker {
 		e.StartWorker()

@@ -92,8 +92,20 @@ func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CustomerSettings) 
 	srv.Config.Handler = server.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
+	metrics := httptest.NewServer(server.MetricsHandler())
+	t.Cleanup(metrics.Close)
+	e.mu.Lock()
+	e.metrics[srv.URL] = metrics.URL
+	e.mu.Unlock()
 	runGatewayCloud(t, e.ctx, server)
 	return srv.URL
+}
+
+// MetricsURL is the base URL of the internal listener (/metrics) of the apiserver at apiURL.
+func (e *Env) MetricsURL(apiURL string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.metrics[apiURL]
 }
 
 // RunGatewayCloud runs the env's apiserver's gateway cloud background work (the listener of
