@@ -3,6 +3,8 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -196,7 +199,7 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	switch {
 	case err != nil && !delivered:
 		logger.Info("gateway request not delivered", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
-		return notDelivered(err.Error())
+		return notDelivered(fixedCause(err, false))
 	case err != nil:
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The worker is stopping mid-call: the retry finds the send begun and reports
@@ -204,7 +207,7 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 			return SendGatewayRequestResult{}, fmt.Errorf("send to gateway %s: %w", gw.Serial, ctx.Err())
 		}
 		logger.Warn("gateway request delivered without an answer", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
-		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: err.Error()}, nil
+		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: fixedCause(err, true)}, nil
 	}
 	res.Attempts = begun.Attempts
 	return res, nil
@@ -368,4 +371,45 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 		Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: *r.CompletedAt,
 		UsedCode: usedCode,
 	}, nil
+}
+
+// fixedCause says why an exchange with a gateway failed in words that reach the caller's
+// error body: one of a fixed set, never the Go error itself, which names the gateway's
+// internal address (the log keeps the full error).
+func fixedCause(err error, delivered bool) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		return "the gateway's host name did not resolve"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the gateway refused the connection"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		if delivered {
+			return "the gateway closed the connection before it answered"
+		}
+		return "the gateway closed the connection"
+	case isTLSError(err):
+		return "the TLS handshake with the gateway failed"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		if delivered {
+			return "the gateway did not answer in time"
+		}
+		return "the connection to the gateway timed out"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "the gateway's network is unreachable"
+	}
+	if delivered {
+		return "the gateway's answer could not be read"
+	}
+	return "the gateway could not be reached"
+}
+
+func isTLSError(err error) bool {
+	var rh tls.RecordHeaderError
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }

@@ -38,6 +38,8 @@ func TestCustomerFaultModes(t *testing.T) {
 			details := m["details"].(map[string]any)
 			assert.Nil(t, details["gatewayStatus"], "nothing answered")
 			assert.NotEmpty(t, details["error"])
+			assert.NotContains(t, string(r.Body), "127.0.0.1", "a fixed cause, never the gateway's internal address")
+			assert.NotContains(t, string(r.Body), "dial tcp")
 			assert.Equal(t, float64(3), details["attempts"], "three deliveries tried")
 		}
 		assert.Zero(t, simStats(t, gw2).Opens["204"])
@@ -53,6 +55,7 @@ func TestCustomerFaultModes(t *testing.T) {
 		requireProxied(t, r, gw1, "gateway_unresponsive")
 		m := requireCustomerError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
 		assert.Equal(t, float64(2), m["details"].(map[string]any)["attempts"])
+		assert.NotContains(t, string(r.Body), "127.0.0.1", "a fixed cause, never the gateway's internal address")
 		assert.Equal(t, before+2, simStats(t, gw1).Requests)
 
 		// A hardware call is never re-sent once delivered.
