@@ -34,6 +34,11 @@ type AccessCodeInput struct {
 	// Ended: the code never became active (its hold did not settle in time); only the
 	// release remains.
 	Ended bool
+	// Set when a run that was still releasing continued as new: the code's outcome, the
+	// release attempts made and the back-off reached, so the next run goes on from there.
+	Outcome  string        `json:",omitempty"`
+	Releases int           `json:",omitempty"`
+	Backoff  time.Duration `json:",omitempty"`
 }
 
 // AccessCodeState is the workflow's answer to QueryAccessCodeState and its result.
@@ -73,6 +78,9 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 	}
 	if in.Ended {
 		wf.state.Outcome = "removed"
+		if in.Outcome != "" {
+			wf.state.Outcome, wf.state.Releases = in.Outcome, in.Releases
+		}
 	} else {
 		// Active (the query says so) until the expiry or a signal ends it.
 		reason, expired := awaitEnd(ctx, in.ExpiresAt, SignalCodeEnded, "access code expiry")
@@ -96,9 +104,15 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 }
 
 // release sends DELETE /transactions/{code id} as a gateway request, and again (backing off
-// up to 10 minutes) until the gateway answers that the hold is gone (204, or 404: gone).
+// up to 10 minutes) until the gateway answers that the hold is gone (204, or 404: gone). A
+// gateway offline for weeks would grow the history without end: when Temporal suggests it,
+// the workflow continues as new, carrying the outcome, the attempts and the back-off.
 func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInput) (AccessCodeState, error) {
 	backoff := 15 * time.Second
+	if in.Backoff > 0 {
+		backoff = in.Backoff
+	}
+	canContinue := workflow.GetVersion(ctx, changeHoldReleaseContinueAsNew, workflow.DefaultVersion, 1) >= 1
 	for {
 		wf.state.Releases++
 		var req GatewayRequestInput // PrepareHoldRelease answers a GatewayRequestSpec: the same fields
@@ -127,7 +141,17 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 			return AccessCodeState{}, err
 		}
 		backoff = min(backoff*2, 10*time.Minute)
+		if canContinue && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return AccessCodeState{}, workflow.NewContinueAsNewError(ctx, AccessCodeWorkflowName, AccessCodeInput{
+				CodeID: in.CodeID, ExpiresAt: in.ExpiresAt, Ended: true,
+				Outcome: wf.state.Outcome, Releases: wf.state.Releases, Backoff: backoff,
+			})
+		}
 	}
 }
+
+// changeHoldReleaseContinueAsNew versions the hold-release loop's continue-as-new: runs
+// recorded before it replay without it.
+const changeHoldReleaseContinueAsNew = "hold-release-continue-as-new"
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

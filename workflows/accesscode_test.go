@@ -172,6 +172,30 @@ func TestAccessCodeRetriesTheReleaseUntilTheGatewayConfirms(t *testing.T) {
 	assert.GreaterOrEqual(t, env.Now().Sub(start), 45*time.Second, "backs off 15 s, then 30 s")
 }
 
+// A gateway that stays offline: when Temporal suggests it, the release loop continues as new,
+// carrying the outcome, the attempts made and the back-off reached.
+func TestAccessCodeReleaseContinuesAsNew(t *testing.T) {
+	t.Parallel()
+	f := &codeFakes{releases: []int{503}}
+	env := newCodeEnv(f)
+	env.SetContinueAsNewSuggested(true)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: "used", Releases: 4, Backoff: 2 * time.Minute})
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	assert.Equal(t, workflows.AccessCodeWorkflowName, can.WorkflowType.Name)
+	var next workflows.AccessCodeInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.Equal(t, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: "used", Releases: 5, Backoff: 4 * time.Minute}, next)
+	assert.GreaterOrEqual(t, env.Now().Sub(start), 2*time.Minute, "it waited the carried back-off first")
+
+	// The next run goes on from there and reports the whole count.
+	f = &codeFakes{releases: []int{204}}
+	env = newCodeEnv(f)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, next)
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "used", Released: true, Releases: 6}, codeResult(t, env))
+}
+
 func TestAccessCodeWaitsForALateHold(t *testing.T) {
 	t.Parallel()
 	const hold = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
