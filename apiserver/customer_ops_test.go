@@ -310,7 +310,12 @@ func TestCustomerReconcilerStartsStalledRequests(t *testing.T) {
 	_, err = e.Store.Pool().Exec(context.Background(), `UPDATE gateway_requests SET created_at = now() - interval '1 minute' WHERE id = $1`, id)
 	require.NoError(t, err)
 
+	// Nothing but the reconciler starts it: no call, no poll until the door has moved (a long
+	// poll would start a missing workflow itself).
+	before := simStats(t, gw1).Opens["116"]
 	e.ReconcileGatewayRequests(t, 30*time.Second)
+	require.Eventually(t, func() bool { return simStats(t, gw1).Opens["116"] == before+1 }, 30*time.Second, 50*time.Millisecond,
+		"the reconciler started the stalled request's workflow")
 	final := c.poll(id.String())
 	requireProxied(t, final, gw1, "completed")
 	assert.Equal(t, http.StatusOK, final.Status)
