@@ -24,8 +24,11 @@ import (
 
 // Access-code limits (DESIGN §5).
 const (
-	MaxCodeLifetime   = 365 * 24 * time.Hour
-	CodeGuessLimit    = 10
+	MaxCodeLifetime = 365 * 24 * time.Hour
+	CodeGuessLimit  = 10
+	// CodeGuessCeiling bounds the wrong codes of one key at one location across all its end
+	// users (calls naming end_user_id).
+	CodeGuessCeiling  = 100
 	CodeGuessWindow   = 15 * time.Minute
 	codeHoldWait      = 10 * time.Second
 	codeOpenWait      = 15 * time.Second
@@ -59,6 +62,7 @@ type CreateAccessCodeRequest struct {
 type OpenWithCodeRequest struct {
 	LocationID FlexID `json:"location_id"`
 	AccessCode string `json:"access_code" maxLength:"32"`
+	EndUserID  string `json:"end_user_id,omitempty" maxLength:"128" doc:"Optional: the caller's own id for the person typing the code. The wrong-code limit then counts per end user (10 per 15 minutes), with a ceiling of 100 per key and location across all of them; without it the limit is 10 per key and location."`
 }
 
 // CloseRequestBody is the body of POST /locker/close.
@@ -178,7 +182,8 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Description: fmt.Sprintf("Opens the code's locker through its gateway (a durable gateway request). 200 when the gateway answered within %s; "+
 			"202 with request_id while pending (poll GET /locker/requests/{request_id}); 502/503/504 when the gateway rejected it, could not be reached, "+
 			"or did not answer. Unknown, used, expired and removed codes all answer 403 ACCESS_CODE_INVALID and touch no door; "+
-			"%d wrong codes per key and location within %s answer 429 until the window passes.", codeOpenWait, CodeGuessLimit, CodeGuessWindow),
+			"%d wrong codes per key and location (per end user when end_user_id is given, with a ceiling of %d per key and location) within %s answer 429 until the window passes; "+
+			"attempts are counted before the code is judged, so simultaneous guesses cannot pass the limit.", codeOpenWait, CodeGuessLimit, CodeGuessCeiling, CodeGuessWindow),
 		Security: needsAppKey,
 	}), func(ctx context.Context, in *struct{ Body OpenWithCodeRequest }) (*doorOutput, error) {
 		return s.openWithCode(ctx, in.Body)
@@ -476,21 +481,39 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	if err != nil {
 		return nil, s.mapError(ctx, "location", err)
 	}
-	n, until, err := s.deps.Store.CodeFailures(ctx, k.ID, gw.LocationID, CodeGuessWindow)
+	// The attempt is counted before the code is judged (atomically: of simultaneous guesses at
+	// most the limit are judged), and uncounted when it was not a wrong guess.
+	var endUser *string
+	if u := strings.TrimSpace(req.EndUserID); u != "" {
+		endUser = &u
+	}
+	att, err := s.deps.Store.ClaimCodeAttempt(ctx, k.ID, gw.LocationID, endUser,
+		store.CodeLimits{Window: CodeGuessWindow, PerEndUser: CodeGuessLimit, Ceiling: CodeGuessCeiling})
 	if err != nil {
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	if n >= CodeGuessLimit {
-		retry := max(int(time.Until(until).Seconds())+1, 1)
+	if !att.Allowed {
+		retry := max(int(time.Until(att.RetryAt).Seconds())+1, 1)
+		who := "at this location"
+		if att.PerEndUser && endUser != nil {
+			who = "by this end user at this location"
+		}
 		return nil, huma.ErrorWithHeaders(huma.Error429TooManyRequests(
-			fmt.Sprintf("%d wrong access codes at this location within %s: try again in %d s", n, CodeGuessWindow, retry)),
+			fmt.Sprintf("%d wrong access codes %s within %s: try again in %d s", att.Count, who, CodeGuessWindow, retry)),
 			http.Header{"Retry-After": {strconv.Itoa(retry)}})
 	}
-	invalid := func(count bool) error {
-		if count {
-			if err := s.deps.Store.RecordCodeFailure(ctx, k.ID, gw.LocationID); err != nil {
-				return s.mapError(ctx, "access code", err)
+	counted := true
+	release := func() {
+		if counted {
+			counted = false
+			if err := s.deps.Store.ReleaseCodeAttempt(context.WithoutCancel(ctx), att.ID); err != nil {
+				s.logger.WarnContext(ctx, "release access code attempt", "err", err)
 			}
+		}
+	}
+	invalid := func(count bool) error {
+		if !count {
+			release()
 		}
 		e := huma.Error403Forbidden("ACCESS_CODE_INVALID: the access code is not valid at this location")
 		if m, ok := e.(*huma.ErrorModel); ok {
@@ -507,8 +530,10 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 		return nil, invalid(true)
 	}
 	if err != nil {
+		release()
 		return nil, s.mapError(ctx, "access code", err)
 	}
+	release() // a code that exists is not a wrong guess, even if a concurrent open wins it
 	if code.SingleUse {
 		// Consumed before the door is asked to open: of concurrent opens, one wins.
 		won, err := s.deps.Store.UseSingleUseCode(ctx, code.ID)

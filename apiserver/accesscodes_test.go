@@ -332,3 +332,48 @@ func TestAccessCodeGatewayDown(t *testing.T) {
 		}, 60*time.Second, 200*time.Millisecond)
 	}
 }
+
+// 40 simultaneous wrong guesses: at most 10 are judged (403), the rest wait (429); with
+// end_user_id each end user has an own limit, so one person's mistakes lock nobody else out.
+func TestAccessCodeGuessLimitIsAtomicAndPerEndUser(t *testing.T) {
+	t.Parallel()
+	c := startCodeEnv(t)
+	code := c.create(t, "A04", false, time.Now().Add(time.Hour))
+	digits := code["access_code"].(string)
+	wrong := "000000"
+	if digits == wrong {
+		wrong = "000001"
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, 40)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = c.call(t, c.admin, http.MethodPost, "/locker/open",
+				map[string]any{"location_id": c.location, "access_code": wrong, "end_user_id": "guesser"}).Status
+		}()
+	}
+	wg.Wait()
+	counts := map[int]int{}
+	for _, st := range statuses {
+		counts[st]++
+	}
+	assert.Equal(t, map[int]int{http.StatusForbidden: 10, http.StatusTooManyRequests: 30}, counts)
+
+	// The guesser waits; another end user of the same app, and calls naming no end user, are judged.
+	r := c.call(t, c.admin, http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": digits, "end_user_id": "guesser"})
+	assert.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	r = c.call(t, c.admin, http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": digits, "end_user_id": "neighbour"})
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = c.call(t, c.admin, http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": digits})
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	assert.Equal(t, 2, c.gw1.Sim.Opens(104))
+
+	// Right codes are not counted: many opens with the right code never reach a limit.
+	for range 12 {
+		r := c.call(t, c.admin, http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": digits, "end_user_id": "regular"})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+}

@@ -75,22 +75,26 @@ func (s *Server) registerTransactions(api huma.API) {
 			Type: strings.TrimSpace(in.Type), OrderReference: in.OrderReference, LockerNumber: strings.TrimSpace(in.LockerNumber),
 			TowerName: strings.TrimSpace(in.TowerName), Location: strings.TrimSpace(in.Location), City: strings.TrimSpace(in.City),
 			PinCode: strings.TrimSpace(in.PinCode)}
+		var lookup *store.CodeAttempt
 		if c := strings.TrimSpace(in.PickupCode); c != "" {
 			// The list shows codes masked; a filter that matched could reveal the rest of one.
 			// Misses count against the key like wrong codes at a door do.
-			if err := s.codeLookupAllowed(ctx, k.ID); err != nil {
+			att, err := s.codeLookupAllowed(ctx, k.ID)
+			if err != nil {
 				return nil, err
 			}
+			lookup = &att
 			f.PickupCodeHash = s.pickupCodeHash(c)
 		}
 		list, total, err := s.deps.Store.ListTransactions(ctx, f, size, page)
+		if lookup != nil && (err != nil || total > 0) {
+			// A hit (or no answer) is not a miss: uncount it.
+			if rerr := s.deps.Store.ReleaseCodeAttempt(context.WithoutCancel(ctx), lookup.ID); rerr != nil {
+				s.logger.WarnContext(ctx, "release pickup_code lookup", "err", rerr)
+			}
+		}
 		if err != nil {
 			return nil, s.mapError(ctx, "transactions", err)
-		}
-		if f.PickupCodeHash != nil && total == 0 {
-			if err := s.deps.Store.RecordCodeFailure(ctx, k.ID, codeLookupBucket); err != nil {
-				return nil, s.mapError(ctx, "transactions", err)
-			}
 		}
 		out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
 			TotalPages: (total + size - 1) / size}
@@ -130,19 +134,21 @@ func pageParam(name, v string, def, maxValue int) (int, error) {
 // location ids start at 1, so 0 is never a real location's count.
 const codeLookupBucket = 0
 
-// codeLookupAllowed answers 429 once the key's pickup_code filters have missed
-// CodeGuessLimit times within CodeGuessWindow. Without it a key shown a code masked
-// ("****42") could find the other four digits in at most 10⁴ filtered lists.
-func (s *Server) codeLookupAllowed(ctx context.Context, keyID uuid.UUID) error {
-	n, until, err := s.deps.Store.CodeFailures(ctx, keyID, codeLookupBucket, CodeGuessWindow)
+// codeLookupAllowed counts a pickup_code lookup as a miss before it runs (released when it
+// matched), and answers 429 once the key's lookups have missed CodeGuessLimit times within
+// CodeGuessWindow. Without it a key shown a code masked ("****42") could find the other four
+// digits in at most 10⁴ filtered lists.
+func (s *Server) codeLookupAllowed(ctx context.Context, keyID uuid.UUID) (store.CodeAttempt, error) {
+	att, err := s.deps.Store.ClaimCodeAttempt(ctx, keyID, codeLookupBucket, nil,
+		store.CodeLimits{Window: CodeGuessWindow, PerEndUser: CodeGuessLimit, Ceiling: CodeGuessLimit})
 	if err != nil {
-		return s.mapError(ctx, "transactions", err)
+		return store.CodeAttempt{}, s.mapError(ctx, "transactions", err)
 	}
-	if n < CodeGuessLimit {
-		return nil
+	if att.Allowed {
+		return att, nil
 	}
-	retry := max(int(time.Until(until).Seconds())+1, 1)
-	return huma.ErrorWithHeaders(huma.Error429TooManyRequests(
-		fmt.Sprintf("%d pickup_code filters matched nothing within %s: try again in %d s", n, CodeGuessWindow, retry)),
+	retry := max(int(time.Until(att.RetryAt).Seconds())+1, 1)
+	return store.CodeAttempt{}, huma.ErrorWithHeaders(huma.Error429TooManyRequests(
+		fmt.Sprintf("%d pickup_code filters matched nothing within %s: try again in %d s", att.Count, CodeGuessWindow, retry)),
 		http.Header{"Retry-After": {strconv.Itoa(retry)}})
 }

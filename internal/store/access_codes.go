@@ -219,29 +219,71 @@ func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]Acce
 	return codes, nil
 }
 
-// RecordCodeFailure counts a wrong code against (key, location).
-func (s *Store) RecordCodeFailure(ctx context.Context, keyID uuid.UUID, locationID int64) error {
-	if _, err := s.db.Exec(ctx, `INSERT INTO access_code_failures (key_id, location_id) VALUES ($1, $2)`, keyID, locationID); err != nil {
-		return fmt.Errorf("record access code failure: %w", translate(err))
-	}
-	return nil
+// CodeAttempt is a claimed attempt at a code: counted as a wrong guess unless released.
+type CodeAttempt struct {
+	ID      int64
+	Allowed bool
+	// Count is the wrong guesses already counted in the bucket that refused (when not
+	// Allowed); RetryAt is when the oldest of them leaves the window.
+	Count   int
+	RetryAt time.Time
+	// PerEndUser is true when the end user's own limit refused, false for the location's.
+	PerEndUser bool
 }
 
-// CodeFailures counts the failures of (key, location) within window and says when the
-// oldest of them leaves it.
-func (s *Store) CodeFailures(ctx context.Context, keyID uuid.UUID, locationID int64, window time.Duration) (int, time.Time, error) {
-	var n int
-	var oldest *time.Time
-	err := s.db.QueryRow(ctx, `
-		SELECT count(*), min(at) FROM access_code_failures
-		WHERE key_id = $1 AND location_id = $2 AND at > now() - make_interval(secs => $3)`, keyID, locationID, window.Seconds()).Scan(&n, &oldest)
+// CodeLimits bound the wrong guesses of one key at one location within Window: PerEndUser
+// for each end user (or for calls that name none), Ceiling for all of them together.
+type CodeLimits struct {
+	Window     time.Duration
+	PerEndUser int
+	Ceiling    int
+}
+
+// ClaimCodeAttempt counts an attempt at a code of (key, location) before the code is judged,
+// atomically: attempts of the same key and location queue on an advisory lock, so of any
+// number of simultaneous guesses at most the limit are allowed. endUser is nil when the call
+// names no end user. The caller releases the attempt when it was not a wrong guess.
+func (s *Store) ClaimCodeAttempt(ctx context.Context, keyID uuid.UUID, locationID int64, endUser *string, l CodeLimits) (CodeAttempt, error) {
+	var a CodeAttempt
+	err := s.WithTx(ctx, func(tx *Store) error {
+		if _, err := tx.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('code-attempts:' || $1::uuid::text || ':' || $2::bigint::text, 0))`,
+			keyID, locationID); err != nil {
+			return err
+		}
+		var mine, all int
+		var mineOldest, allOldest *time.Time
+		if err := tx.db.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE end_user_id IS NOT DISTINCT FROM $3::text), min(at) FILTER (WHERE end_user_id IS NOT DISTINCT FROM $3::text),
+			       count(*), min(at)
+			FROM access_code_failures
+			WHERE key_id = $1 AND location_id = $2 AND at > now() - make_interval(secs => $4)`,
+			keyID, locationID, endUser, l.Window.Seconds()).Scan(&mine, &mineOldest, &all, &allOldest); err != nil {
+			return err
+		}
+		switch {
+		case mine >= l.PerEndUser:
+			a = CodeAttempt{Count: mine, RetryAt: mineOldest.Add(l.Window), PerEndUser: true}
+			return nil
+		case all >= l.Ceiling:
+			a = CodeAttempt{Count: all, RetryAt: allOldest.Add(l.Window)}
+			return nil
+		}
+		a.Allowed = true
+		return tx.db.QueryRow(ctx, `INSERT INTO access_code_failures (key_id, location_id, end_user_id) VALUES ($1, $2, $3::text) RETURNING id`,
+			keyID, locationID, endUser).Scan(&a.ID)
+	})
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("count access code failures: %w", translate(err))
+		return CodeAttempt{}, fmt.Errorf("claim access code attempt: %w", translate(err))
 	}
-	if oldest == nil {
-		return n, time.Time{}, nil
+	return a, nil
+}
+
+// ReleaseCodeAttempt uncounts an attempt that was not a wrong guess.
+func (s *Store) ReleaseCodeAttempt(ctx context.Context, id int64) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM access_code_failures WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("release access code attempt: %w", translate(err))
 	}
-	return n, oldest.Add(window), nil
+	return nil
 }
 
 // GatewayLocation is a gateway location of the organization within a sub-organization's
