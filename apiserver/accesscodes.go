@@ -455,6 +455,18 @@ func gatewayProblem(r store.GatewayRequest) error {
 
 // gatewayCall records a gateway request, starts its workflow and waits up to wait for its
 // outcome; it returns the request as stored (terminal, or still pending).
+// holdDoorWaiter takes one of the instance's MaxWaiters slots for a door call that will wait for
+// its gateway, before anything is judged or stored: a 503 then changes nothing (no code used,
+// no attempt counted, no request stored).
+func (s *Server) holdDoorWaiter() (func(), error) {
+	release, ok := s.customer.holdWaiter()
+	if !ok {
+		return nil, huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(
+			"too many requests are waiting for gateways on this instance: try again shortly"), http.Header{"Retry-After": {"1"}})
+	}
+	return release, nil
+}
+
 func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, kind, class, method, path, gatewayPath string, body []byte, wait time.Duration) (store.GatewayRequest, error) {
 	row, _, err := s.deps.Store.CreateGatewayRequest(ctx, store.NewGatewayRequest{
 		ID: uuid.New(), OrganizationID: gw.OrganizationID, LocationID: gw.LocationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
@@ -476,6 +488,11 @@ func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, kind, class,
 }
 
 func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
+	leave, err := s.holdDoorWaiter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	k := appKey(ctx)
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
 	if err != nil {
@@ -555,6 +572,11 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 }
 
 func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*doorOutput, error) {
+	leave, err := s.holdDoorWaiter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	k := appKey(ctx)
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
 	if err != nil {

@@ -58,6 +58,10 @@ type CustomerSettings struct {
 	// Environment names the deployment (sandbox, production) in the version probe
 	// (LOCKERNET_ENVIRONMENT; "development").
 	Environment string
+	// MaxWaiters bounds the requests this instance holds open waiting for a gateway
+	// (LOCKERNET_MAX_WAITERS, 1000); one more answers 503 with Retry-After, before anything
+	// is stored.
+	MaxWaiters int
 }
 
 // Deprecation is the announcement that v1 is deprecated in favour of a v2.
@@ -74,6 +78,7 @@ type Deprecation struct {
 func CustomerSettingsFromConfig(cfg config.Config) CustomerSettings {
 	c := CustomerSettings{
 		TaskQueue: cfg.GatewayTaskQueue, RateLimit: cfg.GatewayRateLimit, IdempotencyTTL: cfg.IdempotencyTTL, Environment: cfg.Environment,
+		MaxWaiters: cfg.MaxWaiters,
 		Policy: workflows.GatewayPolicy{CallTimeout: cfg.GatewayCallTimeout, HardwareTimeout: cfg.GatewayHardwareTimeout,
 			DispatchAttempts: cfg.GatewayDispatchAttempts},
 	}
@@ -96,6 +101,9 @@ func (c CustomerSettings) withDefaults(taskQueue string) CustomerSettings {
 	if c.Environment == "" {
 		c.Environment = "development"
 	}
+	if c.MaxWaiters <= 0 {
+		c.MaxWaiters = 1000
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -115,6 +123,7 @@ func (c CustomerSettings) withDefaults(taskQueue string) CustomerSettings {
 type customer struct {
 	settings    CustomerSettings
 	outcomes    *outcomeWaiters
+	waiters     chan struct{} // one slot per request held open waiting (MaxWaiters)
 	responses   *prometheus.CounterVec
 	rateLimited prometheus.Counter
 }
@@ -136,6 +145,7 @@ func newCustomer(d Deps) *customer {
 			Help: "Gateway cloud API requests refused with 429 because their key exceeded its rate limit.",
 		}),
 	}
+	c.waiters = make(chan struct{}, c.settings.MaxWaiters)
 	d.Registry.MustRegister(c.responses, c.rateLimited)
 	return c
 }
@@ -474,4 +484,23 @@ func (s *Server) customerInternal(ctx context.Context, op string, err error) err
 func parseRequestID(raw string) (uuid.UUID, bool) {
 	id, err := uuid.Parse(raw)
 	return id, err == nil
+}
+
+// holdWaiter takes one of the instance's MaxWaiters slots for a request that will wait for a
+// gateway; ok is false when all are taken (the caller answers 503 before storing anything).
+func (c *customer) holdWaiter() (release func(), ok bool) {
+	select {
+	case c.waiters <- struct{}{}:
+		return func() { <-c.waiters }, true
+	default:
+		return nil, false
+	}
+}
+
+// tooManyWaiters is the gateway cloud API's answer when the instance holds MaxWaiters
+// requests open already.
+func tooManyWaiters() error {
+	return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+		"too many requests are waiting for gateways on this instance: try again shortly, or send Prefer: respond-async", nil),
+		http.Header{"Retry-After": {"1"}})
 }

@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -324,4 +325,41 @@ func TestCustomerPreferWaitsAndPolls(t *testing.T) {
 		assert.Equal(t, http.StatusOK, r.Status)
 		assert.Empty(t, r.Header.Get("Preference-Applied"))
 	})
+}
+
+// An instance holds at most MaxWaiters requests open waiting for gateways: one more answers
+// 503 with Retry-After before anything is stored (no request, no door), respond-async still
+// answers 202, and a slot frees as soon as a waiting request ends.
+func TestCustomerWaitersAreBounded(t *testing.T) {
+	t.Parallel()
+	settings := testenv.ScaledCustomerSettings()
+	settings.MaxWaiters = 1
+	e := testenv.Start(t, testenv.Options{Customer: settings})
+	e.RunGatewayCloud(t)
+	gw1, _ := e.StartDemoGateways(t)
+	c := newCloud(t, e.URL, e.GatewayKey())
+	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 2000})
+
+	first := make(chan testenv.Response, 1)
+	go func() { first <- c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Prefer", "wait=10") }()
+	require.Eventually(t, func() bool {
+		var n int
+		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_requests WHERE gateway_path = '/lockers/101/open'`).Scan(&n)
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the first request is stored and waiting")
+
+	r := c.do(http.MethodPost, locPath(gw1, "/lockers/102/open"), nil, "Prefer", "wait=10")
+	requireCustomerError(t, r, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+	assert.Equal(t, "1", r.Header.Get("Retry-After"))
+	var stored int
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_requests WHERE gateway_path = '/lockers/102/open'`).Scan(&stored))
+	assert.Zero(t, stored, "the refused request left nothing behind")
+
+	async := c.do(http.MethodPost, locPath(gw1, "/lockers/103/open"), nil, "Prefer", "respond-async")
+	assert.Equal(t, http.StatusAccepted, async.Status, "%s", async.Body)
+
+	require.Equal(t, http.StatusOK, (<-first).Status)
+	r = c.do(http.MethodGet, "/requests/"+async.Header.Get("X-Request-Id"), nil, "Prefer", "wait=10")
+	assert.Equal(t, http.StatusOK, r.Status, "the slot is free again: %s", r.Body)
+	assert.Zero(t, simStats(t, gw1).Opens["102"])
 }

@@ -457,6 +457,13 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 		return nil, s.customerInternal(ctx, "find gateway", err)
 	}
 	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
+	if prefs.wait > 0 {
+		release, ok := s.customer.holdWaiter()
+		if !ok {
+			return nil, tooManyWaiters()
+		}
+		defer release()
+	}
 
 	id := uuid.New()
 	body := call.body
@@ -689,6 +696,13 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 	prefs := parsePrefer(edgeOf(ctx).prefer, 0, s.customer.settings.MaxWait)
 	if row.Terminal() {
 		return s.answerStored(ctx, row, false, nil), nil
+	}
+	if prefs.wait > 0 {
+		release, ok := s.customer.holdWaiter()
+		if !ok {
+			return nil, tooManyWaiters()
+		}
+		defer release()
 	}
 	return s.answerAfterWait(ctx, row, prefs, false, http.StatusOK), nil
 }

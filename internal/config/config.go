@@ -34,6 +34,8 @@
 //	LOCKERNET_API_GATEWAY_WORKER        true: the apiserver also runs a worker for gateway requests on
 //	                                    its own Temporal client, so their workflows start eagerly [false]
 //	LOCKERNET_GATEWAY_RATE_LIMIT        requests per minute per key, unless the key overrides it [120]
+//	LOCKERNET_MAX_WAITERS               requests one apiserver holds open waiting for a gateway
+//	                                    (Prefer: wait, access-code opens); more answer 503 [1000]
 //	LOCKERNET_GATEWAY_CALL_TIMEOUT      deadline for a gateway's answer to a read or write [10s]
 //	LOCKERNET_GATEWAY_HARDWARE_TIMEOUT  deadline for a gateway's answer to a door open [65s]
 //	LOCKERNET_GATEWAY_DISPATCH_ATTEMPTS deliveries tried before a request fails to dispatch [3]
@@ -86,6 +88,7 @@ type Config struct {
 	GatewayTaskQueue        string
 	APIGatewayWorker        bool
 	GatewayRateLimit        int
+	MaxWaiters              int
 	GatewayCallTimeout      time.Duration
 	GatewayHardwareTimeout  time.Duration
 	GatewayDispatchAttempts int
@@ -190,6 +193,7 @@ func (c *Config) loadGateway() error {
 	}{
 		{"LOCKERNET_GATEWAY_RATE_LIMIT", "120", &c.GatewayRateLimit},
 		{"LOCKERNET_GATEWAY_DISPATCH_ATTEMPTS", "3", &c.GatewayDispatchAttempts},
+		{"LOCKERNET_MAX_WAITERS", "1000", &c.MaxWaiters},
 	}
 	for _, v := range ints {
 		n, err := strconv.Atoi(env(v.name, v.def))

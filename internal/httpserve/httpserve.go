@@ -20,10 +20,16 @@ func Listen(addr, setting string) (net.Listener, error) {
 	return ln, nil
 }
 
+// WriteTimeout bounds a whole exchange after its headers were read: longer than the longest
+// wait a request may ask for (Prefer: wait is clamped to 30 s, an access-code open waits 15 s)
+// plus the time to read its body and write the answer, so long-polls work and a client that
+// stops reading cannot hold a connection for ever.
+const WriteTimeout = 90 * time.Second
+
 // Serve serves h on ln until ctx is done, then lets in-flight requests finish for up to
 // drain before closing the remaining connections.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, drain time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, WriteTimeout: WriteTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
