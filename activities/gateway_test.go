@@ -202,7 +202,7 @@ func TestSendGatewayRequestNotDelivered(t *testing.T) {
 	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open", Send: 2})
 	require.NoError(t, err)
 	assert.Equal(t, activities.SendNotDelivered, res.Outcome)
-	assert.Contains(t, res.Error, "connection refused")
+	assert.Equal(t, "the gateway refused the connection", res.Error, "a fixed cause: the error itself names the gateway's address")
 	assert.Equal(t, []int{2}, f.abandoned, "the send is released: it may go out again")
 
 	f = fakeAt("http://no-such-host.invalid")
