@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // BacklogStore reports the outbox's backlog.
@@ -21,30 +23,8 @@ var (
 )
 
 // NewBacklogCollector exports the outbox backlog, read from Postgres at scrape time (one
-// indexed statement, bounded to 2 s). Every apiserver reports the same shared table. A
-// failed read is logged and leaves the two gauges out of that scrape.
+// indexed statement). Every apiserver reports the same shared table.
 func NewBacklogCollector(st BacklogStore, logger *slog.Logger) prometheus.Collector {
-	return &backlogCollector{st: st, logger: logger}
-}
-
-type backlogCollector struct {
-	st     BacklogStore
-	logger *slog.Logger
-}
-
-func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- backlogItemsDesc
-	ch <- backlogAgeDesc
-}
-
-func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, oldest, err := c.st.OutboxBacklog(ctx)
-	if err != nil {
-		c.logger.Warn("read outbox backlog for metrics", "err", err)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(backlogItemsDesc, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(backlogAgeDesc, prometheus.GaugeValue, oldest.Seconds())
+	return telemetry.NewBacklogCollector(backlogItemsDesc, backlogAgeDesc, "outbox backlog",
+		func(ctx context.Context) (int, time.Duration, error) { return st.OutboxBacklog(ctx) }, logger)
 }

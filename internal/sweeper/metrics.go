@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // BacklogStore reports the holds whose expiry has not been written back.
@@ -21,31 +23,9 @@ var (
 )
 
 // NewLagCollector exports the expiry write-back lag, read from Postgres at scrape time
-// (indexed, bounded to 2 s). Reads treat lapsed holds as free at once; this shows whether
-// the expiry workflows, and the sweep behind them, keep the stored state up. A failed read
-// is logged and leaves the gauges out of that scrape.
+// (indexed). Reads treat lapsed holds as free at once; this shows whether the expiry
+// workflows, and the sweep behind them, keep the stored state up.
 func NewLagCollector(st BacklogStore, logger *slog.Logger) prometheus.Collector {
-	return &lagCollector{st: st, logger: logger}
-}
-
-type lagCollector struct {
-	st     BacklogStore
-	logger *slog.Logger
-}
-
-func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- overdueDesc
-	ch <- overdueAgeDesc
-}
-
-func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	n, oldest, err := c.st.ExpiryBacklog(ctx)
-	if err != nil {
-		c.logger.Warn("read expiry backlog for metrics", "err", err)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(overdueAgeDesc, prometheus.GaugeValue, oldest.Seconds())
+	return telemetry.NewBacklogCollector(overdueDesc, overdueAgeDesc, "expiry backlog",
+		func(ctx context.Context) (int, time.Duration, error) { return st.ExpiryBacklog(ctx) }, logger)
 }
