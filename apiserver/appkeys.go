@@ -92,6 +92,10 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
 		return
 	}
+	if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateAppKey, k.ID.String(), s.rates.AppKey); wait > 0 {
+		writeRateLimited(api, ctx, wait)
+		return
+	}
 	next(huma.WithValue(ctx, appKeyKey{}, k))
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/store"
 )
 
 // Security scheme names used in Operation.Security.
@@ -88,6 +89,14 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 			if !p.HasScope(sc) {
 				ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="insufficient_scope", scope="`+sc+`"`)
 				_ = huma.WriteErr(api, ctx, http.StatusForbidden, "the token lacks the scope "+sc)
+				return
+			}
+		}
+		// The tower API is limited per service-provider client (DESIGN §8). The mobile SDK's
+		// calls (/sdk/v1) come from many phones of one app and are not counted here.
+		if strings.HasPrefix(ctx.URL().Path, "/api/v1/") {
+			if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateTowerClient, p.ClientID, s.rates.Tower); wait > 0 {
+				writeRateLimited(api, ctx, wait)
 				return
 			}
 		}

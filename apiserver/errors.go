@@ -45,7 +45,7 @@ func surfaceOf(path string) surface {
 // OAuthError is an RFC 6749 §5.2 error body.
 type OAuthError struct {
 	status           int
-	Code             string `json:"error" enum:"invalid_request,invalid_client,invalid_grant,unauthorized_client,unsupported_grant_type,invalid_scope,server_error"`
+	Code             string `json:"error" enum:"invalid_request,invalid_client,invalid_grant,unauthorized_client,unsupported_grant_type,invalid_scope,server_error,slow_down"`
 	ErrorDescription string `json:"error_description,omitempty"`
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,11 @@ type tokenOutput struct {
 	Pragma          string `header:"Pragma"`
 	WWWAuthenticate string `header:"WWW-Authenticate"`
 	RetryAfter      string `header:"Retry-After"`
-	Body            any
+	// The rate-limit headers, on a 429 (DESIGN §8).
+	RateLimitLimit     string `header:"X-RateLimit-Limit"`
+	RateLimitRemaining string `header:"X-RateLimit-Remaining"`
+	RateLimitReset     string `header:"X-RateLimit-Reset"`
+	Body               any
 }
 
 func oauthFail(status int, code, desc string) *tokenOutput {
@@ -275,6 +280,14 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) *tokenOut
 	case err != nil:
 		s.logger.ErrorContext(ctx, "token: load client", "err", err)
 		return oauthFail(http.StatusServiceUnavailable, "server_error", "try again later")
+	}
+	// Counted per client id before the secret is checked, so guessing a secret is limited too.
+	rl := map[string]string{}
+	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
+		out := oauthFail(http.StatusTooManyRequests, "slow_down", "too many token requests for this client: try again in "+strconv.Itoa(wait)+" s")
+		out.RetryAfter = rl["Retry-After"]
+		out.RateLimitLimit, out.RateLimitRemaining, out.RateLimitReset = rl["X-RateLimit-Limit"], rl["X-RateLimit-Remaining"], rl["X-RateLimit-Reset"]
+		return out
 	}
 	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
 		return oauthFail(http.StatusUnauthorized, "invalid_client", "unknown client or wrong secret")

@@ -58,6 +58,9 @@ type Deps struct {
 	Customer CustomerSettings
 	// SDK configures the mobile SDK API (zero: the defaults of internal/config).
 	SDK SDKSettings
+	// RateLimits are the tower API, app engine API and token endpoint limits (zero: DESIGN
+	// §8's defaults).
+	RateLimits RateLimits
 }
 
 // Server is one apiserver instance.
@@ -76,6 +79,9 @@ type Server struct {
 	appKeys   appKeys
 	clients   clientStates
 
+	rates       RateLimits
+	rateLimited *prometheus.CounterVec
+
 	sdk        SDKSettings
 	sdkMetrics *sdkMetrics
 }
@@ -93,7 +99,8 @@ func New(d Deps) *Server {
 		d.Version = "1.0.0"
 	}
 	s := &Server{deps: d, logger: d.Logger, metrics: newHTTPMetrics(d.Registry), towerKeys: newTowerKeys(d.Keyring),
-		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{})}
+		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{}),
+		rates: d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
 
 	r := chi.NewRouter()
 	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)

@@ -20,11 +20,40 @@ import (
 //
 //	lockernet-admin client disable -client ID
 //	lockernet-admin client enable -client ID
+//	lockernet-admin client rate-limit -client ID (-tower N -token N | -default)
 //
 // A disabled client gets no new tokens; the tokens it holds and the app keys it made stop
 // working within two seconds on every apiserver.
 func clientCmd(ctx context.Context, env *adminEnv, args []string) error {
-	const usage = "usage: client sdk-claims -client ID (-claims c1,c2 | -default) | client disable -client ID | client enable -client ID"
+	const usage = "usage: client sdk-claims -client ID (-claims c1,c2 | -default) | client disable -client ID | client enable -client ID | client rate-limit -client ID (-tower N -token N | -default)"
+	if len(args) > 0 && args[0] == "rate-limit" {
+		fs := flag.NewFlagSet("client rate-limit", flag.ContinueOnError)
+		id := fs.String("client", "", "the client id")
+		tower := fs.Int("tower", 0, "tower API requests per minute (1..1000000)")
+		token := fs.Int("token", 0, "token requests per minute (1..1000000)")
+		def := fs.Bool("default", false, "go back to the settings' defaults")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *id == "" || (*def == (*tower > 0 || *token > 0)) {
+			return errors.New("give -client and either -tower/-token or -default")
+		}
+		var tw, tk *int
+		if *tower > 0 {
+			tw = tower
+		}
+		if *token > 0 {
+			tk = token
+		}
+		st, err := env.store(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.SetClientRateLimits(ctx, *id, tw, tk); err != nil {
+			return fmt.Errorf("client %q: %w", *id, err)
+		}
+		return json.NewEncoder(env.out).Encode(map[string]any{"clientId": *id, "towerRateLimit": tw, "tokenRateLimit": tk})
+	}
 	if len(args) > 0 && (args[0] == "disable" || args[0] == "enable") {
 		fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 		id := fs.String("client", "", "the client id")

@@ -181,13 +181,16 @@ func baseEnv() map[string]string {
 	return map[string]string{
 		// The drills' clients poll hundreds of requests; the rate limit is not under test.
 		"LOCKERNET_GATEWAY_RATE_LIMIT": "1000000",
+		"LOCKERNET_TOWER_RATE_LIMIT":   "1000000",
+		"LOCKERNET_APP_RATE_LIMIT":     "1000000",
+		"LOCKERNET_TOKEN_RATE_LIMIT":   "1000000",
 		// Health checks every 2 s instead of 30 s, so the online state is seen to recover.
 		"LOCKERNET_GATEWAY_SYNC_INTERVAL": "2s",
 	}
 }
 
 var baseSettings = []string{
-	"`LOCKERNET_GATEWAY_RATE_LIMIT=1000000`: the drill's clients poll hundreds of requests; the rate limit is not under test.",
+	"`LOCKERNET_GATEWAY_RATE_LIMIT=1000000` (and the tower, app engine and token limits likewise): the drill's clients poll hundreds of requests; the rate limits are not under test.",
 	"`LOCKERNET_GATEWAY_SYNC_INTERVAL=2s` (default 30 s): gateway health is checked often enough to see the online state recover.",
 }
 

@@ -34,6 +34,11 @@
 //	LOCKERNET_API_GATEWAY_WORKER        true: the apiserver also runs a worker for gateway requests on
 //	                                    its own Temporal client, so their workflows start eagerly [false]
 //	LOCKERNET_GATEWAY_RATE_LIMIT        requests per minute per key, unless the key overrides it [120]
+//	LOCKERNET_TOWER_RATE_LIMIT          tower API requests per minute per client [600]
+//	LOCKERNET_APP_RATE_LIMIT            app engine API requests per minute per key [300]
+//	LOCKERNET_TOKEN_RATE_LIMIT          token requests per minute per client id [60]
+//	                                    (overrides per client/key: api_clients.rate_limit,
+//	                                    api_clients.token_rate_limit, app_api_keys.rate_limit)
 //	LOCKERNET_MAX_WAITERS               requests one apiserver holds open waiting for a gateway
 //	                                    (Prefer: wait, access-code opens); more answer 503 [1000]
 //	LOCKERNET_GATEWAY_CALL_TIMEOUT      deadline for a gateway's answer to a read or write [10s]
@@ -89,6 +94,9 @@ type Config struct {
 	APIGatewayWorker        bool
 	GatewayRateLimit        int
 	MaxWaiters              int
+	TowerRateLimit          int
+	AppRateLimit            int
+	TokenRateLimit          int
 	GatewayCallTimeout      time.Duration
 	GatewayHardwareTimeout  time.Duration
 	GatewayDispatchAttempts int
@@ -194,6 +202,9 @@ func (c *Config) loadGateway() error {
 		{"LOCKERNET_GATEWAY_RATE_LIMIT", "120", &c.GatewayRateLimit},
 		{"LOCKERNET_GATEWAY_DISPATCH_ATTEMPTS", "3", &c.GatewayDispatchAttempts},
 		{"LOCKERNET_MAX_WAITERS", "1000", &c.MaxWaiters},
+		{"LOCKERNET_TOWER_RATE_LIMIT", "600", &c.TowerRateLimit},
+		{"LOCKERNET_APP_RATE_LIMIT", "300", &c.AppRateLimit},
+		{"LOCKERNET_TOKEN_RATE_LIMIT", "60", &c.TokenRateLimit},
 	}
 	for _, v := range ints {
 		n, err := strconv.Atoi(env(v.name, v.def))

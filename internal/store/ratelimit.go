@@ -17,7 +17,12 @@ type KeyAuthorization struct {
 	KeyPrefix        string
 	OrganizationID   int64
 	OrganizationName string
-	// Limit is the key's requests per RateWindow.
+	RateState
+}
+
+// RateState is a rate-limit decision (GCRA).
+type RateState struct {
+	// Limit is the caller's requests per RateWindow.
 	Limit int
 	// Allowed is false when the request exceeds the limit (nothing was counted).
 	Allowed bool
@@ -25,8 +30,8 @@ type KeyAuthorization struct {
 	TAT, At time.Time
 }
 
-// Remaining is how many more requests the key may send right now.
-func (a KeyAuthorization) Remaining() int {
+// Remaining is how many more requests the caller may send right now.
+func (a RateState) Remaining() int {
 	if !a.Allowed {
 		return 0
 	}
@@ -36,13 +41,13 @@ func (a KeyAuthorization) Remaining() int {
 }
 
 // RetryAfter is how long a rejected request must wait before one would be allowed.
-func (a KeyAuthorization) RetryAfter() time.Duration {
+func (a RateState) RetryAfter() time.Duration {
 	interval := RateWindow / time.Duration(a.Limit)
 	return max(a.TAT.Sub(a.At)-(RateWindow-interval), 0)
 }
 
 // ResetAt is when the key's full allowance is back (the bucket is full again).
-func (a KeyAuthorization) ResetAt() time.Time { return a.TAT }
+func (a RateState) ResetAt() time.Time { return a.TAT }
 
 // AuthorizeGatewayKey checks a presented key and counts the request against the key's rate
 // limit, in one statement, so every apiserver instance shares both: a revoked key fails on
@@ -83,6 +88,58 @@ func (s *Store) AuthorizeGatewayKey(ctx context.Context, keyHash []byte, default
 		Scan(&a.KeyID, &a.KeyPrefix, &a.OrganizationID, &a.OrganizationName, &a.Limit, &a.Allowed, &a.TAT, &a.At)
 	if err != nil {
 		return KeyAuthorization{}, fmt.Errorf("authorize gateway key: %w", translate(err))
+	}
+	return a, nil
+}
+
+// RateKind names what a rate limit counts, and where its per-caller override lives.
+type RateKind string
+
+// The rate-limited callers of DESIGN §8 besides the gateway cloud API's keys.
+const (
+	RateTowerClient RateKind = "tower"  // tower API, per service-provider client (api_clients.rate_limit)
+	RateTokenClient RateKind = "token"  // token endpoint, per client id (api_clients.token_rate_limit)
+	RateAppKey      RateKind = "appkey" // app engine API, per key (app_api_keys.rate_limit)
+)
+
+// CountRequest counts one request of the caller id against its rate limit (the override in
+// the database, else defaultLimit), in one statement shared by every instance: GCRA, rolling,
+// a refused request is not counted. For RateAppKey, id is the key's uuid.
+func (s *Store) CountRequest(ctx context.Context, kind RateKind, id string, defaultLimit int) (RateState, error) {
+	var keyID *uuid.UUID
+	if kind == RateAppKey {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return RateState{}, fmt.Errorf("count request: app key id %q: %w", id, ErrNotFound)
+		}
+		keyID = &u
+	}
+	var a RateState
+	err := s.db.QueryRow(ctx, `
+		WITH l AS (
+		    SELECT $1::text || ':' || $2::text AS bucket,
+		           coalesce(CASE $1::text
+		               WHEN 'tower' THEN (SELECT rate_limit FROM api_clients WHERE client_id = $2::text)
+		               WHEN 'token' THEN (SELECT token_rate_limit FROM api_clients WHERE client_id = $2::text)
+		               WHEN 'appkey' THEN (SELECT rate_limit FROM app_api_keys WHERE id = $4::uuid)
+		           END, $3::integer) AS lim,
+		           clock_timestamp() AS at
+		)
+		INSERT INTO rate_limits AS r (bucket, tat, limit_per_minute, allowed, seen_at)
+		SELECT bucket, at + make_interval(secs => 60.0 / lim), lim, true, at FROM l
+		ON CONFLICT (bucket) DO UPDATE SET
+		    allowed = greatest(r.tat, EXCLUDED.seen_at)
+		              <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute),
+		    tat = CASE WHEN greatest(r.tat, EXCLUDED.seen_at)
+		                    <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute)
+		               THEN greatest(r.tat, EXCLUDED.seen_at) + make_interval(secs => 60.0 / EXCLUDED.limit_per_minute)
+		               ELSE r.tat END,
+		    limit_per_minute = EXCLUDED.limit_per_minute,
+		    seen_at = EXCLUDED.seen_at
+		RETURNING r.limit_per_minute, r.allowed, r.tat, r.seen_at`, string(kind), id, defaultLimit, keyID).
+		Scan(&a.Limit, &a.Allowed, &a.TAT, &a.At)
+	if err != nil {
+		return RateState{}, fmt.Errorf("count request: %w", translate(err))
 	}
 	return a, nil
 }

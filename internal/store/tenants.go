@@ -90,3 +90,16 @@ func (s *Store) SetClientDisabled(ctx context.Context, clientID string, disabled
 	}
 	return nil
 }
+
+// SetClientRateLimits sets a client's own requests per minute on the tower API and the token
+// endpoint (nil: the setting's default); ErrNotFound for an unknown client.
+func (s *Store) SetClientRateLimits(ctx context.Context, clientID string, tower, token *int) error {
+	tag, err := s.db.Exec(ctx, `UPDATE api_clients SET rate_limit = $2, token_rate_limit = $3 WHERE client_id = $1`, clientID, tower, token)
+	if err != nil {
+		return fmt.Errorf("set client rate limits: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("set client rate limits: %w", ErrNotFound)
+	}
+	return nil
+}

@@ -61,7 +61,13 @@ type Options struct {
 	// Customer configures the gateway cloud API (zero: production defaults; see
 	// ScaledCustomerSettings in gateways.go for tests).
 	Customer apiserver.CustomerSettings
+	// RateLimits of the tower API, app engine API and token endpoint (zero: a million a
+	// minute, so tests that are not about the limits never meet them).
+	RateLimits apiserver.RateLimits
 }
+
+// testRateLimits are the limits of an env that names none.
+var testRateLimits = apiserver.RateLimits{Tower: 1000000, AppKey: 1000000, Token: 1000000}
 
 // Temporal starts an embedded Temporal server for the test, with the search attributes
 // registered and the transfer-queue limit raised so the first task of a new workflow does
@@ -115,9 +121,14 @@ func Start(t *testing.T, opts Options) *Env {
 	go func() { _ = disp.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	rateLimits := opts.RateLimits
+	if rateLimits == (apiserver.RateLimits{}) {
+		rateLimits = testRateLimits
+	}
 	server := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Customer,
+		RateLimits: rateLimits,
 	})
 	srv.Config.Handler = server.Handler()
 	srv.Start()
