@@ -34,7 +34,7 @@ type Dispatcher struct {
 	taskQueue string
 	logger    *slog.Logger
 
-	queue chan store.OutboxItem
+	queue *fairQueue
 	wg    sync.WaitGroup
 	// SweepEvery is how often due items are claimed; Lease how long a claim lasts.
 	SweepEvery time.Duration
@@ -45,17 +45,15 @@ type Dispatcher struct {
 // New returns a dispatcher; call Run to start it.
 func New(st Store, c client.Client, taskQueue string, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: st, temporal: c, taskQueue: taskQueue, logger: logger,
-		queue: make(chan store.OutboxItem, 4096), SweepEvery: time.Second, Lease: 30 * time.Second, Workers: 16}
+		queue: newFairQueue(4096), SweepEvery: time.Second, Lease: 30 * time.Second, Workers: 16}
 }
 
-// Dispatch hands committed items to the dispatch workers without waiting. If the queue is
-// full the items stay in the table and the sweep starts them after their grace period.
+// Dispatch hands committed items to the dispatch workers without waiting, fairly between
+// organizations (round-robin). If the queue is full the items stay in the table and the
+// sweep starts them after their grace period.
 func (d *Dispatcher) Dispatch(items ...store.OutboxItem) {
 	for _, it := range items {
-		select {
-		case d.queue <- it:
-		default:
-		}
+		d.queue.push(it)
 	}
 }
 
@@ -66,12 +64,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		go func() {
 			defer d.wg.Done()
 			for {
-				select {
-				case <-ctx.Done():
+				it, ok := d.queue.pop(ctx)
+				if !ok {
 					return
-				case it := <-d.queue:
-					d.handle(ctx, it)
 				}
+				d.handle(ctx, it)
 			}
 		}()
 	}

@@ -63,14 +63,21 @@ func outboxArgsOf(item OutboxItem, grace time.Duration) (outboxArgs, error) {
 	return a, nil
 }
 
-// ClaimDueOutbox leases up to limit due items for lease, oldest first. Concurrent
+// ClaimDueOutbox leases up to limit due items for lease, fairly between organizations: each
+// organization's oldest first, round-robin (the first item of every organization, then the
+// second, ...), so one organization's backlog does not hold back another's. Concurrent
 // dispatchers (one per apiserver) never claim the same item at the same time.
 func (s *Store) ClaimDueOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error) {
 	rows, err := s.db.Query(ctx, `
+		WITH due AS (
+		    SELECT id, row_number() OVER (PARTITION BY search_attributes->>'OrganizationId' ORDER BY id) AS turn
+		    FROM workflow_outbox WHERE next_attempt_at <= now()
+		), pick AS (
+		    SELECT o.id FROM workflow_outbox o JOIN due ON due.id = o.id
+		    ORDER BY due.turn, o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED
+		)
 		UPDATE workflow_outbox o SET next_attempt_at = now() + make_interval(secs => $2), attempts = o.attempts + 1
-		WHERE o.id IN (
-		    SELECT id FROM workflow_outbox WHERE next_attempt_at <= now()
-		    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+		WHERE o.id IN (SELECT id FROM pick)
 		RETURNING o.id, o.workflow_id, o.workflow_type, o.input, o.search_attributes,
 		          coalesce(o.signal_name, ''), o.signal_arg, o.attempts, o.created_at`, limit, lease.Seconds())
 	if err != nil {
