@@ -58,7 +58,7 @@ func TestBinaries(t *testing.T) {
 	t.Run("production build has no simulator control", func(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t)
-		cmd := exec.CommandContext(t.Context(), bin, "-secret", "s", "-sim-addr", freeAddr(t))
+		cmd := exec.CommandContext(t.Context(), bin, "-secret", goodSecret, "-sim-addr", freeAddr(t))
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit)
@@ -72,7 +72,7 @@ func TestBinaries(t *testing.T) {
 		addr, simAddr := freeAddr(t), freeAddr(t)
 		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
 			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET=env-secret")
+		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret)
 		var logs strings.Builder
 		cmd.Stderr = &lockedWriter{w: &logs}
 		require.NoError(t, cmd.Start())
@@ -96,7 +96,7 @@ func TestBinaries(t *testing.T) {
 		open := func() int {
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/lockers/201/open", nil)
 			require.NoError(t, err)
-			req.Header.Set("Authorization", "Bearer env-secret")
+			req.Header.Set("Authorization", "Bearer "+envSecret)
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -129,7 +129,7 @@ func TestBinaries(t *testing.T) {
 			t.Fatal("the gateway did not stop on SIGTERM")
 		}
 		assert.Contains(t, logs.String(), "gateway stopped")
-		assert.NotContains(t, logs.String(), "env-secret")
+		assert.NotContains(t, logs.String(), envSecret)
 	})
 
 }

@@ -23,12 +23,14 @@
 //	-log-level             LOCKERNET_LOG_LEVEL                     debug, info, warn or error (default info)
 //	-sim-addr              LOCKERNET_GATEWAY_SIM_ADDR              simulator control address (simcontrol builds only; empty = off)
 //
-// One of -secret and -secret-file is required. SIGINT or SIGTERM shuts the
+// One of -secret and -secret-file is required: at least 32 random bytes, as hex (64+ digits)
+// or base64. SIGINT or SIGTERM shuts the
 // gateway down within a couple of seconds.
 package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -211,6 +213,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	if err := checkSecret(secret); err != nil {
+		return &usageError{err: err}
+	}
 	layout, err := gateway.LoadLayout(c.layout)
 	if err != nil {
 		return err
@@ -278,4 +283,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("gateway stopped", "gatewayId", id)
 	return err
+}
+
+// checkSecret refuses a bearer secret that is not at least 32 random bytes, written as hex
+// (64 digits or more) or base64: the local API opens doors, and a short or memorable secret
+// can be guessed.
+func checkSecret(s string) error {
+	const short = "the secret must be at least 32 random bytes, as 64 or more hex digits or as base64 (e.g. `openssl rand -hex 32`)"
+	if strings.Trim(s, "0123456789abcdefABCDEF") == "" {
+		// Hex digits carry 4 bits each, whatever else they would decode as.
+		if len(s) < 64 {
+			return errors.New(short)
+		}
+		return nil
+	}
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.StdEncoding} {
+		if b, err := enc.DecodeString(s); err == nil && len(b) >= 32 {
+			return nil
+		}
+	}
+	return errors.New(short)
 }

@@ -73,11 +73,19 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// Secrets of the right strength: 32 random bytes as hex, as base64url and as base64.
+const envSecret = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
+
+var (
+	goodSecret = strings.Repeat("5e", 32)
+	fileSecret = "q7Jd0Zr4mC1xV9bT2nW8eL5yH3aK6uP0sF4gR7tY1iO"
+)
+
 func TestRunServesAndStops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
-	require.NoError(t, os.WriteFile(secretFile, []byte("  file-secret\n"), 0o600))
+	require.NoError(t, os.WriteFile(secretFile, []byte("  "+fileSecret+"\n"), 0o600))
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -102,7 +110,7 @@ func TestRunServesAndStops(t *testing.T) {
 
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/system", nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer file-secret")
+	req.Header.Set("Authorization", "Bearer "+fileSecret)
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
@@ -131,12 +139,15 @@ func TestRunErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"busy port", []string{"-secret", "s", "-addr", busy.Addr().String()}, "address already in use"},
+		{"busy port", []string{"-secret", goodSecret, "-addr", busy.Addr().String()}, "address already in use"},
 		{"no secret", nil, "a secret is required"},
-		{"two secrets", []string{"-secret", "s", "-secret-file", "f"}, "not both"},
+		{"two secrets", []string{"-secret", goodSecret, "-secret-file", "f"}, "not both"},
 		{"unreadable secret file", []string{"-secret-file", "/nonexistent/secret"}, "read secret file"},
-		{"unknown layout", []string{"-secret", "s", "-layout", "nine-banks"}, "not a preset"},
-		{"bad log format", []string{"-secret", "s", "-log-format", "xml"}, "log format"},
+		{"unknown layout", []string{"-secret", goodSecret, "-layout", "nine-banks"}, "not a preset"},
+		{"bad log format", []string{"-secret", goodSecret, "-log-format", "xml"}, "log format"},
+		{"short secret", []string{"-secret", "s3cret"}, "at least 32 random bytes"},
+		{"31 bytes of hex", []string{"-secret", strings.Repeat("ab", 31)}, "at least 32 random bytes"},
+		{"a passphrase", []string{"-secret", "correct horse battery staple, twice over!"}, "at least 32 random bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,7 +157,8 @@ func TestRunErrors(t *testing.T) {
 			err := run(t.Context(), args, env(nil), io.Discard, nil)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.False(t, strings.Contains(err.Error(), "-secret s"), "never echo the secret")
+			assert.NotContains(t, err.Error(), goodSecret, "never echo the secret")
+			assert.NotContains(t, err.Error(), "s3cret", "never echo the secret")
 		})
 	}
 }

@@ -368,7 +368,7 @@ func checkPorts(s Settings) error {
 
 func gatewaySecret(dataDir, serial string) (string, error) {
 	path := filepath.Join(dataDir, "gateways", serial+".secret")
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 64 { // 32 random bytes in hex, as the gateway requires
 		return strings.TrimSpace(string(b)), nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read gateway secret: %w", err)
