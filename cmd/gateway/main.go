@@ -11,6 +11,7 @@
 //	-addr                  LOCKERNET_GATEWAY_ADDR                  local API address (default 127.0.0.1:8101)
 //	-secret                LOCKERNET_GATEWAY_SECRET                bearer secret of the local API
 //	-secret-file           LOCKERNET_GATEWAY_SECRET_FILE           file holding the secret (surrounding whitespace trimmed)
+//	-tls-cert, -tls-key    LOCKERNET_GATEWAY_TLS_CERT, _TLS_KEY    PEM certificate and key: the local API serves HTTPS (default: plain HTTP)
 //	-db                    LOCKERNET_GATEWAY_DB                    SQLite file (default $LOCKERNET_DATA_DIR/gateway-<id>.db, data dir default .data)
 //	-layout                LOCKERNET_GATEWAY_LAYOUT                preset (two-banks, one-bank) or layout JSON file (default two-banks)
 //	-open-attempt-timeout  LOCKERNET_GATEWAY_OPEN_ATTEMPT_TIMEOUT  timeout of one door-open attempt (default 20s)
@@ -30,6 +31,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -74,6 +76,7 @@ func (e *usageError) Unwrap() error { return e.err }
 
 type config struct {
 	id, addr, secret, secretFile, db, layout string
+	tlsCert, tlsKey                          string
 	openAttemptTimeout, openRetryDelay       time.Duration
 	openAttempts                             int
 	sensorTimeout                            time.Duration
@@ -119,6 +122,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.addr, "addr", "LOCKERNET_GATEWAY_ADDR", "127.0.0.1:8101", "local API listen address")
 	str(&c.secret, "secret", "LOCKERNET_GATEWAY_SECRET", "", "bearer secret of the local API")
 	str(&c.secretFile, "secret-file", "LOCKERNET_GATEWAY_SECRET_FILE", "", "file holding the bearer secret")
+	str(&c.tlsCert, "tls-cert", "LOCKERNET_GATEWAY_TLS_CERT", "", "PEM certificate (chain) of the local API; with -tls-key it serves HTTPS")
+	str(&c.tlsKey, "tls-key", "LOCKERNET_GATEWAY_TLS_KEY", "", "PEM private key of -tls-cert")
 	str(&c.db, "db", "LOCKERNET_GATEWAY_DB", "", "SQLite file (default $LOCKERNET_DATA_DIR/gateway-<id>.db)")
 	str(&c.layout, "layout", "LOCKERNET_GATEWAY_LAYOUT", gateway.PresetTwoBanks,
 		"layout preset ("+strings.Join(gateway.PresetNames(), ", ")+") or JSON file")
@@ -209,6 +214,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			logger.Warn("flush traces", "err", err)
 		}
 	}()
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return &usageError{err: errors.New("give -tls-cert and -tls-key together")}
+	}
 	secret, err := readSecret(c)
 	if err != nil {
 		return err
@@ -271,7 +279,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		_ = ln.Close()
 		return err
 	}
-	logger.Info("gateway listening", "gatewayId", id, "addr", ln.Addr().String(), "db", dbPath,
+	if c.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			_ = ln.Close()
+			return &usageError{err: fmt.Errorf("load -tls-cert/-tls-key: %w", err)}
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	logger.Info("gateway listening", "gatewayId", id, "addr", ln.Addr().String(), "tls", c.tlsCert != "", "db", dbPath,
 		"layout", c.layout, "version", version)
 	if ready != nil {
 		ready(ln.Addr().String())
