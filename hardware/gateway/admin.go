@@ -5,9 +5,11 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -255,18 +257,27 @@ func wantsJSON(r *http.Request) bool {
 }
 
 func (s *Server) adminLogin(w http.ResponseWriter, r *http.Request) {
+	host := clientHost(r.RemoteAddr)
+	if wait := s.logins.wait(host, time.Now()); wait > 0 {
+		secs := int(wait/time.Second) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		renderHTML(w, http.StatusTooManyRequests, "login.html", loginData{GatewayID: s.cfg.GatewayID,
+			Error: fmt.Sprintf("Too many wrong secrets from this address: try again in %d s.", secs)})
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		renderHTML(w, http.StatusBadRequest, "login.html", loginData{GatewayID: s.cfg.GatewayID, Error: "The form could not be read."})
 		return
 	}
 	if !s.secretMatches(r.PostFormValue("secret")) {
-		s.event(r.Context(), slog.LevelWarn, "admin login failed", map[string]any{"remoteAddr": r.RemoteAddr})
+		s.logins.failed(host, time.Now())
+		s.event(r.Context(), slog.LevelWarn, "admin login failed", map[string]any{"remoteAddr": r.RemoteAddr, "category": CategorySecurity})
 		renderHTML(w, http.StatusUnauthorized, "login.html", loginData{GatewayID: s.cfg.GatewayID, Error: "Wrong secret."})
 		return
 	}
 	token, _ := s.sessions.create()
 	s.setSessionCookie(w, token)
-	s.event(r.Context(), slog.LevelInfo, "admin login", map[string]any{"remoteAddr": r.RemoteAddr})
+	s.event(r.Context(), slog.LevelInfo, "admin login", map[string]any{"remoteAddr": r.RemoteAddr, "category": CategorySecurity})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

@@ -130,3 +130,21 @@ func TestAdminPageWithBearer(t *testing.T) {
 	assert.Contains(t, string(r.body), `id="locker-208"`)
 	assert.Contains(t, string(r.body), "GW-0002")
 }
+
+// Guessing the secret on the login form is slowed down: after five wrong secrets within a
+// minute the address gets 429 with Retry-After — the right secret included — and the
+// failures are logged as security events.
+func TestAdminLoginBacksOff(t *testing.T) {
+	t.Parallel()
+	gw := gatewaytest.Start(t, gatewaytest.Options{})
+	c := browser(t)
+	for i := range 5 {
+		resp, _ := fetch(t, c, http.MethodPost, gw.URL+"/login", url.Values{"secret": {"wrong"}})
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "attempt %d", i+1)
+	}
+	resp, page := fetch(t, c, http.MethodPost, gw.URL+"/login", url.Values{"secret": {gw.Secret}})
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+	assert.Contains(t, page, "Too many wrong secrets")
+	assert.Empty(t, resp.Cookies())
+}

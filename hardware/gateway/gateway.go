@@ -106,6 +106,7 @@ type Server struct {
 	hostname string
 	metrics  *metrics
 	sessions *sessions
+	logins   *loginThrottle
 	handler  http.Handler
 }
 
@@ -177,6 +178,7 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 		hostname: hostname,
 		metrics:  newMetrics(),
 		sessions: newSessions(cfg.SessionTTL),
+		logins:   newLoginThrottle(),
 	}
 	for _, b := range cfg.Layout.Banks {
 		for _, lk := range b.Lockers {

@@ -54,8 +54,16 @@ CREATE TABLE device_heartbeats (
 `,
 }
 
-// keepLogEntries bounds the event log; older entries are pruned.
-const keepLogEntries = 10000
+// keepLogEntries bounds the event log's operational entries, keepSecurityEntries its
+// security entries (fields.category = "security": admin logins, failed ones included); each
+// kind is pruned on its own, so a flood of failed logins never pushes out door opens.
+var (
+	keepLogEntries      = 10000
+	keepSecurityEntries = 1000
+)
+
+// CategorySecurity marks event-log entries about access to the gateway.
+const CategorySecurity = "security"
 
 var (
 	errNotFound = errors.New("not found")
@@ -398,8 +406,17 @@ func (s *store) appendLog(ctx context.Context, e logEntry) error {
 		return fmt.Errorf("append log entry: %w", interpretError(err))
 	}
 	if id, err := res.LastInsertId(); err == nil && id%100 == 0 {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM event_log WHERE id <= ?`, id-keepLogEntries); err != nil {
+		if _, err := s.db.ExecContext(ctx, `
+			DELETE FROM event_log WHERE coalesce(json_extract(fields, '$.category'), '') <> 'security' AND id < (
+			    SELECT coalesce(min(id), 0) FROM (SELECT id FROM event_log WHERE coalesce(json_extract(fields, '$.category'), '') <> 'security'
+			                                      ORDER BY id DESC LIMIT ?))`, keepLogEntries); err != nil {
 			return fmt.Errorf("prune log: %w", interpretError(err))
+		}
+		if _, err := s.db.ExecContext(ctx, `
+			DELETE FROM event_log WHERE json_extract(fields, '$.category') = 'security' AND id < (
+			    SELECT coalesce(min(id), 0) FROM (SELECT id FROM event_log WHERE json_extract(fields, '$.category') = 'security'
+			                                      ORDER BY id DESC LIMIT ?))`, keepSecurityEntries); err != nil {
+			return fmt.Errorf("prune security log: %w", interpretError(err))
 		}
 	}
 	return nil
