@@ -72,7 +72,7 @@ func TestBinaries(t *testing.T) {
 		addr, simAddr := freeAddr(t), freeAddr(t)
 		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
 			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret)
+		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret, "LOCKERNET_GATEWAY_SIMULATED=true")
 		var logs strings.Builder
 		cmd.Stderr = &lockedWriter{w: &logs}
 		require.NoError(t, cmd.Start())

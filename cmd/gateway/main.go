@@ -24,6 +24,9 @@
 //	-log-level             LOCKERNET_LOG_LEVEL                     debug, info, warn or error (default info)
 //	-sim-addr              LOCKERNET_GATEWAY_SIM_ADDR              simulator control address (simcontrol builds only; empty = off)
 //
+// -simulated (LOCKERNET_GATEWAY_SIMULATED=true) is required: the only lock-controller driver
+// is the simulator, and a production site must not run on it by accident.
+//
 // One of -secret and -secret-file is required: at least 32 random bytes, as hex (64+ digits)
 // or base64. SIGINT or SIGTERM shuts the
 // gateway down within a couple of seconds.
@@ -77,6 +80,7 @@ func (e *usageError) Unwrap() error { return e.err }
 type config struct {
 	id, addr, secret, secretFile, db, layout string
 	tlsCert, tlsKey                          string
+	simulated                                bool
 	openAttemptTimeout, openRetryDelay       time.Duration
 	openAttempts                             int
 	sensorTimeout                            time.Duration
@@ -117,6 +121,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		fs.IntVar(p, name, def, usage+" (env "+env+")")
 	}
+	simDef := false
+	if v := getenv("LOCKERNET_GATEWAY_SIMULATED"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			envErrs = append(envErrs, fmt.Errorf("LOCKERNET_GATEWAY_SIMULATED: %w", err))
+		}
+		simDef = b
+	}
+	fs.BoolVar(&c.simulated, "simulated", simDef,
+		"run on simulated lock controllers (there is no driver for physical ones yet); required, so a production gateway never opens pretend doors by accident (env LOCKERNET_GATEWAY_SIMULATED)")
 	pol := gateway.DefaultOpenPolicy()
 	str(&c.id, "id", "LOCKERNET_GATEWAY_ID", "", "gateway serial (default: the layout's)")
 	str(&c.addr, "addr", "LOCKERNET_GATEWAY_ADDR", "127.0.0.1:8101", "local API listen address")
@@ -214,6 +228,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			logger.Warn("flush traces", "err", err)
 		}
 	}()
+	if !c.simulated {
+		return &usageError{err: errors.New("this gateway has only simulated lock controllers (no driver for physical ones yet): " +
+			"start it with -simulated (LOCKERNET_GATEWAY_SIMULATED=true) to run on them; a production site needs a real controller driver")}
+	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return &usageError{err: errors.New("give -tls-cert and -tls-key together")}
 	}

@@ -93,7 +93,7 @@ func TestRunServesAndStops(t *testing.T) {
 	done := make(chan error, 1)
 	var logs bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", "one-bank",
+		done <- run(ctx, []string{"-simulated", "-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", "one-bank",
 			"-controller-latency", "0s"}, env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &lockedWriter{w: &logs}, func(a string) { addrc <- a })
 	}()
 	var addr string
@@ -149,11 +149,18 @@ func TestRunErrors(t *testing.T) {
 		{"31 bytes of hex", []string{"-secret", strings.Repeat("ab", 31)}, "at least 32 random bytes"},
 		{"a passphrase", []string{"-secret", "correct horse battery staple, twice over!"}, "at least 32 random bytes"},
 	}
+	// Without -simulated the gateway refuses to run on pretend lock controllers.
+	err = run(t.Context(), []string{"-secret", goodSecret, "-db", filepath.Join(t.TempDir(), "gw.db")}, env(nil), io.Discard, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-simulated")
+	err = run(t.Context(), []string{"-secret", goodSecret, "-db", filepath.Join(t.TempDir(), "gw.db")},
+		env(map[string]string{"LOCKERNET_GATEWAY_SIMULATED": "maybe"}), io.Discard, nil)
+	require.Error(t, err)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			args := append([]string{"-db", filepath.Join(dir, "gw.db")}, tc.args...)
+			args := append([]string{"-simulated", "-db", filepath.Join(dir, "gw.db")}, tc.args...)
 			err := run(t.Context(), args, env(nil), io.Discard, nil)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)

@@ -43,7 +43,7 @@ func TestRunServesTLS(t *testing.T) {
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(t.Context(), []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", "one-bank",
+		done <- run(t.Context(), []string{"-simulated", "-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", "one-bank",
 			"-db", filepath.Join(dir, "gw.db"), "-tls-cert", certFile, "-tls-key", keyFile, "-controller-latency", "0s"},
 			env(nil), io.Discard, func(a string) { addrc <- a })
 	}()
@@ -72,7 +72,7 @@ func TestRunServesTLS(t *testing.T) {
 		assert.NotEqual(t, http.StatusOK, plain.StatusCode, "plain HTTP is not served")
 	}
 
-	err = run(t.Context(), []string{"-secret", goodSecret, "-tls-cert", certFile}, env(nil), io.Discard, nil)
+	err = run(t.Context(), []string{"-simulated", "-secret", goodSecret, "-tls-cert", certFile}, env(nil), io.Discard, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "together")
 }

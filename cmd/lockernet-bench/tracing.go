@@ -174,7 +174,7 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 	if err != nil {
 		return nil, 0, err
 	}
-	gw, err := startChild(ctx, filepath.Join(binDir, "gateway"), []string{"-id", tracingGateway, "-addr", gwAddr,
+	gw, err := startChild(ctx, filepath.Join(binDir, "gateway"), []string{"-simulated", "-id", tracingGateway, "-addr", gwAddr,
 		"-layout", "one-bank", "-secret", secret, "-db", filepath.Join(dir, "gateway.db"), "-log-level", "warn"},
 		env, "http://"+gwAddr+"/healthz")
 	if err != nil {

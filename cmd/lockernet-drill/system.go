@@ -230,7 +230,7 @@ func (s *system) prepareGateway(ctx context.Context, n int, serial string, locat
 		SecretSealed: s.ring.Seal(store.GatewaySecretPurpose(serial), []byte(secret))}); err != nil {
 		return nil, fmt.Errorf("register gateway %s: %w", serial, err)
 	}
-	args := append([]string{"-id", serial, "-addr", a, "-sim-addr", simA, "-layout", layoutPath,
+	args := append([]string{"-simulated", "-id", serial, "-addr", a, "-sim-addr", simA, "-layout", layoutPath,
 		"-secret-file", secretPath, "-db", filepath.Join(s.dir, serial+".db")}, s.opts.gatewayArgs...)
 	return &gatewayProc{
 		proc: &proc{name: serial, bin: bin, args: args, env: s.env, health: "http://" + a + "/healthz",

@@ -211,7 +211,7 @@ func simChildren(s Settings) []child {
 	var children []child
 	for _, g := range s.Gateways {
 		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway",
-			args: []string{"-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
+			args: []string{"-simulated", "-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
 				"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
 				"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")},
 			health: "http://" + g.Addr + "/healthz"})

@@ -71,7 +71,7 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	// The gateway: a real process, continuing the cloud's trace.
 	gwSecret := credential.NewSecret()
 	gwAddr := freeAddr(t)
-	gwLog := startProc(t, filepath.Join(bin, "gateway"), []string{"-id", "GW-0001", "-addr", gwAddr, "-layout", "two-banks",
+	gwLog := startProc(t, filepath.Join(bin, "gateway"), []string{"-simulated", "-id", "GW-0001", "-addr", gwAddr, "-layout", "two-banks",
 		"-secret", gwSecret, "-db", filepath.Join(t.TempDir(), "gw.db"), "-controller-latency", "1ms"}, otel)
 	waitHTTP(t, "http://"+gwAddr+"/healthz")
 	_, err = st.UpsertGateway(ctx, store.NewGateway{Serial: "GW-0001", LocationID: res.GatewayLocationID["GW-0001"],
