@@ -69,15 +69,7 @@ func (s *Store) AuthorizeGatewayKey(ctx context.Context, keyHash []byte, default
 		), rl AS (
 		    INSERT INTO gateway_rate_limits AS r (key_id, tat, limit_per_minute, allowed, seen_at)
 		    SELECT id, at + make_interval(secs => 60.0 / lim), lim, true, at FROM k
-		    ON CONFLICT (key_id) DO UPDATE SET
-		        allowed = greatest(r.tat, EXCLUDED.seen_at)
-		                  <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute),
-		        tat = CASE WHEN greatest(r.tat, EXCLUDED.seen_at)
-		                        <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute)
-		                   THEN greatest(r.tat, EXCLUDED.seen_at) + make_interval(secs => 60.0 / EXCLUDED.limit_per_minute)
-		                   ELSE r.tat END,
-		        limit_per_minute = EXCLUDED.limit_per_minute,
-		        seen_at = EXCLUDED.seen_at
+		    ON CONFLICT (key_id) `+gcraUpdate+`
 		    RETURNING r.key_id, r.tat, r.allowed, r.limit_per_minute, r.seen_at
 		), used AS (
 		    UPDATE gateway_api_keys u SET last_used_at = now()
@@ -91,6 +83,19 @@ func (s *Store) AuthorizeGatewayKey(ctx context.Context, keyHash []byte, default
 	}
 	return a, nil
 }
+
+// gcraUpdate advances a GCRA bucket (the row r, the request EXCLUDED): the request is allowed
+// when the theoretical arrival time is no more than a window minus one interval ahead, and
+// only an allowed request moves it on. Shared by every rate-limited surface.
+const gcraUpdate = `DO UPDATE SET
+    allowed = greatest(r.tat, EXCLUDED.seen_at)
+              <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute),
+    tat = CASE WHEN greatest(r.tat, EXCLUDED.seen_at)
+                    <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute)
+               THEN greatest(r.tat, EXCLUDED.seen_at) + make_interval(secs => 60.0 / EXCLUDED.limit_per_minute)
+               ELSE r.tat END,
+    limit_per_minute = EXCLUDED.limit_per_minute,
+    seen_at = EXCLUDED.seen_at`
 
 // RateKind names what a rate limit counts, and where its per-caller override lives.
 type RateKind string
@@ -127,15 +132,7 @@ func (s *Store) CountRequest(ctx context.Context, kind RateKind, id string, defa
 		)
 		INSERT INTO rate_limits AS r (bucket, tat, limit_per_minute, allowed, seen_at)
 		SELECT bucket, at + make_interval(secs => 60.0 / lim), lim, true, at FROM l
-		ON CONFLICT (bucket) DO UPDATE SET
-		    allowed = greatest(r.tat, EXCLUDED.seen_at)
-		              <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute),
-		    tat = CASE WHEN greatest(r.tat, EXCLUDED.seen_at)
-		                    <= EXCLUDED.seen_at + make_interval(secs => 60.0 - 60.0 / EXCLUDED.limit_per_minute)
-		               THEN greatest(r.tat, EXCLUDED.seen_at) + make_interval(secs => 60.0 / EXCLUDED.limit_per_minute)
-		               ELSE r.tat END,
-		    limit_per_minute = EXCLUDED.limit_per_minute,
-		    seen_at = EXCLUDED.seen_at
+		ON CONFLICT (bucket) `+gcraUpdate+`
 		RETURNING r.limit_per_minute, r.allowed, r.tat, r.seen_at`, string(kind), id, defaultLimit, keyID).
 		Scan(&a.Limit, &a.Allowed, &a.TAT, &a.At)
 	if err != nil {
