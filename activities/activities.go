@@ -25,7 +25,8 @@ type Activities struct {
 	Reservations ReservationStore
 	Tokens       TokenStore
 	AccessCodes  AccessCodeStore
-	Gateways     GatewayDeps // the gateway cloud API's requests (gateway.go)
+	Gateways     GatewayDeps  // the gateway cloud API's requests (gateway.go)
+	Webhooks     *WebhookDeps // webhook deliveries (webhooks.go)
 }
 
 // ExpireReservationInput names the reservation whose timer fired.

@@ -61,6 +61,8 @@ type Deps struct {
 	// RateLimits are the tower API, app engine API and token endpoint limits (zero: DESIGN
 	// §8's defaults).
 	RateLimits RateLimits
+	// Webhooks says where webhook endpoints may point (strict in production).
+	Webhooks WebhookSettings
 }
 
 // Server is one apiserver instance.
@@ -140,6 +142,7 @@ func New(d Deps) *Server {
 	s.registerTransactions(api)
 	s.registerAccessCodes(api)
 	s.registerCustomer(api)
+	s.registerWebhooks(api)
 	return s
 }
 

@@ -21,5 +21,5 @@ var (
 // SearchAttributeNames lists the custom search attributes to register on a namespace.
 var SearchAttributeNames = []string{
 	AttrOrganizationID.GetName(), AttrLocationID.GetName(), AttrTowerID.GetName(),
-	AttrLockerID.GetName(), AttrRequestKind.GetName(),
+	AttrLockerID.GetName(), AttrRequestKind.GetName(), AttrWebhookEndpointID.GetName(), AttrEventType.GetName(),
 }

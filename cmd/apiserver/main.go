@@ -91,7 +91,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		Registry: reg, PublicURL: cfg.PublicURL,
 		TaskQueue: cfg.TaskQueue, Customer: apiserver.CustomerSettingsFromConfig(cfg), SDK: apiserver.SDKSettingsFromConfig(cfg),
-		RateLimits: apiserver.RateLimitsFromConfig(cfg),
+		RateLimits: apiserver.RateLimitsFromConfig(cfg), Webhooks: apiserver.WebhookSettingsFromConfig(cfg),
 	})
 	// On SIGTERM, requests waiting for a gateway answer at once (202 and the request to
 	// poll) instead of holding the drain.

@@ -26,6 +26,7 @@ import (
 	"github.com/lockernet/lockernet/internal/sweeper"
 	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/internal/temporalclient"
+	"github.com/lockernet/lockernet/internal/webhook"
 	"github.com/lockernet/lockernet/worker"
 )
 
@@ -84,7 +85,9 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	acts := &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st,
-		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)}}
+		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)},
+		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
+			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
 	g.Go(func() error {

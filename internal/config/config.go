@@ -51,6 +51,9 @@
 //	LOCKERNET_CUSTOMER_V1_SUNSET_AT     RFC 3339 time v1 stops answering: the Sunset header (RFC 8594) []
 //	LOCKERNET_CUSTOMER_V1_SUNSET_LINK   migration guide, sent as Link: <url>; rel="sunset" []
 //
+// Webhooks: LOCKERNET_WEBHOOK_RETRY_SCHEDULE, LOCKERNET_WEBHOOK_TIMEOUT, described in
+// webhooks.go.
+//
 // The mobile SDK API (/sdk/v1): LOCKERNET_SDK_DEFAULT_CLAIMS, LOCKERNET_SDK_BLE_SERVICES,
 // LOCKERNET_SDK_COMMAND_TTL, described in sdk.go.
 package config
@@ -110,6 +113,10 @@ type Config struct {
 	SDKDefaultClaims []string
 	SDKBLEServices   []BLEService
 	SDKCommandTTL    time.Duration
+
+	// Webhook deliveries (webhooks.go).
+	WebhookSchedule []time.Duration
+	WebhookTimeout  time.Duration
 }
 
 // DefaultDatabaseURL is the local server's database the dev stack uses when DATABASE_URL is empty.
@@ -160,6 +167,9 @@ func Load() (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadSDK(); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadWebhooks(); err != nil {
 		return Config{}, err
 	}
 	return c, nil

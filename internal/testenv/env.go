@@ -45,6 +45,8 @@ type Env struct {
 	Namespace string
 	TaskQueue string
 	Logger    *slog.Logger
+	// Webhooks are the worker's delivery settings (loopback receivers allowed).
+	Webhooks *activities.WebhookDeps
 
 	t          testing.TB
 	server     *apiserver.Server
@@ -64,6 +66,10 @@ type Options struct {
 	// RateLimits of the tower API, app engine API and token endpoint (zero: a million a
 	// minute, so tests that are not about the limits never meet them).
 	RateLimits apiserver.RateLimits
+	// Webhooks configures the endpoints' URL policy (zero: development, any http URL).
+	Webhooks apiserver.WebhookSettings
+	// WebhookSchedule is the waits between delivery attempts (nil: DESIGN §10's).
+	WebhookSchedule []time.Duration
 }
 
 // testRateLimits are the limits of an env that names none.
@@ -128,7 +134,7 @@ func Start(t *testing.T, opts Options) *Env {
 	server := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Customer,
-		RateLimits: rateLimits,
+		RateLimits: rateLimits, Webhooks: opts.Webhooks,
 	})
 	srv.Config.Handler = server.Handler()
 	srv.Start()
@@ -140,6 +146,7 @@ func Start(t *testing.T, opts Options) *Env {
 		URL: srv.URL, Creds: res.Credentials, Seed: res, Store: st, Keyring: ring, Auth: auth,
 		Temporal: tc, Namespace: ts.GetDefaultNamespace(), TaskQueue: taskQueue, Logger: logger,
 		t: t, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
+		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Schedule: opts.WebhookSchedule, Timeout: 5 * time.Second},
 	}
 	if !opts.NoWorker {
 		e.StartWorker()
@@ -152,7 +159,7 @@ func (e *Env) StartWorker() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store,
-		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring}}
+		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring}, Webhooks: e.Webhooks}
 	go func() {
 		_ = worker.Run(ctx, e.Temporal, e.TaskQueue, acts, worker.Options{})
 		close(done)

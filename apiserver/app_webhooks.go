@@ -1,0 +1,505 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/webhook"
+)
+
+// WebhookSettings configure the webhook endpoints' management (DESIGN §10).
+type WebhookSettings struct {
+	// Policy decides which URLs an endpoint may have (strict in production).
+	Policy webhook.Policy
+	// RotationOverlap is how long the previous secret keeps signing after a rotation (24 h
+	// when zero).
+	RotationOverlap time.Duration
+}
+
+// WebhookSettingsFromConfig reads the settings of cmd/apiserver.
+func WebhookSettingsFromConfig(c config.Config) WebhookSettings {
+	return WebhookSettings{Policy: webhook.Policy{Strict: c.WebhookStrict()}}
+}
+
+// WebhookEndpointBody is an endpoint as the API shows it (never its secret).
+type WebhookEndpointBody struct {
+	ID                uuid.UUID `json:"id"`
+	URL               string    `json:"url"`
+	Description       string    `json:"description"`
+	EventTypes        []string  `json:"event_types" doc:"The event types delivered to this endpoint; empty: all"`
+	Enabled           bool      `json:"enabled"`
+	DisabledReason    *string   `json:"disabled_reason" doc:"Why the service disabled the endpoint (410 Gone, five days of failures); null when enabled or disabled by its owner"`
+	SubOrganizationID *int64    `json:"sub_organization_id" doc:"The sub-organization whose events it receives; null: the whole organization's"`
+	CreatedAt         Timestamp `json:"created_at"`
+	UpdatedAt         Timestamp `json:"updated_at"`
+}
+
+// CreatedWebhookEndpoint is a new endpoint with its signing secret, shown once.
+type CreatedWebhookEndpoint struct {
+	WebhookEndpointBody
+	Secret string `json:"secret" doc:"whsec_ and the base64 of 32 bytes: the HMAC-SHA256 key of the webhook-signature header. Shown once."`
+}
+
+// CreateWebhookEndpointRequest registers an endpoint.
+type CreateWebhookEndpointRequest struct {
+	URL         string   `json:"url" maxLength:"2048" doc:"https URL (http and loopback allowed outside production)"`
+	Description string   `json:"description,omitempty" maxLength:"256"`
+	EventTypes  []string `json:"event_types,omitempty" maxItems:"32" doc:"Event types to deliver; absent or empty: all"`
+	Enabled     *bool    `json:"enabled,omitempty" doc:"Default true"`
+}
+
+// UpdateWebhookEndpointRequest changes an endpoint; absent fields stay as they are.
+type UpdateWebhookEndpointRequest struct {
+	URL         *string   `json:"url,omitempty" maxLength:"2048"`
+	Description *string   `json:"description,omitempty" maxLength:"256"`
+	EventTypes  *[]string `json:"event_types,omitempty" maxItems:"32" doc:"Empty: all event types"`
+	Enabled     *bool     `json:"enabled,omitempty" doc:"true re-enables an endpoint the service disabled"`
+}
+
+// WebhookDeliveryBody is an entry of an endpoint's delivery log.
+type WebhookDeliveryBody struct {
+	ID             uuid.UUID  `json:"id"`
+	EventID        string     `json:"event_id"`
+	EventType      string     `json:"event_type"`
+	Status         string     `json:"status" enum:"pending,succeeded,failed"`
+	Attempts       int        `json:"attempts"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+	NextAttemptAt  *Timestamp `json:"next_attempt_at"`
+	CreatedAt      Timestamp  `json:"created_at"`
+	CompletedAt    *Timestamp `json:"completed_at"`
+}
+
+// WebhookDeliveryPage is one page of a delivery log.
+type WebhookDeliveryPage struct {
+	Data       []WebhookDeliveryBody `json:"data"`
+	NextCursor *string               `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
+}
+
+// WebhookEventBody is an event as delivered.
+type WebhookEventBody struct {
+	ID                string          `json:"id" doc:"evt_<uuid>, the webhook-id header of its deliveries"`
+	Type              string          `json:"type"`
+	CreatedAt         string          `json:"created_at"`
+	OrganizationID    int64           `json:"organization_id"`
+	SubOrganizationID *int64          `json:"sub_organization_id"`
+	Data              json.RawMessage `json:"data"`
+}
+
+// WebhookEventPage is one page of the event log.
+type WebhookEventPage struct {
+	Data       []WebhookEventBody `json:"data"`
+	NextCursor *string            `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
+}
+
+type endpointPath struct {
+	EndpointID string `path:"endpoint_id" maxLength:"64"`
+}
+
+func webhookScope(k store.AppKey) store.WebhookScope {
+	return store.WebhookScope{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID}
+}
+
+func endpointBody(e store.WebhookEndpoint) WebhookEndpointBody {
+	types := e.EventTypes
+	if types == nil {
+		types = []string{}
+	}
+	return WebhookEndpointBody{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: types, Enabled: e.Enabled,
+		DisabledReason: e.DisabledReason, SubOrganizationID: e.SubOrgID, CreatedAt: ts(e.CreatedAt), UpdatedAt: ts(e.UpdatedAt)}
+}
+
+func (s *Server) registerWebhooks(api huma.API) {
+	tags := []string{"App engine: webhooks"}
+	huma.Register(api, op(huma.Operation{
+		OperationID: "create-webhook-endpoint", Method: http.MethodPost, Path: "/webhooks/endpoints", Tags: tags,
+		Summary:       "Create a webhook endpoint",
+		Description:   "Registers a receiver for the organization's events (a sub-organization key: its sub-organization's events only). In production the URL must be https and resolve to public addresses only. The signing secret is shown once.",
+		DefaultStatus: http.StatusCreated, Security: needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		Body CreateWebhookEndpointRequest
+	}) (*struct{ Body CreatedWebhookEndpoint }, error) {
+		k := appKey(ctx)
+		if err := s.checkWebhookURL(ctx, in.Body.URL); err != nil {
+			return nil, err
+		}
+		if err := checkEventTypes(in.Body.EventTypes); err != nil {
+			return nil, err
+		}
+		secret, key := webhook.NewSecret()
+		id := uuid.New()
+		enabled := in.Body.Enabled == nil || *in.Body.Enabled
+		e, err := s.deps.Store.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: id, OrgID: k.OrganizationID,
+			SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
+			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(store.WebhookSecretPurpose(id), key)})
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		return &struct{ Body CreatedWebhookEndpoint }{Body: CreatedWebhookEndpoint{WebhookEndpointBody: endpointBody(e), Secret: secret}}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/webhooks/endpoints", Tags: tags,
+		Summary:     "List webhook endpoints",
+		Description: "The endpoints within the key's scope, oldest first. Never the secrets.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []WebhookEndpointBody }, error) {
+		list, err := s.deps.Store.WebhookEndpoints(ctx, webhookScope(appKey(ctx)))
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoints", err)
+		}
+		out := make([]WebhookEndpointBody, len(list))
+		for i, e := range list {
+			out[i] = endpointBody(e)
+		}
+		return &struct{ Body []WebhookEndpointBody }{Body: out}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
+		Summary: "Get a webhook endpoint", Security: needsAppKey,
+	}), func(ctx context.Context, in *endpointPath) (*struct{ Body WebhookEndpointBody }, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		e, err := s.deps.Store.WebhookEndpoint(ctx, webhookScope(appKey(ctx)), id)
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
+		Summary:     "Update a webhook endpoint",
+		Description: "Changes the fields given. `enabled: true` re-enables an endpoint the service disabled; deliveries that failed meanwhile can be sent again with the redeliver operation.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		endpointPath
+		Body UpdateWebhookEndpointRequest
+	}) (*struct{ Body WebhookEndpointBody }, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		if in.Body.URL != nil {
+			if err := s.checkWebhookURL(ctx, *in.Body.URL); err != nil {
+				return nil, err
+			}
+		}
+		p := store.WebhookEndpointPatch{URL: in.Body.URL, Description: in.Body.Description, Enabled: in.Body.Enabled}
+		if in.Body.EventTypes != nil {
+			if err := checkEventTypes(*in.Body.EventTypes); err != nil {
+				return nil, err
+			}
+			types := dedupe(*in.Body.EventTypes)
+			p.EventTypes = &types
+		}
+		e, err := s.deps.Store.UpdateWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id, p)
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
+		Summary:       "Delete a webhook endpoint",
+		Description:   "Its pending deliveries stop (they end `failed`, last_error `endpoint deleted`).",
+		DefaultStatus: http.StatusNoContent, Security: needsAppKey,
+	}), func(ctx context.Context, in *endpointPath) (*struct{}, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.deps.Store.DeleteWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id); err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		return nil, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/webhooks/endpoints/{endpoint_id}/rotate-secret", Tags: tags,
+		Summary:     "Rotate a webhook endpoint's secret",
+		Description: "Returns the new secret, shown once. For 24 hours deliveries carry two signatures, one with each secret, so the receiver can switch at its own pace.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *endpointPath) (*struct {
+		Body struct {
+			Secret string `json:"secret"`
+		}
+	}, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		secret, key := webhook.NewSecret()
+		overlap := s.deps.Webhooks.RotationOverlap
+		if overlap == 0 {
+			overlap = 24 * time.Hour
+		}
+		if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
+			s.deps.Keyring.Seal(store.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		out := &struct {
+			Body struct {
+				Secret string `json:"secret"`
+			}
+		}{}
+		out.Body.Secret = secret
+		return out, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/webhooks/endpoints/{endpoint_id}/test", Tags: tags,
+		Summary:       "Send a test event",
+		Description:   "Records a `webhook.test` event delivered to this endpoint only (whatever its event types). 409 when the endpoint is disabled.",
+		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
+	}), func(ctx context.Context, in *endpointPath) (*struct {
+		Body struct {
+			EventID string `json:"event_id"`
+		}
+	}, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		sc := webhookScope(appKey(ctx))
+		e, err := s.deps.Store.WebhookEndpoint(ctx, sc, id)
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		if !e.Enabled {
+			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
+		}
+		evID, err := s.deps.Store.RecordEvent(ctx, store.Event{OrgID: e.OrgID, SubOrgID: e.SubOrgID, Type: "webhook.test", Only: &e.ID,
+			Data: map[string]any{"endpoint_id": e.ID, "message": "a test event sent through the API"}})
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook test", err)
+		}
+		out := &struct {
+			Body struct {
+				EventID string `json:"event_id"`
+			}
+		}{}
+		out.Body.EventID = webhook.EventIDPrefix + evID.String()
+		return out, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/endpoints/{endpoint_id}/deliveries", Tags: tags,
+		Summary:     "An endpoint's delivery log",
+		Description: "Newest first. `status` filters (pending, succeeded, failed); `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		endpointPath
+		Status string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
+		Limit  string `query:"limit" maxLength:"8"`
+		Cursor string `query:"cursor" maxLength:"128"`
+	}) (*struct{ Body WebhookDeliveryPage }, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, err
+		}
+		limit, err := pageParam("limit", in.Limit, 20, 100)
+		if err != nil {
+			return nil, err
+		}
+		switch in.Status {
+		case "", "pending", "succeeded", "failed":
+		default:
+			return nil, huma.Error422UnprocessableEntity("status: expected pending, succeeded or failed",
+				&huma.ErrorDetail{Location: "query.status", Value: in.Status, Message: "expected pending, succeeded or failed"})
+		}
+		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
+		if in.Cursor != "" {
+			at, cid, err := parseCursor(in.Cursor)
+			if err != nil {
+				return nil, err
+			}
+			f.After = &store.WebhookDelivery{CreatedAt: at, ID: cid}
+		}
+		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook endpoint", err)
+		}
+		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
+		if len(list) > limit {
+			list = list[:limit]
+			c := cursorOf(list[limit-1].CreatedAt, list[limit-1].ID)
+			page.NextCursor = &c
+		}
+		for _, d := range list {
+			page.Data = append(page.Data, deliveryBody(d))
+		}
+		return &struct{ Body WebhookDeliveryPage }{Body: page}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/deliveries/{delivery_id}/retry", Tags: tags,
+		Summary:       "Redeliver",
+		Description:   "A new attempt now, with the same webhook-id, and the retry schedule again if it fails. 409 when the endpoint is disabled.",
+		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		DeliveryID string `path:"delivery_id" maxLength:"64"`
+	}) (*struct{ Body WebhookDeliveryBody }, error) {
+		id, err := uuid.Parse(in.DeliveryID)
+		if err != nil {
+			return nil, huma.Error404NotFound("webhook delivery: not found")
+		}
+		d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
+		}
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook delivery", err)
+		}
+		return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-webhook-events", Method: http.MethodGet, Path: "/webhooks/events", Tags: tags,
+		Summary:     "The event log",
+		Description: "The organization's events (a sub-organization key: its sub-organization's), newest first, kept 30 days, so a receiver that was down can catch up. `type` filters by event type; `since` (RFC 3339) keeps events created at or after it; `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		Type   string `query:"type" maxLength:"64"`
+		Since  string `query:"since" maxLength:"64"`
+		Limit  string `query:"limit" maxLength:"8"`
+		Cursor string `query:"cursor" maxLength:"128"`
+	}) (*struct{ Body WebhookEventPage }, error) {
+		limit, err := pageParam("limit", in.Limit, 20, 100)
+		if err != nil {
+			return nil, err
+		}
+		if in.Type != "" && !webhook.KnownType(in.Type) {
+			return nil, huma.Error422UnprocessableEntity("type: unknown event type",
+				&huma.ErrorDetail{Location: "query.type", Value: in.Type, Message: "expected one of " + strings.Join(webhook.Types, ", ")})
+		}
+		f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
+		if in.Since != "" {
+			t, err := time.Parse(time.RFC3339Nano, in.Since)
+			if err != nil {
+				return nil, huma.Error422UnprocessableEntity("since: expected an RFC 3339 time",
+					&huma.ErrorDetail{Location: "query.since", Value: in.Since, Message: "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"})
+			}
+			f.Since = &t
+		}
+		if in.Cursor != "" {
+			at, cid, err := parseCursor(in.Cursor)
+			if err != nil {
+				return nil, err
+			}
+			f.After = &store.WebhookEvent{CreatedAt: at, ID: cid}
+		}
+		list, err := s.deps.Store.WebhookEvents(ctx, f)
+		if err != nil {
+			return nil, s.mapError(ctx, "webhook events", err)
+		}
+		page := WebhookEventPage{Data: []WebhookEventBody{}}
+		if len(list) > limit {
+			list = list[:limit]
+			c := cursorOf(list[limit-1].CreatedAt, list[limit-1].ID)
+			page.NextCursor = &c
+		}
+		for _, e := range list {
+			p := webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data)
+			page.Data = append(page.Data, WebhookEventBody(p))
+		}
+		return &struct{ Body WebhookEventPage }{Body: page}, nil
+	})
+}
+
+func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
+	b := WebhookDeliveryBody{ID: d.ID, EventID: webhook.EventIDPrefix + d.EventID.String(), EventType: d.EventType, Status: d.Status,
+		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: ts(d.CreatedAt)}
+	if d.NextAttemptAt != nil && d.Status == "pending" {
+		v := ts(*d.NextAttemptAt)
+		b.NextAttemptAt = &v
+	}
+	if d.CompletedAt != nil {
+		v := ts(*d.CompletedAt)
+		b.CompletedAt = &v
+	}
+	return b
+}
+
+// checkWebhookURL applies the deployment's URL policy, answering 422 with the rule broken.
+func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
+	if err := s.deps.Webhooks.Policy.CheckURL(ctx, raw); err != nil {
+		return huma.Error422UnprocessableEntity("url: "+strings.TrimPrefix(err.Error(), webhook.ErrURL.Error()+": "),
+			&huma.ErrorDetail{Location: "body.url", Value: raw, Message: err.Error()})
+	}
+	return nil
+}
+
+func checkEventTypes(types []string) error {
+	for i, t := range types {
+		if !webhook.KnownType(t) {
+			return huma.Error422UnprocessableEntity("event_types: unknown event type "+strconv.Quote(t),
+				&huma.ErrorDetail{Location: fmt.Sprintf("body.event_types[%d]", i), Value: t,
+					Message: "expected one of " + strings.Join(webhook.Types, ", ")})
+		}
+	}
+	return nil
+}
+
+func dedupe(types []string) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, t := range types {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func parseEndpointID(raw string) (uuid.UUID, error) {
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, huma.Error404NotFound("webhook endpoint: not found")
+	}
+	return id, nil
+}
+
+// cursorOf and parseCursor write and read the opaque position of a page's last entry.
+func cursorOf(at time.Time, id uuid.UUID) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "." + id.String()))
+}
+
+func parseCursor(raw string) (time.Time, uuid.UUID, error) {
+	bad := huma.Error422UnprocessableEntity("cursor: not a cursor this API returned",
+		&huma.ErrorDetail{Location: "query.cursor", Value: raw, Message: "pass the next_cursor of the previous page"})
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	at, id, ok := strings.Cut(string(b), ".")
+	if !ok {
+		return time.Time{}, uuid.Nil, bad
+	}
+	us, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return time.Time{}, uuid.Nil, bad
+	}
+	return time.UnixMicro(us), u, nil
+}

@@ -1,0 +1,70 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/lockernet/lockernet/activities"
+)
+
+// WebhookDeliveryWorkflowName is the workflow type of one webhook delivery (DESIGN §10).
+const WebhookDeliveryWorkflowName = "WebhookDelivery"
+
+// WebhookDeliveryWorkflowID is the workflow of a delivery's first round; a redelivery asked
+// for through the API runs as "<id>/retry-<n>" (store.WebhookDeliveryWorkflowID).
+func WebhookDeliveryWorkflowID(deliveryID string) string { return "webhook-delivery/" + deliveryID }
+
+// Search attributes of a delivery's workflow, beside OrganizationId.
+var (
+	AttrWebhookEndpointID = temporal.NewSearchAttributeKeyKeyword("WebhookEndpointId")
+	AttrEventType         = temporal.NewSearchAttributeKeyKeyword("EventType")
+)
+
+// WebhookDeliveryInput starts a delivery's round. The outbox writes it as
+// {"delivery_id": "...", "round": n}; Attempt and Deferrals carry the count across a
+// continue-as-new.
+type WebhookDeliveryInput struct {
+	DeliveryID string `json:"delivery_id"`
+	Round      int    `json:"round,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+}
+
+// webhookLoopLimit bounds one run's history: after this many attempts or deferrals the
+// workflow continues as new with its counts.
+const webhookLoopLimit = 200
+
+// WebhookDelivery delivers one event to one endpoint: an attempt now, and after each failed
+// attempt a durable timer for the wait the attempt activity chose from the retry schedule,
+// until an attempt succeeds, the schedule is spent, or the endpoint is gone. The activity
+// records every attempt in the delivery log; the workflow only sequences them. An attempt
+// deferred because the endpoint already has its share of attempts in flight does not count.
+func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// 15 s for the receiver, the rest for Postgres.
+		StartToCloseTimeout: 45 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: []string{"InvalidInput"}},
+	})
+	for loops := 0; ; loops++ {
+		if loops >= webhookLoopLimit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
+		}
+		var res activities.WebhookAttemptResult
+		err := workflow.ExecuteActivity(ctx, a.AttemptWebhook, activities.WebhookAttemptInput{
+			DeliveryID: in.DeliveryID, Round: in.Round, Attempt: in.Attempt + 1}).Get(ctx, &res)
+		if err != nil {
+			return err
+		}
+		if res.Done {
+			return nil
+		}
+		if !res.Deferred {
+			in.Attempt++
+		}
+		if err := workflow.Sleep(ctx, res.RetryIn); err != nil {
+			return err
+		}
+	}
+}
