@@ -188,8 +188,8 @@ func (s *Server) registerWebhooks(api huma.API) {
 		Description: "Changes the fields given. `enabled: true` re-enables an endpoint the service disabled; deliveries that failed meanwhile can be sent again with the redeliver operation.",
 		Security:    needsAppKey,
 	}), func(ctx context.Context, in *struct {
-		endpointPath
-		Body UpdateWebhookEndpointRequest
+		EndpointID string `path:"endpoint_id" maxLength:"64"`
+		Body       UpdateWebhookEndpointRequest
 	}) (*struct{ Body WebhookEndpointBody }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
@@ -305,10 +305,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 		Description: "Newest first. `status` filters (pending, succeeded, failed); `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
 		Security:    needsAppKey,
 	}), func(ctx context.Context, in *struct {
-		endpointPath
-		Status string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
-		Limit  string `query:"limit" maxLength:"8"`
-		Cursor string `query:"cursor" maxLength:"128"`
+		EndpointID string `path:"endpoint_id" maxLength:"64"`
+		Status     string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
+		Limit      string `query:"limit" maxLength:"8"`
+		Cursor     string `query:"cursor" maxLength:"128"`
 	}) (*struct{ Body WebhookDeliveryPage }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {

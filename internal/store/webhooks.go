@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -393,7 +394,8 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
 			VALUES ($3, $4, jsonb_build_object('delivery_id', $1::text, 'round', $2::int),
 			        jsonb_build_object('OrganizationId', $5::text, 'WebhookEndpointId', $6::text, 'EventType', $7::text), now())`,
-			id, round, WebhookDeliveryWorkflowID(id, round), WebhookDeliveryWorkflowType, sc.OrgID, endpointID.String(), eventType)
+			id, round, WebhookDeliveryWorkflowID(id, round), WebhookDeliveryWorkflowType, strconv.FormatInt(sc.OrgID, 10),
+			endpointID.String(), eventType)
 		if err != nil {
 			return fmt.Errorf("retry webhook delivery: %w", translate(err))
 		}

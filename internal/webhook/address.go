@@ -86,10 +86,10 @@ func checkAddr(a netip.Addr) error {
 		return fmt.Errorf("%w: %s is a loopback address", ErrURL, a)
 	case a.IsPrivate(), cgnat.Contains(a):
 		return fmt.Errorf("%w: %s is a private address", ErrURL, a)
-	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
-		return fmt.Errorf("%w: %s is a link-local address", ErrURL, a)
-	case a.IsMulticast(), a.IsInterfaceLocalMulticast():
+	case a.IsMulticast():
 		return fmt.Errorf("%w: %s is a multicast address", ErrURL, a)
+	case a.IsLinkLocalUnicast():
+		return fmt.Errorf("%w: %s is a link-local address", ErrURL, a)
 	case a.IsUnspecified():
 		return fmt.Errorf("%w: %s is the unspecified address", ErrURL, a)
 	case !a.IsGlobalUnicast():
