@@ -29,7 +29,15 @@ type codeEnv struct {
 
 func startCodeEnv(t *testing.T) *codeEnv {
 	t.Helper()
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	return startCodeEnvWith(t, testenv.Options{})
+}
+
+// startCodeEnvWith is startCodeEnv with more options (the gateway settings are the scaled
+// ones whatever opts says).
+func startCodeEnvWith(t *testing.T, opts testenv.Options) *codeEnv {
+	t.Helper()
+	opts.Customer = testenv.ScaledCustomerSettings()
+	e := testenv.Start(t, opts)
 	gw1, _ := e.StartDemoGateways(t)
 	e.StartGatewaySync(t, 200*time.Millisecond)
 	ce := &codeEnv{Env: e, gw1: gw1, admin: e.Creds.AppEngineAPIKey, location: fmt.Sprint(gw1.LocationID)}

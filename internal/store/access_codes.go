@@ -64,6 +64,19 @@ var (
 // CreateAccessCode records a code with c.Status (active; or removed, when its locker could
 // not be held and only its workflow's clean-up remains).
 func (s *Store) CreateAccessCode(ctx context.Context, c AccessCode) (AccessCode, error) {
+	var out AccessCode
+	err := s.atomically(ctx, func(tx *Store) error {
+		var err error
+		if out, err = tx.createAccessCode(ctx, c); err != nil || out.Status != CodeActive {
+			return err
+		}
+		_, err = tx.RecordEvent(ctx, accessCodeEvent("access_code.created", out))
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) createAccessCode(ctx context.Context, c AccessCode) (AccessCode, error) {
 	err := s.db.QueryRow(ctx, `
 		INSERT INTO access_codes (id, organization_id, sub_organization_id, location_id, gateway_id, locker_id, locker_name,
 		                          code_sealed, code_hash, code_last2, single_use, status, expires_at, created_by_key)
@@ -87,18 +100,33 @@ func (s *Store) CreateAccessCode(ctx context.Context, c AccessCode) (AccessCode,
 // ReleaseLapsedCode ends an active code of the locker whose expiry has passed, so a new
 // code can take the locker at once (its workflow would write the expiry back shortly).
 func (s *Store) ReleaseLapsedCode(ctx context.Context, gatewayID int64, lockerID int) (*uuid.UUID, error) {
-	var id uuid.UUID
-	err := s.db.QueryRow(ctx, `
-		UPDATE access_codes SET status = 'expired', ended_at = expires_at
-		WHERE gateway_id = $1 AND locker_id = $2 AND status = 'active' AND expires_at <= now()
-		RETURNING id`, gatewayID, lockerID).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	var released *uuid.UUID
+	err := s.atomically(ctx, func(tx *Store) error {
+		var id uuid.UUID
+		err := tx.db.QueryRow(ctx, `
+			UPDATE access_codes SET status = 'expired', ended_at = expires_at
+			WHERE gateway_id = $1 AND locker_id = $2 AND status = 'active' AND expires_at <= now()
+			RETURNING id`, gatewayID, lockerID).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release lapsed access code: %w", translate(err))
+		}
+		released = &id
+		return tx.recordCodeEvent(ctx, "access_code.expired", id)
+	})
+	return released, err
+}
+
+// recordCodeEvent records an event about code id as it is now.
+func (s *Store) recordCodeEvent(ctx context.Context, typ string, id uuid.UUID) error {
+	c, err := s.AccessCode(ctx, 0, id)
 	if err != nil {
-		return nil, fmt.Errorf("release lapsed access code: %w", translate(err))
+		return err
 	}
-	return &id, nil
+	_, err = s.RecordEvent(ctx, accessCodeEvent(typ, c))
+	return err
 }
 
 // AccessCode returns a code of the organization (any status).
@@ -155,28 +183,43 @@ func (s *Store) RestoreAccessCode(ctx context.Context, id uuid.UUID) (bool, erro
 
 // RemoveAccessCode removes an active code of the organization. changed is false when it had
 // already ended (removed again: still the same answer).
-func (s *Store) RemoveAccessCode(ctx context.Context, orgID int64, id uuid.UUID) (AccessCode, bool, error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE access_codes SET status = 'removed', ended_at = now()
-		WHERE id = $1 AND organization_id = $2 AND status = 'active'`, id, orgID)
-	if err != nil {
-		return AccessCode{}, false, fmt.Errorf("remove access code: %w", translate(err))
-	}
-	c, err := s.AccessCode(ctx, orgID, id)
-	return c, tag.RowsAffected() == 1, err
+func (s *Store) RemoveAccessCode(ctx context.Context, orgID int64, id uuid.UUID) (c AccessCode, changed bool, err error) {
+	err = s.atomically(ctx, func(tx *Store) error {
+		tag, err := tx.db.Exec(ctx, `
+			UPDATE access_codes SET status = 'removed', ended_at = now()
+			WHERE id = $1 AND organization_id = $2 AND status = 'active'`, id, orgID)
+		if err != nil {
+			return fmt.Errorf("remove access code: %w", translate(err))
+		}
+		if c, err = tx.AccessCode(ctx, orgID, id); err != nil {
+			return err
+		}
+		if changed = tag.RowsAffected() == 1; changed {
+			_, err = tx.RecordEvent(ctx, accessCodeEvent("access_code.removed", c))
+		}
+		return err
+	})
+	return c, changed, err
 }
 
 // ExpireAccessCode writes an expiry back: ErrNotDue before the code's time, false when it
 // had ended otherwise.
 func (s *Store) ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE access_codes SET status = 'expired', ended_at = expires_at
-		WHERE id = $1 AND status = 'active' AND expires_at <= now()`, id)
-	if err != nil {
-		return false, fmt.Errorf("expire access code: %w", translate(err))
-	}
-	if tag.RowsAffected() == 1 {
-		return true, nil
+	var expired bool
+	err := s.atomically(ctx, func(tx *Store) error {
+		tag, err := tx.db.Exec(ctx, `
+			UPDATE access_codes SET status = 'expired', ended_at = expires_at
+			WHERE id = $1 AND status = 'active' AND expires_at <= now()`, id)
+		if err != nil {
+			return fmt.Errorf("expire access code: %w", translate(err))
+		}
+		if expired = tag.RowsAffected() == 1; expired {
+			return tx.recordCodeEvent(ctx, "access_code.expired", id)
+		}
+		return nil
+	})
+	if err != nil || expired {
+		return expired, err
 	}
 	var active bool
 	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM access_codes WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {

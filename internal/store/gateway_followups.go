@@ -77,6 +77,12 @@ func (s *Store) afterCodeOpen(ctx context.Context, r GatewayRequest) (FollowUp, 
 		if c.SingleUse {
 			fu.UsedCode = &c.ID
 		}
+		if status == "opened" {
+			c.UsedAt = r.CompletedAt
+			if _, err := s.RecordEvent(ctx, accessCodeEvent("access_code.used", c)); err != nil {
+				return FollowUp{}, err
+			}
+		}
 	case r.Status == "dispatch_failed" && c.SingleUse:
 		// Never delivered: the door did not open, so the code is given back.
 		if _, err := s.RestoreAccessCode(ctx, c.ID); err != nil {

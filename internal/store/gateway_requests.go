@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrIdempotencyKeyReused means an idempotency key already stands for a request with another
@@ -288,7 +289,48 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o Gatewa
 	if len(cause) > 500 {
 		cause = cause[:500]
 	}
-	r, err := scanGatewayRequest(s.db.QueryRow(ctx, `
+	var r GatewayRequest
+	var fresh bool
+	err = s.atomically(ctx, func(tx *Store) error {
+		var prior *bool
+		var serr error
+		r, serr = tx.finishGatewayRequest(ctx, id, o, seen, syncMirror, headers, details, cause, &prior)
+		if errors.Is(translate(serr), ErrNotFound) {
+			return nil // it already had its outcome
+		}
+		if serr != nil {
+			return fmt.Errorf("finish gateway request: %w", translate(serr))
+		}
+		fresh = true
+		// The outcome and what it showed of the gateway are events, in the same transaction.
+		if _, err := tx.RecordEvent(ctx, gatewayRequestEvent(r)); err != nil {
+			return err
+		}
+		switch {
+		case seen == GatewaySeenAnswered && (prior == nil || !*prior):
+			now := time.Now()
+			_, err := tx.RecordEvent(ctx, gatewayHealthEvent(r.OrganizationID, r.LocationID, r.GatewaySerial, true, &now))
+			return err
+		case seen == GatewaySeenUnreachable && prior != nil && *prior:
+			_, err := tx.RecordEvent(ctx, gatewayHealthEvent(r.OrganizationID, r.LocationID, r.GatewaySerial, false, nil))
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return GatewayRequest{}, err
+	}
+	if !fresh {
+		return s.GatewayRequestByID(ctx, id)
+	}
+	return r, nil
+}
+
+// finishGatewayRequest is FinishGatewayRequest's statement; prior receives whether the
+// gateway was online before it (nil: unknown).
+func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool,
+	headers, details []byte, cause string, prior **bool) (GatewayRequest, error) {
+	return scanGatewayRequest(extraScan{row: s.db.QueryRow(ctx, `
 		WITH fin AS (
 		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4, response_body = $5,
 		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
@@ -302,18 +344,23 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o Gatewa
 		        last_error = CASE $9::integer WHEN 1 THEN NULL WHEN 2 THEN $11 ELSE g.last_error END,
 		        sync_due_at = CASE WHEN $10 THEN least(g.sync_due_at, now()) ELSE g.sync_due_at END
 		    FROM fin WHERE g.id = fin.gateway_id AND ($9::integer <> 0 OR $10)
+		), prior AS (
+		    -- the gateway's state before this statement (all parts see the same snapshot)
+		    SELECT g.online FROM gateways g JOIN fin ON g.id = fin.gateway_id
 		)
-		SELECT `+gatewayRequestColumns+`
+		SELECT `+gatewayRequestColumns+`, (SELECT online FROM prior)
 		FROM fin CROSS JOIN LATERAL (SELECT pg_notify('`+GatewayOutcomeChannel+`', fin.id::text)) AS announced`,
-		id, o.Status, o.HTTPStatus, headers, o.Body, o.ErrorCode, o.ErrorMessage, details, seen, syncMirror, cause))
-	if errors.Is(translate(err), ErrNotFound) {
-		return s.GatewayRequestByID(ctx, id)
-	}
-	if err != nil {
-		return GatewayRequest{}, fmt.Errorf("finish gateway request: %w", translate(err))
-	}
-	return r, nil
+		id, o.Status, o.HTTPStatus, headers, o.Body, o.ErrorCode, o.ErrorMessage, details, seen, syncMirror, cause), extra: []any{prior}})
 }
+
+// extraScan scans a row's leading columns into the caller's destinations and the rest into
+// extra.
+type extraScan struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (e extraScan) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
 
 func orEmpty(m map[string]string) map[string]string {
 	if m == nil {

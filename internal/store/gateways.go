@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // GatewaySecretPurpose is the keyring purpose under which a gateway's bearer secret is
@@ -132,18 +135,39 @@ func (s *Store) GatewayLocations(ctx context.Context, orgID int64, onlineWithin 
 // the time it answered, or offline with the reason. A gateway that answered is never marked
 // offline by an older observation.
 func (s *Store) RecordGatewayHealth(ctx context.Context, gatewayID int64, online bool, cause string) error {
-	var err error
-	if online {
-		_, err = s.db.Exec(ctx, `
-			UPDATE gateways SET online = true, last_seen_at = now(), last_error = NULL
-			WHERE id = $1 AND (online IS NOT TRUE OR last_seen_at IS NULL OR last_seen_at < now() - interval '1 second')`, gatewayID)
-	} else {
-		_, err = s.db.Exec(ctx, `UPDATE gateways SET online = false, last_error = left($2, 500) WHERE id = $1`, gatewayID, cause)
-	}
-	if err != nil {
-		return fmt.Errorf("record gateway health: %w", translate(err))
-	}
-	return nil
+	return s.atomically(ctx, func(tx *Store) error {
+		var orgID, locationID int64
+		var serial string
+		var lastSeen *time.Time
+		var prior *bool
+		// prior is the state before this statement (read, and locked, before the update): a
+		// change of state is an event.
+		var err error
+		if online {
+			err = tx.db.QueryRow(ctx, `
+				WITH prior AS (SELECT id, online FROM gateways WHERE id = $1 FOR UPDATE)
+				UPDATE gateways g SET online = true, last_seen_at = now(), last_error = NULL FROM prior
+				WHERE g.id = prior.id AND (g.online IS NOT TRUE OR g.last_seen_at IS NULL OR g.last_seen_at < now() - interval '1 second')
+				RETURNING g.organization_id, g.location_id, g.serial, g.last_seen_at, prior.online`, gatewayID).
+				Scan(&orgID, &locationID, &serial, &lastSeen, &prior)
+		} else {
+			err = tx.db.QueryRow(ctx, `
+				WITH prior AS (SELECT id, online FROM gateways WHERE id = $1 FOR UPDATE)
+				UPDATE gateways g SET online = false, last_error = left($2, 500) FROM prior WHERE g.id = prior.id
+				RETURNING g.organization_id, g.location_id, g.serial, g.last_seen_at, prior.online`, gatewayID, cause).
+				Scan(&orgID, &locationID, &serial, &lastSeen, &prior)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record gateway health: %w", translate(err))
+		}
+		if (online && (prior == nil || !*prior)) || (!online && prior != nil && *prior) {
+			_, err = tx.RecordEvent(ctx, gatewayHealthEvent(orgID, locationID, serial, online, lastSeen))
+		}
+		return err
+	})
 }
 
 // MarkGatewaySyncDue asks for a refresh of the gateway's health and locker mirror now.

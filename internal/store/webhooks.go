@@ -213,8 +213,10 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, sc WebhookScope, id uui
 type Event struct {
 	OrgID    int64
 	SubOrgID *int64
-	Type     string
-	Data     any
+	// LocationID, when SubOrgID is nil, gives the event its location's sub-organization.
+	LocationID int64
+	Type       string
+	Data       any
 	// Only, when set, delivers the event to this endpoint alone (webhook.test).
 	Only *uuid.UUID
 }
@@ -225,7 +227,10 @@ const MaxEventSize = 60 << 10
 // RecordEvent records an event, a delivery to every enabled endpoint that wants it, and each
 // delivery's workflow start in the outbox, in one statement: called on a transaction's store
 // (WithTx), the event commits or rolls back with the change it reports. The outbox sweep
-// starts the deliveries' workflows within a second of the commit.
+// starts the deliveries' workflows within a second of the commit. An organization without
+// any endpoint records nothing: its event log starts with its first endpoint, and the
+// changes of organizations that use no webhooks cost one index lookup. The returned id is
+// uuid.Nil when nothing was recorded.
 func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 	data, err := json.Marshal(ev.Data)
 	if err != nil {
@@ -235,26 +240,34 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		return uuid.Nil, fmt.Errorf("record event %s: data is %d bytes, over %d", ev.Type, len(data), MaxEventSize)
 	}
 	id := uuid.New()
-	_, err = s.db.Exec(ctx, `
+	var recorded int
+	err = s.db.QueryRow(ctx, `
 		WITH ev AS (
 		    INSERT INTO webhook_events (id, organization_id, sub_organization_id, type, data)
-		    VALUES ($1, $2, $3, $4, $5) RETURNING id
+		    SELECT $1, $2, coalesce($3, (SELECT sub_organization_id FROM locations WHERE id = $9)), $4, $5
+		    WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE organization_id = $2 AND deleted_at IS NULL)
+		    RETURNING id, sub_organization_id
 		), d AS (
 		    INSERT INTO webhook_deliveries (id, endpoint_id, event_id, organization_id, next_attempt_at)
 		    SELECT gen_random_uuid(), e.id, ev.id, $2, now() FROM webhook_endpoints e, ev
 		    WHERE e.organization_id = $2 AND e.deleted_at IS NULL AND e.enabled
-		      AND (e.sub_organization_id IS NULL OR e.sub_organization_id = $3)
+		      AND (e.sub_organization_id IS NULL OR e.sub_organization_id = ev.sub_organization_id)
 		      AND (cardinality(e.event_types) = 0 OR $4 = ANY (e.event_types) OR $6::uuid IS NOT NULL)
 		      AND ($6::uuid IS NULL OR e.id = $6)
 		    RETURNING id, endpoint_id
+		), ob AS (
+		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
+		    SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text),
+		           jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text), now()
+		    FROM d
 		)
-		INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
-		SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text),
-		       jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text), now()
-		FROM d`,
-		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, WebhookDeliveryIDPrefix, WebhookDeliveryWorkflowType)
+		SELECT count(*) FROM ev`,
+		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, WebhookDeliveryIDPrefix, WebhookDeliveryWorkflowType, ev.LocationID).Scan(&recorded)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, translate(err))
+	}
+	if recorded == 0 {
+		return uuid.Nil, nil
 	}
 	return id, nil
 }

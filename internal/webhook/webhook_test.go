@@ -81,7 +81,7 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data", http.StatusFound)
 	}))
 	defer srv.Close()
-	resp, err := Policy{}.Client(2 * time.Second).Post(srv.URL, "application/json", nil)
+	resp, err := Policy{}.Client(2*time.Second).Post(srv.URL, "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
