@@ -62,6 +62,7 @@ var commands = map[string]command{
 	"register-gateway":   {"-serial S -location-id N -url U -secret-file F [-check]: register a gateway with its sealed secret", registerGateway},
 	"client":             {"sdk-claims -client ID (-claims c1,c2 | -default): the tower-session claims a client's apps may use; disable|enable -client ID: cut a client off (its tokens and app keys too) or restore it", clientCmd},
 	"tower":              {"events-resets [-tower T] [-limit N]: reports that a tower's event log was reset, newest first", towerCmd},
+	"webhook":            {"listen -addr HOST:PORT (-secret whsec_... | -secret-file F): a receiver that verifies each delivery's signature and prints its event", webhookCmd},
 }
 
 func main() {

@@ -534,3 +534,32 @@ func (s *Store) PruneWebhookEvents(ctx context.Context, keep time.Duration, limi
 	}
 	return tag.RowsAffected(), nil
 }
+
+// EndpointBacklog is one endpoint's pending deliveries.
+type EndpointBacklog struct {
+	EndpointID uuid.UUID
+	Pending    int
+	Oldest     time.Duration
+}
+
+// WebhookBacklog lists the limit endpoints with the most pending deliveries.
+func (s *Store) WebhookBacklog(ctx context.Context, limit int) ([]EndpointBacklog, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT endpoint_id, count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
+		FROM webhook_deliveries WHERE status = 'pending'
+		GROUP BY endpoint_id ORDER BY count(*) DESC, endpoint_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("webhook backlog: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EndpointBacklog, error) {
+		var b EndpointBacklog
+		var secs float64
+		err := r.Scan(&b.EndpointID, &b.Pending, &secs)
+		b.Oldest = time.Duration(secs * float64(time.Second))
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook backlog: %w", translate(err))
+	}
+	return out, nil
+}

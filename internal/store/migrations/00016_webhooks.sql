@@ -56,6 +56,7 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id, created_at DESC, id DESC);
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (endpoint_id, created_at) WHERE status = 'pending';
 
 -- +goose Down
 DROP TABLE webhook_deliveries;

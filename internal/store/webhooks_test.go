@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// An event commits with its change or not at all, reaches the endpoints that want it, and
+// costs nothing to an organization without endpoints.
+func TestRecordEvent(t *testing.T) {
+	t.Parallel()
+	st, demo := seeded(t)
+	ctx := context.Background()
+	org := demo.Credentials.OrganizationID
+
+	id, err := st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Data: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	assert.Equal(t, uuid.Nil, id, "no endpoint: nothing recorded")
+	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_events`))
+
+	all, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
+	require.NoError(t, err)
+	sub := demo.Credentials.SubOrganizationID
+	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, SubOrgID: &sub, URL: "http://127.0.0.1:9/sub",
+		EventTypes: []string{"access_code.used"}, Enabled: true, SecretSealed: []byte("s")})
+	require.NoError(t, err)
+	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/off", Enabled: false, SecretSealed: []byte("s")})
+	require.NoError(t, err)
+
+	// Rolled back with its change: no event, no delivery, no workflow start.
+	boom := errors.New("the change failed")
+	err = st.WithTx(ctx, func(tx *store.Store) error {
+		_, err := tx.RecordEvent(ctx, store.Event{OrgID: org, Type: "access_code.used", Data: map[string]int{"n": 2}})
+		require.NoError(t, err)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_events`))
+	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM workflow_outbox WHERE workflow_type = 'WebhookDelivery'`))
+
+	// Of another sub-organization: only the organization-wide endpoint.
+	other := sub + 1000
+	id, err = st.RecordEvent(ctx, store.Event{OrgID: org, SubOrgID: &other, Type: "access_code.used", Data: map[string]int{"n": 3}})
+	require.NoError(t, err)
+	require.NotEqual(t, uuid.Nil, id)
+	assert.Equal(t, 1, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
+	// Of the sub-organization: both enabled endpoints; the disabled one gets nothing.
+	id, err = st.RecordEvent(ctx, store.Event{OrgID: org, SubOrgID: &sub, Type: "access_code.used", Data: map[string]int{"n": 4}})
+	require.NoError(t, err)
+	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
+	// A type the sub-organization's endpoint did not ask for.
+	id, err = st.RecordEvent(ctx, store.Event{OrgID: org, SubOrgID: &sub, Type: "gateway.offline", Data: map[string]int{"n": 5}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2`, id, all.ID))
+	assert.Equal(t, 4, countRows(t, st, `SELECT count(*) FROM workflow_outbox WHERE workflow_type = 'WebhookDelivery'
+		AND search_attributes->>'OrganizationId' = $1`, strconv.FormatInt(org, 10)))
+
+	// Data over the size limit is refused, never truncated.
+	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Data: map[string]string{"x": string(make([]byte, store.MaxEventSize))}})
+	assert.Error(t, err)
+
+	// Past retention an event goes, with its deliveries.
+	_, err = st.Pool().Exec(ctx, `UPDATE webhook_events SET created_at = now() - interval '31 days' WHERE id = $1`, id)
+	require.NoError(t, err)
+	n, err := st.PruneWebhookEvents(ctx, 30*24*time.Hour, 100)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
+	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_events`))
+}
