@@ -53,9 +53,14 @@ func main() {
 	}
 }
 
+// startingWait is how long a request that arrives while the apiserver is starting waits for
+// it to be ready before it is answered 503.
+var startingWait = 10 * time.Second
+
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	// Take the port first: a busy port is an error now, not after a minute of start-up. It
-	// answers at once: 503 "starting" until the service is ready, then the API (DESIGN §8).
+	// Take the port first: a busy port is an error now, not after a minute of start-up. Until
+	// the service is ready, /healthz and /readyz answer 503 "starting" at once and API
+	// requests wait up to startingWait (DESIGN §8).
 	ln, err := httpserve.Listen(cfg.APIAddr, "LOCKERNET_API_ADDR")
 	if err != nil {
 		return err
@@ -63,7 +68,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	defer ln.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	latch := httpserve.NewLatch(apiserver.Starting())
+	latch := httpserve.NewLatch(apiserver.Starting(), startingWait)
 	served := make(chan error, 1)
 	go func() {
 		logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)

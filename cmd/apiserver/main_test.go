@@ -81,9 +81,10 @@ func getEventually(t *testing.T, url string) answer {
 }
 
 // While the apiserver cannot reach Temporal it is not ready: /healthz and /readyz answer 503
-// "starting" at once (not a connection that hangs), and the API answers 503 + Retry-After in
-// each surface's error body.
+// "starting" at once (not a connection that hangs), and an API request, after waiting
+// startingWait for readiness, 503 + Retry-After in its surface's error body.
 func TestNotReadyUntilTemporalIsReachable(t *testing.T) {
+	startingWait = 200 * time.Millisecond
 	base := startRun(t, testenv.FreeAddr(t), "default")
 	for _, p := range []string{"/healthz", "/readyz"} {
 		a := getEventually(t, base+p)

@@ -63,7 +63,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	defer ln.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	latch := httpserve.NewLatch(httpserve.StartingProbes(nil))
+	latch := httpserve.NewLatch(httpserve.StartingProbes(nil), 0)
 	served := make(chan error, 1)
 	go func() {
 		err := httpserve.Serve(ctx, ln, latch, 5*time.Second)

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLatchAnswersStartingUntilReady(t *testing.T) {
@@ -13,7 +14,7 @@ func TestLatchAnswersStartingUntilReady(t *testing.T) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "not yet", http.StatusServiceUnavailable)
 	})
-	l := NewLatch(StartingProbes(other))
+	l := NewLatch(StartingProbes(other), 50*time.Millisecond)
 	srv := httptest.NewServer(l)
 	defer srv.Close()
 	get := func(path string) (int, string, string) {
@@ -36,6 +37,26 @@ func TestLatchAnswersStartingUntilReady(t *testing.T) {
 	}
 	if l.IsReady() {
 		t.Fatal("ready before Ready")
+	}
+	// A request that arrives while starting waits for Ready and is served by the real handler.
+	l2 := NewLatch(StartingProbes(other), time.Minute)
+	srv2 := httptest.NewServer(l2)
+	defer srv2.Close()
+	got := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(srv2.URL + "/v1/anything")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- resp.Status + " " + string(b)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	l2.Ready(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "served") }))
+	if g := <-got; g != "200 OK served" {
+		t.Fatalf("request held while starting: %s", g)
 	}
 	l.Ready(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	for _, p := range []string{"/healthz", "/v1/anything"} {
