@@ -325,6 +325,19 @@ func sameScope(a, b *int64) bool {
 	return *a == *b
 }
 
+// parseAccessCode returns the digits of an access code as typed: six ASCII digits (DESIGN §5),
+// surrounding white space ignored. Anything else is no code.
+func parseAccessCode(s string) (string, bool) {
+	digits := strings.TrimSpace(s)
+	if len(digits) != accessCodeLen || strings.Trim(digits, "0123456789") != "" {
+		return "", false
+	}
+	return digits, true
+}
+
+// accessCodeLen is the number of digits of an access code.
+const accessCodeLen = 6
+
 func newCodeDigits() (string, error) {
 	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
 	if err != nil {
@@ -538,8 +551,8 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 		}
 		return e
 	}
-	digits := strings.TrimSpace(req.AccessCode)
-	if len(digits) != 6 || strings.Trim(digits, "0123456789") != "" {
+	digits, ok := parseAccessCode(req.AccessCode)
+	if !ok {
 		return nil, invalid(true)
 	}
 	code, err := s.deps.Store.ActiveAccessCodeByHash(ctx, gw.LocationID, s.pickupCodeHash(digits))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/lockernet/lockernet/internal/httpserve"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -214,4 +215,15 @@ func (s *Server) mapError(ctx context.Context, op string, err error) error {
 func overloaded() error {
 	return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable("the service is overloaded: try again shortly"),
 		http.Header{"Retry-After": {"1"}})
+}
+
+// Starting is what the apiserver answers while it is starting (migrations, the Temporal
+// connection): 503 {"status":"starting"} on /healthz and /readyz, and 503 + Retry-After in
+// the surface's error body on every other path. cmd/apiserver serves it through an
+// httpserve.Latch until the real handler is ready.
+func Starting() http.Handler {
+	return httpserve.StartingProbes(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		writeRouterError(w, r, http.StatusServiceUnavailable, "the service is starting; retry shortly")
+	}))
 }

@@ -274,7 +274,9 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) *tokenOut
 	}
 	client, err := s.deps.Store.ClientByID(ctx, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalidInput):
+		// An id Postgres cannot even look up (a NUL or bytes that are not UTF-8, which HTTP
+		// Basic credentials can carry) names no client either.
 		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
 		return oauthFail(http.StatusUnauthorized, "invalid_client", "unknown client or wrong secret")
 	case err != nil:

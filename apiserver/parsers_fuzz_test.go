@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // parsePrefer never panics on any header value, never waits outside [0, max], and applies
@@ -42,6 +43,40 @@ func FuzzFlexID(f *testing.F) {
 		var opt OptFlexID
 		if err := json.Unmarshal(b, &opt); err == nil && opt.Set && opt.ID < 1 {
 			t.Fatalf("accepted optional %d from %q", opt.ID, b)
+		}
+	})
+}
+
+// parseAccessCode accepts exactly six ASCII digits with white space around them (DESIGN §5),
+// answers those digits, refuses everything else, and accepts every code newCodeDigits makes.
+func FuzzParseAccessCode(f *testing.F) {
+	for _, s := range []string{"123456", "000000", "999999", " 123456 ", "\t123456\n", "12345", "1234567", "", "      ",
+		"12 456", "12345a", "-12345", "+12345", "1e5000", "١٢٣٤٥٦", "１２３４５６", "123456\x00", "\x00123456", "12\xff456",
+		"\u00a0123456\u2003", "99999999999999999999999", strings.Repeat("1", 10000), "0x1234", "12345６"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		digits, ok := parseAccessCode(s)
+		want := strings.TrimFunc(s, unicode.IsSpace)
+		valid := len(want) == 6
+		for i := 0; i < len(want); i++ {
+			valid = valid && want[i] >= '0' && want[i] <= '9'
+		}
+		if ok != valid {
+			t.Fatalf("parseAccessCode(%q) accepted = %v, want %v", s, ok, valid)
+		}
+		if ok && digits != want {
+			t.Fatalf("parseAccessCode(%q) = %q, want %q", s, digits, want)
+		}
+		if !ok && digits != "" {
+			t.Fatalf("parseAccessCode(%q) refused but answered %q", s, digits)
+		}
+		made, err := newCodeDigits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := parseAccessCode(made); !ok || d != made {
+			t.Fatalf("a generated code %q is refused", made)
 		}
 	})
 }

@@ -53,13 +53,40 @@ func main() {
 	}
 }
 
+// startingWait is how long a request that arrives while the apiserver is starting waits for
+// it to be ready before it is answered 503.
+var startingWait = 10 * time.Second
+
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	// Take the port first: a busy port is an error now, not after a minute of start-up.
+	// Take the port first: a busy port is an error now, not after a minute of start-up. Until
+	// the service is ready, /healthz and /readyz answer 503 "starting" at once and API
+	// requests wait up to startingWait (DESIGN §8).
 	ln, err := httpserve.Listen(cfg.APIAddr, "LOCKERNET_API_ADDR")
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	latch := httpserve.NewLatch(apiserver.Starting(), startingWait)
+	served := make(chan error, 1)
+	go func() {
+		logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
+		err := httpserve.Serve(ctx, ln, latch, 10*time.Second)
+		cancel()
+		served <- err
+	}()
+	err = serve(ctx, cfg, logger, latch)
+	cancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	return err
+}
+
+// serve connects and migrates, hands the latch the API and runs the apiserver's loops until
+// ctx is done.
+func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *httpserve.Latch) error {
 	ring, err := keyring.Load(cfg.MasterKey, cfg.MasterKeyFile)
 	if err != nil {
 		return err
@@ -112,9 +139,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
 		})
 	}
-	g.Go(func() error {
-		logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
-		return httpserve.Serve(gctx, ln, srv.Handler(), 10*time.Second)
-	})
+	latch.Ready(srv.Handler())
+	logger.Info("apiserver ready")
 	return g.Wait()
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // lockedWriter lets a test read what a goroutine logs.
@@ -58,7 +60,7 @@ func TestBinaries(t *testing.T) {
 	t.Run("production build has no simulator control", func(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t)
-		cmd := exec.CommandContext(t.Context(), bin, "-secret", goodSecret, "-sim-addr", freeAddr(t))
+		cmd := exec.CommandContext(t.Context(), bin, "-secret", goodSecret, "-sim-addr", testenv.FreeAddr(t))
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit)
@@ -69,7 +71,7 @@ func TestBinaries(t *testing.T) {
 	t.Run("simcontrol build serves /sim and stops on SIGTERM", func(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
-		addr, simAddr := freeAddr(t), freeAddr(t)
+		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
 			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
 		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret, "LOCKERNET_GATEWAY_SIMULATED=true")

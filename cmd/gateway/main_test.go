@@ -64,15 +64,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // Secrets of the right strength: 32 random bytes as hex, as base64url and as base64.
 const envSecret = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
 

@@ -55,11 +55,33 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	// The health port answers at once: 503 "starting" until the worker is connected and
+	// polling, then /healthz, /readyz and /metrics (DESIGN §8).
 	ln, err := httpserve.Listen(cfg.WorkerAddr, "LOCKERNET_WORKER_ADDR")
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	latch := httpserve.NewLatch(httpserve.StartingProbes(nil), 0)
+	served := make(chan error, 1)
+	go func() {
+		err := httpserve.Serve(ctx, ln, latch, 5*time.Second)
+		cancel()
+		served <- err
+	}()
+	err = serve(ctx, cfg, logger, latch)
+	cancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	return err
+}
+
+// serve connects, hands the latch the health handler and runs the worker's pollers and
+// loops until ctx is done.
+func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *httpserve.Latch) error {
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AppName: "worker"})
 	if err != nil {
 		return err
@@ -109,8 +131,6 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		sweeper.Run(gctx, st, logger, 30*time.Second, time.Minute)
 		return nil
 	})
-	g.Go(func() error {
-		return httpserve.Serve(gctx, ln, worker.HealthHandler(st, tc, reg), 5*time.Second)
-	})
+	latch.Ready(worker.HealthHandler(st, tc, reg))
 	return g.Wait()
 }
