@@ -336,19 +336,32 @@ func (s *Store) anomaly(ctx context.Context, towerID string, use TokenUse, kind,
 	return use, nil, true, nil
 }
 
-// recordTransaction writes the organization's transaction row for a drop-off or pickup.
+// recordTransaction writes the organization's transaction row for a drop-off or pickup and,
+// in the same statement, reads the locker as the API shows it now for the event that
+// reports it (locker.dropoff_completed, locker.pickup_completed), recorded next.
 func (s *Store) recordTransaction(ctx context.Context, k lockedLocker, t LockerToken, typ string, at time.Time) error {
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO transactions (id, organization_id, sub_organization_id, type, status, order_reference,
-		                          location_id, location_name, city, pin_code, tower_id, tower_name,
-		                          locker_id, locker_number, client_id, client_info, token_id, created_at, completed_at)
-		SELECT $1, $2, l.sub_organization_id, $3, 'completed', $4, l.id, l.name, l.city, l.zip, tw.id, tw.name,
-		       $5, $6, $7, $4, $8, $9, $10
-		FROM locations l JOIN towers tw ON tw.location_id = l.id
-		WHERE l.id = $11 AND tw.id = $12`,
-		uuid.New(), t.OrgID, typ, t.ClientInfo, k.ID, k.Name, t.ClientID, t.ID, t.CreatedAt, at, k.LocationID, k.TowerID)
+	locker, subOrg, err := scanEventLocker(s.db.QueryRow(ctx, `
+		WITH ins AS (
+		    INSERT INTO transactions (id, organization_id, sub_organization_id, type, status, order_reference,
+		                              location_id, location_name, city, pin_code, tower_id, tower_name,
+		                              locker_id, locker_number, client_id, client_info, token_id, created_at, completed_at)
+		    SELECT $1, $2, l.sub_organization_id, $3, 'completed', $4, l.id, l.name, l.city, l.zip, tw.id, tw.name,
+		           $5, $6, $7, $4, $8, $9, $10
+		    FROM locations l JOIN towers tw ON tw.location_id = l.id
+		    WHERE l.id = $11 AND tw.id = $12
+		)
+		SELECT `+eventLockerColumns+`
+		FROM lockers k JOIN locker_types lt ON lt.id = k.locker_type_id JOIN locations l ON l.id = k.location_id
+		WHERE k.id = $5`,
+		uuid.New(), t.OrgID, typ, t.ClientInfo, k.ID, k.Name, t.ClientID, t.ID, t.CreatedAt, at, k.LocationID, k.TowerID))
 	if err != nil {
 		return fmt.Errorf("record transaction: %w", translate(err))
 	}
-	return nil
+	evType := EventTypeLockerDropoffCompleted
+	if typ == TokenPickup {
+		evType = EventTypeLockerPickupCompleted
+	}
+	_, err = s.RecordEvent(ctx, Event{OrgID: t.OrgID, SubOrgID: subOrg, Type: evType,
+		Data: EventTokenUse{Locker: locker, TokenID: t.ID, ClientInfo: t.ClientInfo, CompletedAt: EventTime(at)}})
+	return err
 }

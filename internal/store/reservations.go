@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // StatusConflictError says why a locker or reservation could not make a transition; it
@@ -58,10 +59,12 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 			return Reservation{}, err
 		}
 	}
-	// One statement (one round trip, atomic): claim the locker if it is available now,
-	// record the reservation, and (given) the outbox row of its workflow.
-	var outboxID *int64
-	err := s.db.QueryRow(ctx, `
+	// One statement: claim the locker if it is available now, record the reservation, and
+	// (given) the outbox row of its workflow; then, in the same transaction, its event.
+	var outboxID, subOrg *int64
+	claimed := false
+	err := s.inTx(ctx, func(tx *Store) error {
+		err := tx.db.QueryRow(ctx, `
 		WITH t AS (SELECT coalesce($7::timestamptz, now()) AS start),
 		claimed AS (
 		    UPDATE lockers k SET
@@ -96,18 +99,30 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		    SELECT $8, $9, $10, $11, $12, $13, now() + make_interval(secs => $14) FROM res WHERE $8::text IS NOT NULL
 		    RETURNING id
 		)
-		SELECT res.created_at, res.expires_at, (SELECT location_id FROM claimed), (SELECT id FROM ob) FROM res`,
-		p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start,
-		ob.workflowID, ob.workflowType, ob.input, ob.attrs, ob.signalName, ob.signalArg, ob.grace).
-		Scan(&r.CreatedAt, &r.ExpiresAt, &r.LocationID, &outboxID)
-	if err == nil && outboxID != nil {
-		p.Outbox.ID = *outboxID
-	}
-	if err == nil {
-		return r, nil
-	}
-	if err = translate(err); !errors.Is(err, ErrNotFound) {
+		SELECT res.created_at, res.expires_at, c.location_id,
+		       (SELECT l.sub_organization_id FROM locations l WHERE l.id = c.location_id), (SELECT id FROM ob)
+		FROM res, claimed c`,
+			p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start,
+			ob.workflowID, ob.workflowType, ob.input, ob.attrs, ob.signalName, ob.signalArg, ob.grace).
+			Scan(&r.CreatedAt, &r.ExpiresAt, &r.LocationID, &subOrg, &outboxID)
+		if err != nil {
+			if err = translate(err); errors.Is(err, ErrNotFound) {
+				return nil // not claimed: nothing changed, no event
+			}
+			return err
+		}
+		claimed = true
+		_, err = tx.RecordEvent(ctx, Event{OrgID: p.OrgID, SubOrgID: subOrg, Type: EventTypeReservationCreated, Data: eventReservation(r)})
+		return err
+	})
+	if err != nil {
 		return Reservation{}, fmt.Errorf("reserve locker: %w", err)
+	}
+	if claimed {
+		if outboxID != nil {
+			p.Outbox.ID = *outboxID
+		}
+		return r, nil
 	}
 	k, err := s.Locker(ctx, p.OrgID, p.TowerID, p.LockerID)
 	if err != nil {
@@ -150,13 +165,25 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 	if r.ClientID != clientID {
 		return Reservation{}, false, &StatusConflictError{Msg: "the reservation belongs to another client"}
 	}
-	tag, err := s.db.Exec(ctx, `
-		UPDATE reservations SET status = 'cancelled', ended_at = now()
-		WHERE id = $1 AND status = 'active' AND expires_at > now()`, id)
-	if err != nil {
-		return Reservation{}, false, fmt.Errorf("cancel reservation: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
+	var subOrg *int64
+	err = s.inTx(ctx, func(tx *Store) error {
+		err := tx.db.QueryRow(ctx, `
+			UPDATE reservations SET status = 'cancelled', ended_at = now()
+			WHERE id = $1 AND status = 'active' AND expires_at > now()
+			RETURNING ended_at, `+locationSubOrg("reservations.locker_id"), id).Scan(&r.EndedAt, &subOrg)
+		if err != nil {
+			return translate(err)
+		}
+		cancelled = true
+		if err := tx.releaseReservedLocker(ctx, id); err != nil {
+			return err
+		}
+		r.Status = ReservationCancelled
+		_, err = tx.RecordEvent(ctx, Event{OrgID: r.OrganizationID, SubOrgID: subOrg, Type: EventTypeReservationCancelled,
+			Data: eventReservation(r)})
+		return err
+	})
+	if errors.Is(err, ErrNotFound) && !cancelled {
 		cur, err := s.Reservation(ctx, orgID, id)
 		if err != nil {
 			return Reservation{}, false, err
@@ -166,10 +193,9 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 		}
 		return Reservation{}, false, &StatusConflictError{Msg: fmt.Sprintf("the reservation is %s", cur.Status)}
 	}
-	if err := s.releaseReservedLocker(ctx, id); err != nil {
+	if err != nil {
 		return Reservation{}, false, fmt.Errorf("cancel reservation: %w", err)
 	}
-	r.Status = ReservationCancelled
 	return r, true, nil
 }
 
@@ -178,15 +204,32 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 // returns ErrNotDue if the database clock has not reached the expiry yet.
 func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bool, err error) {
 	var due bool
-	err = s.db.QueryRow(ctx, `
-		WITH r AS (
-		    UPDATE reservations SET status = 'expired', ended_at = expires_at
-		    WHERE id = $1 AND status = 'active' AND expires_at <= now()
-		    RETURNING id
-		)
-		SELECT EXISTS (SELECT 1 FROM r)`, id).Scan(&due)
+	err = s.inTx(ctx, func(tx *Store) error {
+		var r Reservation
+		var subOrg *int64
+		err := tx.db.QueryRow(ctx, `
+			UPDATE reservations SET status = 'expired', ended_at = expires_at
+			WHERE id = $1 AND status = 'active' AND expires_at <= now()
+			RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at,
+			          ended_at, `+locationSubOrg("reservations.locker_id"), id).
+			Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status, &r.DurationSeconds,
+				&r.CreatedAt, &r.ExpiresAt, &r.EndedAt, &subOrg)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return translate(err)
+		}
+		due = true
+		if err := tx.releaseReservedLocker(ctx, id); err != nil {
+			return err
+		}
+		_, err = tx.RecordEvent(ctx, Event{OrgID: r.OrganizationID, SubOrgID: subOrg, Type: EventTypeReservationExpired,
+			Data: eventReservation(r)})
+		return err
+	})
 	if err != nil {
-		return false, fmt.Errorf("expire reservation: %w", translate(err))
+		return false, fmt.Errorf("expire reservation: %w", err)
 	}
 	if !due {
 		var active bool
@@ -197,9 +240,6 @@ func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bo
 			return false, ErrNotDue
 		}
 		return false, nil
-	}
-	if err := s.releaseReservedLocker(ctx, id); err != nil {
-		return false, fmt.Errorf("expire reservation: %w", err)
 	}
 	return true, nil
 }
@@ -215,27 +255,69 @@ func (s *Store) releaseReservedLocker(ctx context.Context, reservationID uuid.UU
 
 // ReleaseLapsedHolds writes back reservations and locker holds whose expiry passed more than
 // olderThan ago. The generation stays: the next possession bumps it, and until then a late
-// drop-off event of the lapsed possession can still apply (DESIGN §4.7).
+// drop-off event of the lapsed possession can still apply (DESIGN §4.7). The reservations
+// and tokens it expires record reservation.expired and locker_token.expired in the same
+// transaction, as their workflows would have.
 func (s *Store) ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE reservations SET status = 'expired', ended_at = expires_at
-		WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
+	err = s.inTx(ctx, func(tx *Store) error {
+		var events []Event
+		rows, err := tx.db.Query(ctx, `
+			UPDATE reservations SET status = 'expired', ended_at = expires_at
+			WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)
+			RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at,
+			          ended_at, `+locationSubOrg("reservations.locker_id"), olderThan.Seconds())
+		if err != nil {
+			return fmt.Errorf("release lapsed reservations: %w", translate(err))
+		}
+		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+			var r Reservation
+			ev := Event{Type: EventTypeReservationExpired}
+			err := row.Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status, &r.DurationSeconds,
+				&r.CreatedAt, &r.ExpiresAt, &r.EndedAt, &ev.SubOrgID)
+			ev.OrgID, ev.Data = r.OrganizationID, eventReservation(r)
+			return ev, err
+		})
+		if err != nil {
+			return fmt.Errorf("release lapsed reservations: %w", translate(err))
+		}
+		reservations = len(events)
+		tag, err := tx.db.Exec(ctx, `
+			UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL, possessor_client_id = NULL,
+			       possession_since = NULL, updated_at = now()
+			WHERE status IN (2, 3, 5) AND hold_expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
+		if err != nil {
+			return fmt.Errorf("release lapsed lockers: %w", translate(err))
+		}
+		lockers = int(tag.RowsAffected())
+		rows, err = tx.db.Query(ctx, `
+			UPDATE locker_tokens SET status = 'expired'
+			WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)
+			RETURNING id, organization_id, type, locker_id, tower_id, client_info, created_at, expires_at, `+
+			locationSubOrg("locker_tokens.locker_id"), olderThan.Seconds())
+		if err != nil {
+			return fmt.Errorf("expire lapsed tokens: %w", translate(err))
+		}
+		tokens, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+			var t EventToken
+			var created, expires time.Time
+			ev := Event{Type: EventTypeLockerTokenExpired}
+			err := row.Scan(&t.ID, &ev.OrgID, &t.Type, &t.LockerID, &t.TowerID, &t.ClientInfo, &created, &expires, &ev.SubOrgID)
+			t.CreatedAt, t.ExpiresAt = EventTime(created), EventTime(expires)
+			ev.Data = t
+			return ev, err
+		})
+		if err != nil {
+			return fmt.Errorf("expire lapsed tokens: %w", translate(err))
+		}
+		for _, ev := range append(events, tokens...) {
+			if _, err := tx.RecordEvent(ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("release lapsed reservations: %w", translate(err))
-	}
-	reservations = int(tag.RowsAffected())
-	tag, err = s.db.Exec(ctx, `
-		UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL, possessor_client_id = NULL,
-		       possession_since = NULL, updated_at = now()
-		WHERE status IN (2, 3, 5) AND hold_expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
-	if err != nil {
-		return reservations, 0, fmt.Errorf("release lapsed lockers: %w", translate(err))
-	}
-	lockers = int(tag.RowsAffected())
-	if _, err := s.db.Exec(ctx, `
-		UPDATE locker_tokens SET status = 'expired'
-		WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds()); err != nil {
-		return reservations, lockers, fmt.Errorf("expire lapsed tokens: %w", translate(err))
+		return 0, 0, err
 	}
 	return reservations, lockers, nil
 }

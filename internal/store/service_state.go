@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // ServiceChange reports what an operator's service-state change ended.
@@ -21,72 +23,113 @@ type ServiceChange struct {
 // so no outstanding token opens it; the tower's command log gets the new generation floor
 // and the service state in the same transaction. An occupied locker needs force, and keeps its possession
 // (the item is inside) for when it returns to service. Doing it twice changes nothing.
+// The change records locker.out_of_service (and reservation.cancelled for a cancelled
+// reservation) in the same transaction.
 func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID int64, reason string, force bool) (ServiceChange, error) {
-	k, err := s.lockLocker(ctx, 0, towerID, lockerID)
-	if err != nil {
-		return ServiceChange{}, err
-	}
-	ch := ServiceChange{From: k.Status, To: StatusOutOfService}
-	switch k.Status {
-	case StatusOutOfService:
-		return ch, nil
-	case StatusOccupied:
-		if !force {
-			return ServiceChange{}, conflict(k, "locker %d is occupied: an item is inside; force keeps its possession", k.ID)
+	var ch ServiceChange
+	err := s.inTx(ctx, func(tx *Store) error {
+		k, err := tx.lockLocker(ctx, 0, towerID, lockerID)
+		if err != nil {
+			return err
 		}
-	case StatusReserved:
-		ch.CancelledReservation = k.ReservationID
-		if _, err := s.db.Exec(ctx, `UPDATE reservations SET status = 'cancelled', ended_at = now() WHERE id = $1 AND status = 'active'`,
-			*k.ReservationID); err != nil {
-			return ServiceChange{}, fmt.Errorf("cancel reservation: %w", translate(err))
+		ch = ServiceChange{From: k.Status, To: StatusOutOfService}
+		var cancelled *Reservation
+		switch k.Status {
+		case StatusOutOfService:
+			return nil
+		case StatusOccupied:
+			if !force {
+				return conflict(k, "locker %d is occupied: an item is inside; force keeps its possession", k.ID)
+			}
+		case StatusReserved:
+			ch.CancelledReservation = k.ReservationID
+			var r Reservation
+			err := tx.db.QueryRow(ctx, `
+				UPDATE reservations SET status = 'cancelled', ended_at = now() WHERE id = $1 AND status = 'active'
+				RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at, ended_at`,
+				*k.ReservationID).Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status,
+				&r.DurationSeconds, &r.CreatedAt, &r.ExpiresAt, &r.EndedAt)
+			switch {
+			case err == nil:
+				cancelled = &r
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("cancel reservation: %w", translate(err))
+			}
 		}
-	}
-	keep := k.Status == StatusOccupied
-	var gen int32
-	err = s.db.QueryRow(ctx, `
-		UPDATE lockers SET status = 6, generation = generation + 1, kept_possession = $2, service_reason = $3,
-		       possessor_client_id = CASE WHEN $2 THEN possessor_client_id END,
-		       possession_since = CASE WHEN $2 THEN possession_since END,
-		       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
-		WHERE id = $1 RETURNING generation`, k.ID, keep, reason).Scan(&gen)
+		keep := k.Status == StatusOccupied
+		var gen int32
+		var org int64
+		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
+			UPDATE lockers k SET status = 6, generation = k.generation + 1, kept_possession = $2, service_reason = $3,
+			       possessor_client_id = CASE WHEN $2 THEN k.possessor_client_id END,
+			       possession_since = CASE WHEN $2 THEN k.possession_since END,
+			       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
+			FROM locker_types lt, locations l
+			WHERE k.id = $1 AND lt.id = k.locker_type_id AND l.id = k.location_id
+			RETURNING `+eventLockerColumns+`, k.generation, k.organization_id`, k.ID, keep, reason), &gen, &org)
+		if err != nil {
+			return fmt.Errorf("set out of service: %w", translate(err))
+		}
+		if ch.RevokedTokens, err = tx.revokeActiveTokens(ctx, k.ID); err != nil {
+			return err
+		}
+		// The tower learns it with the next sync through any phone, even before it sees a token
+		// of the new generation: every outstanding token is refused from then on.
+		if err := tx.appendCommands(ctx, k.TowerID, []newCommand{floorCommand(k.ID, gen), serviceCommand(k.ID, true)}); err != nil {
+			return err
+		}
+		if cancelled != nil {
+			if _, err := tx.RecordEvent(ctx, Event{OrgID: cancelled.OrganizationID, SubOrgID: subOrg,
+				Type: EventTypeReservationCancelled, Data: eventReservation(*cancelled)}); err != nil {
+				return err
+			}
+		}
+		_, err = tx.RecordEvent(ctx, Event{OrgID: org, SubOrgID: subOrg, Type: EventTypeLockerOutOfService, Data: locker})
+		return err
+	})
 	if err != nil {
-		return ServiceChange{}, fmt.Errorf("set out of service: %w", translate(err))
-	}
-	if ch.RevokedTokens, err = s.revokeActiveTokens(ctx, k.ID); err != nil {
-		return ServiceChange{}, err
-	}
-	// The tower learns it with the next sync through any phone, even before it sees a token
-	// of the new generation: every outstanding token is refused from then on.
-	if err := s.appendCommands(ctx, k.TowerID, []newCommand{floorCommand(k.ID, gen), serviceCommand(k.ID, true)}); err != nil {
 		return ServiceChange{}, err
 	}
 	return ch, nil
 }
 
 // SetInService returns an out-of-service locker to service: occupied if it kept a
-// possession, else available.
+// possession, else available. The change records locker.in_service in the same transaction.
 func (s *Store) SetInService(ctx context.Context, towerID string, lockerID int64) (ServiceChange, error) {
-	k, err := s.lockLocker(ctx, 0, towerID, lockerID)
+	var ch ServiceChange
+	err := s.inTx(ctx, func(tx *Store) error {
+		k, err := tx.lockLocker(ctx, 0, towerID, lockerID)
+		if err != nil {
+			return err
+		}
+		if k.Status != StatusOutOfService {
+			ch = ServiceChange{From: k.Status, To: k.Status}
+			return nil
+		}
+		to := StatusAvailable
+		if k.KeptPossession {
+			to = StatusOccupied
+		}
+		var org int64
+		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
+			UPDATE lockers k SET status = $2, kept_possession = false, service_reason = NULL, updated_at = now()
+			FROM locker_types lt, locations l
+			WHERE k.id = $1 AND lt.id = k.locker_type_id AND l.id = k.location_id
+			RETURNING `+eventLockerColumns+`, k.organization_id`, k.ID, to), &org)
+		if err != nil {
+			return fmt.Errorf("set in service: %w", translate(err))
+		}
+		if err := tx.appendCommands(ctx, k.TowerID, []newCommand{serviceCommand(k.ID, false)}); err != nil {
+			return err
+		}
+		ch = ServiceChange{From: k.Status, To: to}
+		_, err = tx.RecordEvent(ctx, Event{OrgID: org, SubOrgID: subOrg, Type: EventTypeLockerInService, Data: locker})
+		return err
+	})
 	if err != nil {
 		return ServiceChange{}, err
 	}
-	if k.Status != StatusOutOfService {
-		return ServiceChange{From: k.Status, To: k.Status}, nil
-	}
-	to := StatusAvailable
-	if k.KeptPossession {
-		to = StatusOccupied
-	}
-	_, err = s.db.Exec(ctx, `
-		UPDATE lockers SET status = $2, kept_possession = false, service_reason = NULL, updated_at = now()
-		WHERE id = $1`, k.ID, to)
-	if err != nil {
-		return ServiceChange{}, fmt.Errorf("set in service: %w", translate(err))
-	}
-	if err := s.appendCommands(ctx, k.TowerID, []newCommand{serviceCommand(k.ID, false)}); err != nil {
-		return ServiceChange{}, err
-	}
-	return ServiceChange{From: k.Status, To: to}, nil
+	return ch, nil
 }
 
 // ActiveToken is an unexpired, unused token of a possession.

@@ -258,36 +258,64 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 
 // ReleaseLocker gives a rented locker back before using it (rented → declined): the caller
 // keeps it for the release grace, during which a drop-off or release token moves it on.
+// It records the locker.released event in the same transaction.
 func (s *Store) ReleaseLocker(ctx context.Context, orgID int64, clientID, towerID string, lockerID int64) error {
-	k, err := s.lockLocker(ctx, orgID, towerID, lockerID)
-	if err != nil {
-		return err
-	}
-	if k.Status != StatusRented {
-		return conflict(k, "only a rented locker can be released; locker %d is %s", k.ID, k.Status.Name())
-	}
-	if !k.possessedBy(clientID) {
-		return conflict(k, "locker %d is rented by another client", k.ID)
-	}
-	_, err = s.db.Exec(ctx, `
-		UPDATE lockers SET status = 5, hold_expires_at = now() + make_interval(secs => $2), updated_at = now()
-		WHERE id = $1 AND status = 3`, k.ID, ReleaseGrace.Seconds())
-	if err != nil {
-		return fmt.Errorf("release locker: %w", translate(err))
-	}
-	return nil
+	return s.inTx(ctx, func(tx *Store) error {
+		k, err := tx.lockLocker(ctx, orgID, towerID, lockerID)
+		if err != nil {
+			return err
+		}
+		if k.Status != StatusRented {
+			return conflict(k, "only a rented locker can be released; locker %d is %s", k.ID, k.Status.Name())
+		}
+		if !k.possessedBy(clientID) {
+			return conflict(k, "locker %d is rented by another client", k.ID)
+		}
+		var org int64
+		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
+			UPDATE lockers k SET status = 5, hold_expires_at = now() + make_interval(secs => $2), updated_at = now()
+			FROM locker_types lt, locations l
+			WHERE k.id = $1 AND k.status = 3 AND lt.id = k.locker_type_id AND l.id = k.location_id
+			RETURNING `+eventLockerColumns+`, k.organization_id`, k.ID, ReleaseGrace.Seconds()), &org)
+		if err != nil {
+			return fmt.Errorf("release locker: %w", translate(err))
+		}
+		if _, err := tx.RecordEvent(ctx, Event{OrgID: org, SubOrgID: subOrg, Type: EventTypeLockerReleased, Data: locker}); err != nil {
+			return fmt.Errorf("release locker: %w", err)
+		}
+		return nil
+	})
 }
 
 // ExpireToken marks an active token expired once its time has come (ErrNotDue before) and
 // writes back the end of a rental whose last drop-off token this was. It does nothing to a
 // token that was used or revoked.
 func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, err error) {
-	var lockerID int64
-	var generation int32
-	err = s.db.QueryRow(ctx, `
-		UPDATE locker_tokens SET status = 'expired'
-		WHERE id = $1 AND status = 'active' AND expires_at <= now()
-		RETURNING locker_id, generation`, id).Scan(&lockerID, &generation)
+	err = s.inTx(ctx, func(tx *Store) error {
+		var t LockerToken
+		var subOrg *int64
+		err := tx.db.QueryRow(ctx, `
+			UPDATE locker_tokens SET status = 'expired'
+			WHERE id = $1 AND status = 'active' AND expires_at <= now()
+			RETURNING id, organization_id, locker_id, tower_id, type, generation, client_info, created_at, expires_at, `+
+			locationSubOrg("locker_tokens.locker_id"), id).
+			Scan(&t.ID, &t.OrgID, &t.LockerID, &t.TowerID, &t.Type, &t.Generation, &t.ClientInfo, &t.CreatedAt, &t.ExpiresAt, &subOrg)
+		if err != nil {
+			return err
+		}
+		// The possession ends when its hold has lapsed (its last drop-off token expired).
+		_, err = tx.db.Exec(ctx, `
+			UPDATE lockers SET status = 1, possessor_client_id = NULL, possession_since = NULL,
+			       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
+			WHERE id = $1 AND generation = $2 AND status IN (3, 5) AND hold_expires_at <= now()`, t.LockerID, t.Generation)
+		if err != nil {
+			return fmt.Errorf("end lapsed rental: %w", translate(err))
+		}
+		_, err = tx.RecordEvent(ctx, Event{OrgID: t.OrgID, SubOrgID: subOrg, Type: EventTypeLockerTokenExpired, Data: EventToken{
+			ID: t.ID, Type: t.Type, LockerID: t.LockerID, TowerID: t.TowerID, ClientInfo: t.ClientInfo,
+			CreatedAt: EventTime(t.CreatedAt), ExpiresAt: EventTime(t.ExpiresAt)}})
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		var active bool
 		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM locker_tokens WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
@@ -300,14 +328,6 @@ func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, er
 	}
 	if err != nil {
 		return false, fmt.Errorf("expire token: %w", translate(err))
-	}
-	// The possession ends when its hold has lapsed (its last drop-off token expired).
-	_, err = s.db.Exec(ctx, `
-		UPDATE lockers SET status = 1, possessor_client_id = NULL, possession_since = NULL,
-		       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
-		WHERE id = $1 AND generation = $2 AND status IN (3, 5) AND hold_expires_at <= now()`, lockerID, generation)
-	if err != nil {
-		return false, fmt.Errorf("end lapsed rental: %w", translate(err))
 	}
 	return true, nil
 }
