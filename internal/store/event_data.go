@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 // The data of the webhook events this package records, shaped as the API shows the object
@@ -22,18 +20,11 @@ func (s *Store) atomically(ctx context.Context, fn func(tx *Store) error) error 
 	return s.WithTx(ctx, fn)
 }
 
-// eventTime writes a time as the API does: RFC 3339, UTC, milliseconds.
-type eventTime time.Time
-
-func (t eventTime) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(time.Time(t).UTC().Format(webhook.TimeFormat))), nil
-}
-
-func eventTimePtr(t *time.Time) *eventTime {
+func eventTimePtr(t *time.Time) *EventTime {
 	if t == nil {
 		return nil
 	}
-	v := eventTime(*t)
+	v := EventTime(*t)
 	return &v
 }
 
@@ -44,17 +35,17 @@ type accessCodeData struct {
 	LocationID string     `json:"location_id"`
 	LockerName string     `json:"locker_name"`
 	SingleUse  bool       `json:"single_use"`
-	Expiry     eventTime  `json:"expiry"`
+	Expiry     EventTime  `json:"expiry"`
 	Status     string     `json:"status"`
-	CreatedAt  eventTime  `json:"created_at"`
-	UsedAt     *eventTime `json:"used_at,omitempty"`
+	CreatedAt  EventTime  `json:"created_at"`
+	UsedAt     *EventTime `json:"used_at,omitempty"`
 }
 
 func accessCodeEvent(typ string, c AccessCode) Event {
 	return Event{OrgID: c.OrganizationID, LocationID: c.LocationID, Type: typ, Data: accessCodeData{
 		ID: c.ID.String(), AccessCode: "****" + c.CodeLast2, LocationID: strconv.FormatInt(c.LocationID, 10),
-		LockerName: c.LockerName, SingleUse: c.SingleUse, Expiry: eventTime(c.ExpiresAt), Status: c.Status,
-		CreatedAt: eventTime(c.CreatedAt), UsedAt: eventTimePtr(c.UsedAt)}}
+		LockerName: c.LockerName, SingleUse: c.SingleUse, Expiry: EventTime(c.ExpiresAt), Status: c.Status,
+		CreatedAt: EventTime(c.CreatedAt), UsedAt: eventTimePtr(c.UsedAt)}}
 }
 
 // gatewayRequestData is a gateway request as the gateway cloud API's polls show it, with its
@@ -67,9 +58,9 @@ type gatewayRequestData struct {
 	Path         string     `json:"path"`
 	LocationID   int64      `json:"locationId"`
 	GatewayID    string     `json:"gatewayId"`
-	CreatedAt    eventTime  `json:"createdAt"`
-	UpdatedAt    eventTime  `json:"updatedAt"`
-	CompletedAt  *eventTime `json:"completedAt"`
+	CreatedAt    EventTime  `json:"createdAt"`
+	UpdatedAt    EventTime  `json:"updatedAt"`
+	CompletedAt  *EventTime `json:"completedAt"`
 	Attempts     int        `json:"attempts"`
 	HTTPStatus   int        `json:"httpStatus,omitempty" doc:"The gateway's answer, when it answered"`
 	ErrorCode    string     `json:"errorCode,omitempty"`
@@ -83,7 +74,7 @@ func gatewayRequestEvent(r GatewayRequest) Event {
 	}
 	return Event{OrgID: r.OrganizationID, LocationID: r.LocationID, Type: typ, Data: gatewayRequestData{
 		ID: r.ID.String(), Status: r.Status, Kind: r.Kind, Method: r.Method, Path: r.Path, LocationID: r.LocationID,
-		GatewayID: r.GatewaySerial, CreatedAt: eventTime(r.CreatedAt), UpdatedAt: eventTime(r.UpdatedAt),
+		GatewayID: r.GatewaySerial, CreatedAt: EventTime(r.CreatedAt), UpdatedAt: EventTime(r.UpdatedAt),
 		CompletedAt: eventTimePtr(r.CompletedAt), Attempts: r.Attempts, HTTPStatus: r.Outcome.HTTPStatus,
 		ErrorCode: r.Outcome.ErrorCode, ErrorMessage: r.Outcome.ErrorMessage}}
 }
@@ -93,7 +84,7 @@ type gatewayHealthData struct {
 	GatewayID     string     `json:"gatewayId"`
 	LocationID    int64      `json:"locationId"`
 	GatewayOnline bool       `json:"gatewayOnline"`
-	LastSeenAt    *eventTime `json:"lastSeenAt"`
+	LastSeenAt    *EventTime `json:"lastSeenAt"`
 }
 
 // gatewayHealthEvent is gateway.online or gateway.offline for gateway g (the row as it is now).

@@ -1,12 +1,13 @@
 package store
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 // Event types the tower API's state changes record (DESIGN §10).
@@ -27,7 +28,7 @@ type EventTime time.Time
 
 // MarshalJSON writes e.g. "2026-11-21T15:04:05.123Z".
 func (t EventTime) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	return json.Marshal(time.Time(t).UTC().Format(webhook.TimeFormat))
 }
 
 // EventReservation is a reservation as the tower API shows it (DESIGN §4.4).
@@ -115,13 +116,4 @@ func scanEventLocker(row pgx.Row, extra ...any) (EventLocker, *int64, error) {
 // id is the expression lockerID.
 func locationSubOrg(lockerID string) string {
 	return `(SELECT l.sub_organization_id FROM lockers lk JOIN locations l ON l.id = lk.location_id WHERE lk.id = ` + lockerID + `)`
-}
-
-// inTx runs fn on s when s is already bound to a transaction, else in a new one: the change
-// and the event it records commit together either way.
-func (s *Store) inTx(ctx context.Context, fn func(tx *Store) error) error {
-	if _, ok := s.db.(pgx.Tx); ok {
-		return fn(s)
-	}
-	return s.WithTx(ctx, fn)
 }
