@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/lockernet/lockernet/internal/store"
@@ -106,6 +107,10 @@ type WebhookAttemptInput struct {
 type WebhookAttemptResult struct {
 	// Done: no attempt follows (delivered, failed for good, or replaced by a redelivery).
 	Done bool
+	// Outcome, when Done: succeeded, failed (the schedule is spent), gone (410: the endpoint
+	// is disabled), abandoned (the endpoint is disabled or deleted) or superseded (a
+	// redelivery replaced this round, or the event was pruned).
+	Outcome string
 	// RetryIn is the wait before the next attempt.
 	RetryIn time.Duration
 	// Deferred: no attempt was made (the endpoint had its share in flight); it does not count.
@@ -128,25 +133,25 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 	}
 	at, err := d.Store.WebhookAttemptOf(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return WebhookAttemptResult{Done: true}, nil // the event was pruned
+		return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil // the event was pruned
 	}
 	if err != nil {
 		return WebhookAttemptResult{}, err
 	}
 	if at.Delivery.Round != in.Round || at.Delivery.Status != "pending" {
-		return WebhookAttemptResult{Done: true}, nil
+		return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil
 	}
 	record := func(o store.AttemptOutcome, outcome string) (WebhookAttemptResult, error) {
 		err := d.Store.RecordWebhookAttempt(ctx, id, in.Round, o, d.FailFor)
 		if errors.Is(err, store.ErrStaleRound) {
-			return WebhookAttemptResult{Done: true}, nil
+			return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil
 		}
 		if err != nil {
 			return WebhookAttemptResult{}, err
 		}
 		d.Metrics.delivered(outcome)
 		if o.Final {
-			return WebhookAttemptResult{Done: true}, nil
+			return WebhookAttemptResult{Done: true, Outcome: outcome}, nil
 		}
 		return WebhookAttemptResult{RetryIn: time.Until(*o.NextAttemptAt)}, nil
 	}
@@ -167,7 +172,9 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 		return WebhookAttemptResult{}, temporal.NewNonRetryableApplicationError("encode event", "InvalidInput", err)
 	}
 	start := time.Now()
+	stopBeats := heartbeatEvery(ctx, 2*time.Second)
 	code, cause := d.post(ctx, at.Endpoint.URL, webhook.EventIDPrefix+at.Event.ID.String(), keys, body)
+	stopBeats()
 	d.Metrics.attempted(time.Since(start))
 
 	o := store.AttemptOutcome{StatusCode: code, Error: cause}
@@ -185,6 +192,28 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 	next := time.Now().Add(d.Schedule[in.Attempt-1])
 	o.NextAttemptAt = &next
 	return record(o, "retrying")
+}
+
+// heartbeatEvery records the activity's heartbeat every interval until the returned stop is
+// called, so Temporal sees a worker that died mid-attempt within its heartbeat timeout.
+func heartbeatEvery(ctx context.Context, interval time.Duration) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // webhookKeys are the endpoint's signing keys: its secret, and during a rotation the

@@ -109,6 +109,8 @@ func workflowOutcome(res any, err error) string {
 		return r.Outcome
 	case workflows.GatewayRequestResult:
 		return r.Outcome.Status
+	case workflows.WebhookDeliveryResult:
+		return r.Outcome
 	}
 	return "completed"
 }

@@ -31,6 +31,13 @@ type WebhookDeliveryInput struct {
 	Attempt    int    `json:"attempt,omitempty"`
 }
 
+// WebhookDeliveryResult is how a delivery's round ended (activities.WebhookAttemptResult's
+// Outcome) and how many attempts it made.
+type WebhookDeliveryResult struct {
+	Outcome  string
+	Attempts int
+}
+
 // webhookLoopLimit bounds one run's history: after this many attempts or deferrals the
 // workflow continues as new with its counts.
 const webhookLoopLimit = 200
@@ -40,31 +47,37 @@ const webhookLoopLimit = 200
 // until an attempt succeeds, the schedule is spent, or the endpoint is gone. The activity
 // records every attempt in the delivery log; the workflow only sequences them. An attempt
 // deferred because the endpoint already has its share of attempts in flight does not count.
-func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) error {
+func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeliveryResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// 15 s for the receiver, the rest for Postgres.
+		// 15 s for the receiver, the rest for Postgres. The attempt heartbeats while it waits
+		// for the receiver, so one lost with its worker is retried within seconds.
 		StartToCloseTimeout: 45 * time.Second,
+		HeartbeatTimeout:    6 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{"InvalidInput"}},
 	})
 	for loops := 0; ; loops++ {
 		if loops >= webhookLoopLimit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			return workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
+			return WebhookDeliveryResult{}, workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)
 		}
 		var res activities.WebhookAttemptResult
 		err := workflow.ExecuteActivity(ctx, a.AttemptWebhook, activities.WebhookAttemptInput{
 			DeliveryID: in.DeliveryID, Round: in.Round, Attempt: in.Attempt + 1}).Get(ctx, &res)
 		if err != nil {
-			return err
+			return WebhookDeliveryResult{Outcome: "failed", Attempts: in.Attempt}, err
 		}
 		if res.Done {
-			return nil
+			attempts := in.Attempt
+			if res.Outcome != "superseded" && res.Outcome != "abandoned" {
+				attempts++
+			}
+			return WebhookDeliveryResult{Outcome: res.Outcome, Attempts: attempts}, nil
 		}
 		if !res.Deferred {
 			in.Attempt++
 		}
 		if err := workflow.Sleep(ctx, res.RetryIn); err != nil {
-			return err
+			return WebhookDeliveryResult{Outcome: "canceled", Attempts: in.Attempt}, err
 		}
 	}
 }

@@ -1,10 +1,10 @@
 // Command lockernet-bench drives a running Locker Network Service (the `make run` stack by
 // default) and measures it: the tower flow under sustained load, expiry fidelity, location
 // search over 100,000 locations, the gateway cloud API against the gateway's own local API,
-// and the memory of the apiserver and the worker. It prints the figures and writes
+// webhook deliveries to a local receiver, and the memory of the apiserver and the worker. It prints the figures and writes
 // docs/benchmarks.md.
 //
-//	lockernet-bench [-scenarios footprint,proxy,tracing,search,flow,expiry] [-out docs/benchmarks.md]
+//	lockernet-bench [-scenarios footprint,proxy,tracing,search,flow,expiry,webhooks] [-out docs/benchmarks.md]
 //
 // The scenarios run in that order, whatever order -scenarios names them in.
 //
@@ -64,11 +64,13 @@ type options struct {
 	searchN         int
 	proxyRate       float64
 	proxyDuration   time.Duration
+	webhookRate     float64
+	webhookDuration time.Duration
 }
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lockernet-bench", flag.ContinueOnError)
-	scen := fs.String("scenarios", "footprint,proxy,tracing,search,flow,expiry", "comma-separated scenarios to run")
+	scen := fs.String("scenarios", "footprint,proxy,tracing,search,flow,expiry,webhooks", "comma-separated scenarios to run")
 	var o options
 	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the report (empty: print only)")
 	fs.Float64Var(&o.flowRate, "flow-rate", 300, "tower flows per second")
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.searchN, "search-n", 2000, "searches of each kind")
 	fs.Float64Var(&o.proxyRate, "proxy-rate", 50, "requests per second of the gateway proxy comparison")
 	fs.DurationVar(&o.proxyDuration, "proxy-duration", 20*time.Second, "how long each proxy measurement runs")
+	fs.Float64Var(&o.webhookRate, "webhook-rate", 50, "webhook test events recorded per second")
+	fs.DurationVar(&o.webhookDuration, "webhook-duration", 20*time.Second, "how long webhook events are recorded")
 	tracingOpts := tracingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -192,6 +196,15 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		rep.expiry = &r
+	}
+	if o.scenarios["webhooks"] {
+		waitForQuiet(ctx, b, 10*time.Minute)
+		logf("webhooks: %.0f events/s for %s", o.webhookRate, o.webhookDuration)
+		r, err := runWebhooks(ctx, b, o.webhookRate, o.webhookDuration)
+		if err != nil {
+			return err
+		}
+		rep.webhooks = &r
 	}
 	if err := resetBench(ctx, b.pool, ds.orgID); err != nil {
 		return err

@@ -20,6 +20,7 @@ type report struct {
 	expiry       *expiryResult
 	proxy        *proxyResult
 	tracing      *tracingResult
+	webhooks     *webhookResult
 }
 
 func machine() string {
@@ -159,6 +160,9 @@ func (r *report) markdown() string {
 		w(summaryHeader)
 		w(e.WriteBack.row())
 		w("")
+	}
+	if wh := r.webhooks; wh != nil {
+		wh.markdown(w)
 	}
 	if r.idle != nil {
 		w("## Footprint (resident memory)")

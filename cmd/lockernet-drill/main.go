@@ -5,7 +5,7 @@
 // breaks one component while requests are in flight, and then counts what every client got:
 // lost requests (must be 0), duplicate door actuations (must be 0) and the time to recover.
 //
-//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults] [-out docs/reliability.md]
+//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,webhooks] [-out docs/reliability.md]
 //
 // It exits non-zero when a drill loses a request, doubles a door actuation or another side
 // effect, breaks the API contract, or leaves a component that does not recover within a
@@ -56,6 +56,11 @@ type options struct {
 	gfOpens           int
 	gfHardwareTimeout time.Duration
 	gfCallTimeout     time.Duration
+
+	whDown    int
+	whUp      int
+	whDownFor time.Duration
+	whSlow    time.Duration
 }
 
 type drill struct {
@@ -68,6 +73,7 @@ var drills = []drill{
 	{"restart-apiserver", drillRestartAPIServer},
 	{"restart-postgres", drillRestartPostgres},
 	{"gateway-faults", drillGatewayFaults},
+	{"webhooks", drillWebhooks},
 }
 
 func main() {
@@ -118,6 +124,10 @@ func run(ctx context.Context, args []string) (failed bool, err error) {
 	fs.IntVar(&o.gfOpens, "gateway-opens", 20, "gateway-faults: door opens sent in each fault phase")
 	fs.DurationVar(&o.gfHardwareTimeout, "gateway-hardware-timeout", 12*time.Second, "gateway-faults: LOCKERNET_GATEWAY_HARDWARE_TIMEOUT")
 	fs.DurationVar(&o.gfCallTimeout, "gateway-call-timeout", 4*time.Second, "gateway-faults: LOCKERNET_GATEWAY_CALL_TIMEOUT")
+	fs.IntVar(&o.whDown, "webhook-events-down", 50, "webhooks: events recorded while the receiver is down")
+	fs.IntVar(&o.whUp, "webhook-events-up", 100, "webhooks: events recorded once it is back")
+	fs.DurationVar(&o.whDownFor, "webhook-down", 6*time.Second, "webhooks: how long the receiver answers 503")
+	fs.DurationVar(&o.whSlow, "webhook-slow", 300*time.Millisecond, "webhooks: how long each of the receiver's answers takes once it is back")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/webhook"
+)
+
+// webhookResult is the webhook-delivery scenario's outcome.
+type webhookResult struct {
+	Rate     float64
+	Duration time.Duration
+	// Recorded is the events the API accepted; Delivered those the receiver got (first
+	// delivery of each id), Repeats the deliveries of an id already received.
+	Recorded, Delivered, Repeats, Refused int
+	// Span is from the first event's record to the last delivery; DrainAfterLoad from the
+	// end of the load to the last delivery (a growing backlog shows here).
+	Span, DrainAfterLoad time.Duration
+	// Latency is from the event's created_at to its arrival at the receiver.
+	Latency summary
+	// Record is the latency of the API call that records a test event.
+	Record summary
+}
+
+// runWebhooks points an endpoint of the bench organization at a receiver in this process,
+// records webhook.test events at rate a second for d through the app engine API, and
+// measures when each is delivered. The endpoint is deleted at the end, so the bench
+// organization records no events in the other scenarios.
+func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (webhookResult, error) {
+	res := webhookResult{Rate: rate, Duration: d}
+	key := seed.AppKeyPrefix + credential.NewSecret()
+	k, err := b.store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: b.data.orgID, Prefix: key[:12]}, credential.Hash(key))
+	if err != nil {
+		return res, fmt.Errorf("bench app key: %w", err)
+	}
+	defer func() { _ = b.store.DeleteAppKey(context.WithoutCancel(ctx), b.data.orgID, k.ID) }()
+	// The app engine limit is 300 a minute per key by default; this key's is raised so the
+	// limit does not shape the figure.
+	if _, err := b.pool.Exec(ctx, `UPDATE app_api_keys SET rate_limit = 1000000 WHERE id = $1`, k.ID); err != nil {
+		return res, err
+	}
+	hdr := map[string]string{"x-api-key": key}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return res, err
+	}
+	var mu sync.Mutex
+	arrived := map[string]time.Time{}
+	lat := newSample("event created → delivered")
+	var signKey []byte
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if webhook.Verify(signKey, r.Header, body, now, 5*time.Minute) != nil {
+			res.Refused++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var p webhook.Payload
+		_ = json.Unmarshal(body, &p)
+		if _, seen := arrived[p.ID]; seen {
+			res.Repeats++
+		} else {
+			arrived[p.ID] = now
+			if at, err := time.Parse(time.RFC3339Nano, p.CreatedAt); err == nil {
+				lat.add(now.Sub(at))
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints", hdr,
+		map[string]any{"url": "http://" + ln.Addr().String() + "/bench", "event_types": []string{"webhook.test"}})
+	if err != nil || r.status != http.StatusCreated {
+		return res, fmt.Errorf("create the bench endpoint: %d %s %v", r.status, r.body, err)
+	}
+	var ep struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal(r.body, &ep); err != nil {
+		return res, err
+	}
+	defer func() {
+		_, _ = b.api.do(context.WithoutCancel(ctx), http.MethodDelete, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID, hdr, nil)
+	}()
+	mu.Lock()
+	signKey, err = webhook.ParseSecret(ep.Secret)
+	mu.Unlock()
+	if err != nil {
+		return res, err
+	}
+
+	record := newSample("record a test event (API)")
+	var recMu sync.Mutex
+	start := time.Now()
+	openLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+		r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID+"/test", hdr, nil)
+		if err != nil || r.status != http.StatusAccepted {
+			record.fail()
+			return
+		}
+		record.add(time.Since(scheduled))
+		recMu.Lock()
+		res.Recorded++
+		recMu.Unlock()
+	})
+	loadEnd := time.Now()
+	// Wait for the deliveries: until every recorded event arrived, or nothing arrived for 30 s.
+	last, lastCount := time.Now(), 0
+	for {
+		mu.Lock()
+		n := len(arrived)
+		mu.Unlock()
+		if n >= res.Recorded {
+			break
+		}
+		if n != lastCount {
+			last, lastCount = time.Now(), n
+		}
+		if time.Since(last) > 30*time.Second || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	res.Delivered = len(arrived)
+	var lastArrival time.Time
+	for _, at := range arrived {
+		if at.After(lastArrival) {
+			lastArrival = at
+		}
+	}
+	if !lastArrival.IsZero() {
+		res.Span, res.DrainAfterLoad = lastArrival.Sub(start), lastArrival.Sub(loadEnd)
+	}
+	res.Latency, res.Record = lat.summary(), record.summary()
+	return res, nil
+}
+
+func (w webhookResult) markdown(p func(format string, a ...any)) {
+	p("## Webhook deliveries")
+	p("")
+	p("`webhook.test` events recorded through the app engine API (`POST /webhooks/endpoints/{id}/test`) at %.0f/s for %s, "+
+		"each delivered by its `WebhookDelivery` workflow to a receiver on this machine that verifies the signature and answers 204 at once. "+
+		"Latency is from the event's `created_at` (its commit) to its arrival at the receiver.", w.Rate, w.Duration)
+	p("")
+	delivered := 0.0
+	if w.Span > 0 {
+		delivered = float64(w.Delivered) / w.Span.Seconds()
+	}
+	p("- Events recorded: %d; delivered: %d (%d repeats, %d refused signatures); %.1f events/s delivered over %s from the first record to the last delivery.",
+		w.Recorded, w.Delivered, w.Repeats, w.Refused, delivered, w.Span.Round(10*time.Millisecond))
+	p("- Last delivery %s after the load ended (a backlog that grew during the load drains here).", w.DrainAfterLoad.Round(10*time.Millisecond))
+	p("")
+	p(summaryHeader)
+	p(w.Latency.row())
+	p(w.Record.row())
+	p("")
+}
