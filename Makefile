@@ -51,7 +51,7 @@ lint: ## gofmt, go vet, staticcheck and workflowcheck
 	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION) ./workflows/...
 
 # make test-faults DRILLS=kill-worker runs one drill (or a comma-separated list) and prints its report;
-# FAULTS_REPORT= prints the report of all four instead of writing it (CI).
+# FAULTS_REPORT= prints the report of all the drills instead of writing it (CI).
 FAULTS_REPORT ?= docs/reliability.md
 test-faults: dev-build ## Fault drills on real processes (worker killed, apiserver and Postgres restarted, gateway hang/down); writes docs/reliability.md
 	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-drill

@@ -19,10 +19,13 @@ import (
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 
-// whReceiver is a customer's backend: it answers 204 to every delivery and keeps them.
+// whReceiver is a customer's backend: it keeps every delivery whose signature verifies with
+// the endpoint's key, answers it 204, and counts the others.
 type whReceiver struct {
 	mu     sync.Mutex
+	key    []byte
 	bodies map[string]webhook.Payload // by webhook-id
+	forged int
 }
 
 func newWHReceiver(t *testing.T) (*whReceiver, string) {
@@ -30,12 +33,15 @@ func newWHReceiver(t *testing.T) (*whReceiver, string) {
 	rc := &whReceiver{bodies: map[string]webhook.Payload{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
 		var p webhook.Payload
-		if json.Unmarshal(b, &p) == nil {
-			rc.mu.Lock()
-			rc.bodies[r.Header.Get(webhook.HeaderID)] = p
-			rc.mu.Unlock()
+		if webhook.Verify(rc.key, r.Header, b, time.Now(), 5*time.Minute) != nil || json.Unmarshal(b, &p) != nil {
+			rc.forged++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
 		}
+		rc.bodies[r.Header.Get(webhook.HeaderID)] = p
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
@@ -124,6 +130,11 @@ func TestTowerWebhookEvents(t *testing.T) {
 	r := testenv.DoWithHeaders(t, http.MethodPost, e.URL+"/webhooks/endpoints", map[string]string{"x-api-key": e.Creds.AppEngineAPIKey},
 		map[string]any{"url": hookURL})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	key, err := webhook.ParseSecret(asMap(t, r.Body)["secret"].(string))
+	require.NoError(t, err)
+	rc.mu.Lock()
+	rc.key = key
+	rc.mu.Unlock()
 	subOrg := e.Creds.SubOrganizationID // Union Station's; Santa Monica Pier has none
 	var delivered []string
 
@@ -224,4 +235,7 @@ func TestTowerWebhookEvents(t *testing.T) {
 			assert.Equal(t, id, p.ID, fmt.Sprintf("%s: the delivery carries its event", id))
 		}
 	}
+	rc.mu.Lock()
+	assert.Zero(t, rc.forged, "every delivery's signature verified with the endpoint's secret")
+	rc.mu.Unlock()
 }

@@ -132,7 +132,7 @@ func (rep *report) markdown() string {
 	w("\n")
 	w("## How to run\n\n")
 	w("```sh\n")
-	w("make test-faults                        # dev-build, then all four drills; writes this file; exit status 1 on a failure\n")
+	w("make test-faults                        # dev-build, then every drill; writes this file; exit status 1 on a failure\n")
 	w("make test-faults DRILLS=kill-worker     # one drill, or a comma-separated list; prints the report instead\n")
 	w("make test-faults DRILL_ARGS='-kill-worker-opens 500 -keep'   # knobs: bin/dev/lockernet-drill -h\n")
 	w("```\n\n")

@@ -77,3 +77,51 @@ func TestRecordEvent(t *testing.T) {
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
 	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_events`))
 }
+
+// An endpoint whose deliveries have all failed for five days is disabled by the next final
+// failure; a success in between starts the count again.
+func TestWebhookEndpointDisabledAfterDaysOfFailures(t *testing.T) {
+	t.Parallel()
+	st, demo := seeded(t)
+	ctx := context.Background()
+	org := demo.Credentials.OrganizationID
+	ep, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
+	require.NoError(t, err)
+	delivery := func() uuid.UUID {
+		t.Helper()
+		ev, err := st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Data: map[string]int{}})
+		require.NoError(t, err)
+		var id uuid.UUID
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE event_id = $1`, ev).Scan(&id))
+		return id
+	}
+	fail := store.AttemptOutcome{StatusCode: 500, Error: "HTTP 500", Final: true}
+	sc := store.WebhookScope{OrgID: org}
+
+	// An attempt of a round a redelivery replaced records nothing.
+	assert.ErrorIs(t, st.RecordWebhookAttempt(ctx, delivery(), 1, fail, 5*24*time.Hour), store.ErrStaleRound)
+
+	require.NoError(t, st.RecordWebhookAttempt(ctx, delivery(), 0, fail, 5*24*time.Hour))
+	got, err := st.WebhookEndpoint(ctx, sc, ep.ID)
+	require.NoError(t, err)
+	assert.True(t, got.Enabled, "one failed delivery disables nothing")
+
+	// The run of failures began six days ago; a success would have ended it.
+	_, err = st.Pool().Exec(ctx, `UPDATE webhook_endpoints SET failing_since = now() - interval '6 days' WHERE id = $1`, ep.ID)
+	require.NoError(t, err)
+	ok := delivery()
+	require.NoError(t, st.RecordWebhookAttempt(ctx, ok, 0, store.AttemptOutcome{StatusCode: 200, Succeeded: true, Final: true}, 5*24*time.Hour))
+	require.NoError(t, st.RecordWebhookAttempt(ctx, delivery(), 0, fail, 5*24*time.Hour))
+	got, err = st.WebhookEndpoint(ctx, sc, ep.ID)
+	require.NoError(t, err)
+	assert.True(t, got.Enabled, "a success restarted the count")
+
+	_, err = st.Pool().Exec(ctx, `UPDATE webhook_endpoints SET failing_since = now() - interval '6 days' WHERE id = $1`, ep.ID)
+	require.NoError(t, err)
+	require.NoError(t, st.RecordWebhookAttempt(ctx, delivery(), 0, fail, 5*24*time.Hour))
+	got, err = st.WebhookEndpoint(ctx, sc, ep.ID)
+	require.NoError(t, err)
+	assert.False(t, got.Enabled)
+	require.NotNil(t, got.DisabledReason)
+	assert.Equal(t, "every delivery failed for 5 days", *got.DisabledReason)
+}
