@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -101,6 +102,10 @@ type WebhookAttemptInput struct {
 	DeliveryID string
 	Round      int
 	Attempt    int
+	// Deferrals is how many times in a row this attempt was deferred; each deferral waits
+	// longer (1 s, 2 s, 4 s … 30 s, with jitter), so a backlog behind a busy endpoint does
+	// not wake up all at once every second.
+	Deferrals int
 }
 
 // WebhookAttemptResult tells the workflow what comes next.
@@ -127,6 +132,10 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 		return WebhookAttemptResult{}, temporal.NewApplicationError("this worker does not deliver webhooks", "NotConfigured")
 	}
 	d.init()
+	// Heartbeats for the whole attempt (Postgres may be slow to answer under load, the
+	// receiver up to its timeout): a worker that dies mid-attempt is noticed within the
+	// heartbeat timeout, and a live one is never mistaken for dead.
+	defer heartbeatEvery(ctx, 2*time.Second)()
 	id, err := uuid.Parse(in.DeliveryID)
 	if err != nil {
 		return WebhookAttemptResult{}, temporal.NewNonRetryableApplicationError("bad delivery id", "InvalidInput", err)
@@ -159,7 +168,8 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 		return record(store.AttemptOutcome{Error: "endpoint disabled or deleted", Final: true}, "abandoned")
 	}
 	if !d.take(at.Endpoint.ID) {
-		return WebhookAttemptResult{Deferred: true, RetryIn: time.Second}, nil
+		wait := min(time.Second<<min(in.Deferrals, 5), 30*time.Second)
+		return WebhookAttemptResult{Deferred: true, RetryIn: wait + rand.N(time.Second)}, nil
 	}
 	defer d.give(at.Endpoint.ID)
 
@@ -172,9 +182,7 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 		return WebhookAttemptResult{}, temporal.NewNonRetryableApplicationError("encode event", "InvalidInput", err)
 	}
 	start := time.Now()
-	stopBeats := heartbeatEvery(ctx, 2*time.Second)
 	code, cause := d.post(ctx, at.Endpoint.URL, webhook.EventIDPrefix+at.Event.ID.String(), keys, body)
-	stopBeats()
 	d.Metrics.attempted(time.Since(start))
 
 	o := store.AttemptOutcome{StatusCode: code, Error: cause}

@@ -29,6 +29,7 @@ type WebhookDeliveryInput struct {
 	DeliveryID string `json:"delivery_id"`
 	Round      int    `json:"round,omitempty"`
 	Attempt    int    `json:"attempt,omitempty"`
+	Deferrals  int    `json:"deferrals,omitempty"`
 }
 
 // WebhookDeliveryResult is how a delivery's round ended (activities.WebhookAttemptResult's
@@ -52,7 +53,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 		// 15 s for the receiver, the rest for Postgres. The attempt heartbeats while it waits
 		// for the receiver, so one lost with its worker is retried within seconds.
 		StartToCloseTimeout: 45 * time.Second,
-		HeartbeatTimeout:    6 * time.Second,
+		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{"InvalidInput"}},
 	})
@@ -62,7 +63,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 		}
 		var res activities.WebhookAttemptResult
 		err := workflow.ExecuteActivity(ctx, a.AttemptWebhook, activities.WebhookAttemptInput{
-			DeliveryID: in.DeliveryID, Round: in.Round, Attempt: in.Attempt + 1}).Get(ctx, &res)
+			DeliveryID: in.DeliveryID, Round: in.Round, Attempt: in.Attempt + 1, Deferrals: in.Deferrals}).Get(ctx, &res)
 		if err != nil {
 			return WebhookDeliveryResult{Outcome: "failed", Attempts: in.Attempt}, err
 		}
@@ -73,8 +74,11 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 			}
 			return WebhookDeliveryResult{Outcome: res.Outcome, Attempts: attempts}, nil
 		}
-		if !res.Deferred {
+		if res.Deferred {
+			in.Deferrals++
+		} else {
 			in.Attempt++
+			in.Deferrals = 0
 		}
 		if err := workflow.Sleep(ctx, res.RetryIn); err != nil {
 			return WebhookDeliveryResult{Outcome: "canceled", Attempts: in.Attempt}, err

@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -33,12 +36,13 @@ import (
 )
 
 type bench struct {
-	api   *api
-	store *store.Store
-	pool  *pgxpool.Pool
-	data  dataset
-	creds *seed.Credentials
-	cfg   config.Config
+	temporal client.Client // nil when Temporal could not be reached
+	api      *api
+	store    *store.Store
+	pool     *pgxpool.Pool
+	data     dataset
+	creds    *seed.Credentials
+	cfg      config.Config
 }
 
 func logf(format string, args ...any) {
@@ -118,6 +122,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	b := &bench{api: newAPI(creds.APIURL, benchClientID, ds.clientSecret), store: st, pool: st.Pool(), data: ds, creds: creds, cfg: cfg}
+	if tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNS,
+		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err == nil {
+		b.temporal = tc
+		defer tc.Close()
+	}
 	rep := &report{started: time.Now(), args: args, options: o}
 
 	// The apiserver's metrics are on its internal listener (make run: 127.0.0.1:8090).
@@ -218,4 +227,27 @@ func run(ctx context.Context, args []string) error {
 		logf("wrote %s", o.out)
 	}
 	return nil
+}
+
+// taskBacklog is the approximate number of tasks queued in Temporal on the workers' task
+// queues (0 when it cannot be read).
+func (b *bench) taskBacklog(ctx context.Context) int64 {
+	if b.temporal == nil {
+		return 0
+	}
+	var total int64
+	for _, q := range []string{b.cfg.TaskQueue, b.cfg.GatewayTaskQueue} {
+		d, err := b.temporal.DescribeTaskQueueEnhanced(ctx, client.DescribeTaskQueueEnhancedOptions{TaskQueue: q, ReportStats: true})
+		if err != nil {
+			continue
+		}
+		for _, v := range d.VersionsInfo {
+			for _, ti := range v.TypesInfo {
+				if ti.Stats != nil {
+					total += ti.Stats.ApproximateBacklogCount
+				}
+			}
+		}
+	}
+	return total
 }

@@ -123,7 +123,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 		recMu.Unlock()
 	})
 	loadEnd := time.Now()
-	// Wait for the deliveries: until every recorded event arrived, or nothing arrived for 30 s.
+	// Wait for the deliveries: until every recorded event arrived, or nothing arrived for 2 min.
 	last, lastCount := time.Now(), 0
 	for {
 		mu.Lock()
@@ -135,7 +135,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 		if n != lastCount {
 			last, lastCount = time.Now(), n
 		}
-		if time.Since(last) > 30*time.Second || ctx.Err() != nil {
+		if time.Since(last) > 2*time.Minute || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

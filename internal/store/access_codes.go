@@ -65,7 +65,7 @@ var (
 // not be held and only its workflow's clean-up remains).
 func (s *Store) CreateAccessCode(ctx context.Context, c AccessCode) (AccessCode, error) {
 	var out AccessCode
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, c.OrganizationID, func(tx *Store) error {
 		var err error
 		if out, err = tx.createAccessCode(ctx, c); err != nil || out.Status != CodeActive {
 			return err
@@ -101,7 +101,7 @@ func (s *Store) createAccessCode(ctx context.Context, c AccessCode) (AccessCode,
 // code can take the locker at once (its workflow would write the expiry back shortly).
 func (s *Store) ReleaseLapsedCode(ctx context.Context, gatewayID int64, lockerID int) (*uuid.UUID, error) {
 	var released *uuid.UUID
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, 0, func(tx *Store) error {
 		var id uuid.UUID
 		err := tx.db.QueryRow(ctx, `
 			UPDATE access_codes SET status = 'expired', ended_at = expires_at
@@ -184,7 +184,7 @@ func (s *Store) RestoreAccessCode(ctx context.Context, id uuid.UUID) (bool, erro
 // RemoveAccessCode removes an active code of the organization. changed is false when it had
 // already ended (removed again: still the same answer).
 func (s *Store) RemoveAccessCode(ctx context.Context, orgID int64, id uuid.UUID) (c AccessCode, changed bool, err error) {
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, orgID, func(tx *Store) error {
 		tag, err := tx.db.Exec(ctx, `
 			UPDATE access_codes SET status = 'removed', ended_at = now()
 			WHERE id = $1 AND organization_id = $2 AND status = 'active'`, id, orgID)
@@ -206,7 +206,7 @@ func (s *Store) RemoveAccessCode(ctx context.Context, orgID int64, id uuid.UUID)
 // had ended otherwise.
 func (s *Store) ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error) {
 	var expired bool
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, 0, func(tx *Store) error {
 		tag, err := tx.db.Exec(ctx, `
 			UPDATE access_codes SET status = 'expired', ended_at = expires_at
 			WHERE id = $1 AND status = 'active' AND expires_at <= now()`, id)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,12 +13,67 @@ import (
 // (DESIGN §10).
 
 // atomically runs fn in s's transaction, or in a new one when s is not in a transaction, so
-// a change and its event commit together.
-func (s *Store) atomically(ctx context.Context, fn func(tx *Store) error) error {
-	if _, ok := s.db.(pgx.Tx); ok {
+// a change and its event commit together. When organization orgID (0: any organization)
+// has no webhook endpoint, no event will be recorded and fn runs as it is, without a
+// transaction of its own: changes of organizations that use no webhooks cost what they did
+// before webhooks existed.
+func (s *Store) atomically(ctx context.Context, orgID int64, fn func(tx *Store) error) error {
+	if _, ok := s.db.(pgx.Tx); ok || !s.wantsEvents(ctx, orgID) {
 		return fn(s)
 	}
 	return s.WithTx(ctx, fn)
+}
+
+// hookedOrgsTTL is how long a process trusts its list of the organizations that have webhook
+// endpoints. An organization's first endpoint is seen by the other processes within it; the
+// process that made it sees it at once.
+const hookedOrgsTTL = time.Second
+
+// hookedOrgs caches the organizations that have webhook endpoints.
+type hookedOrgs struct {
+	mu   sync.Mutex
+	at   time.Time
+	orgs map[int64]bool
+}
+
+// wantsEvents reports whether organization orgID (0: any organization) has a webhook
+// endpoint, as of at most hookedOrgsTTL ago. When the list cannot be read it answers true:
+// recording an event nobody wants costs a statement, missing one loses it.
+func (s *Store) wantsEvents(ctx context.Context, orgID int64) bool {
+	h := s.hooked
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.orgs == nil || time.Since(h.at) > hookedOrgsTTL {
+		rows, err := s.db.Query(ctx, `SELECT DISTINCT organization_id FROM webhook_endpoints WHERE deleted_at IS NULL`)
+		if err != nil {
+			return true
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return true
+		}
+		h.orgs = make(map[int64]bool, len(ids))
+		for _, id := range ids {
+			h.orgs[id] = true
+		}
+		h.at = time.Now()
+	}
+	if orgID == 0 {
+		return len(h.orgs) > 0
+	}
+	return h.orgs[orgID]
+}
+
+// forgetHookedOrgs makes the next wantsEvents read the list again (an endpoint was made).
+func (s *Store) forgetHookedOrgs() {
+	if h := s.hooked; h != nil {
+		h.mu.Lock()
+		h.orgs = nil
+		h.mu.Unlock()
+	}
 }
 
 func eventTimePtr(t *time.Time) *EventTime {

@@ -291,7 +291,7 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o Gatewa
 	}
 	var r GatewayRequest
 	var fresh bool
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, 0, func(tx *Store) error {
 		var prior *bool
 		var serr error
 		r, serr = tx.finishGatewayRequest(ctx, id, o, seen, syncMirror, headers, details, cause, &prior)

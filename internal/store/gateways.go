@@ -135,7 +135,7 @@ func (s *Store) GatewayLocations(ctx context.Context, orgID int64, onlineWithin 
 // the time it answered, or offline with the reason. A gateway that answered is never marked
 // offline by an older observation.
 func (s *Store) RecordGatewayHealth(ctx context.Context, gatewayID int64, online bool, cause string) error {
-	return s.atomically(ctx, func(tx *Store) error {
+	return s.atomically(ctx, 0, func(tx *Store) error {
 		var orgID, locationID int64
 		var serial string
 		var lastSeen *time.Time

@@ -63,7 +63,7 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 	// (given) the outbox row of its workflow; then, in the same transaction, its event.
 	var outboxID, subOrg *int64
 	claimed := false
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, p.OrgID, func(tx *Store) error {
 		err := tx.db.QueryRow(ctx, `
 		WITH t AS (SELECT coalesce($7::timestamptz, now()) AS start),
 		claimed AS (
@@ -166,7 +166,7 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 		return Reservation{}, false, &StatusConflictError{Msg: "the reservation belongs to another client"}
 	}
 	var subOrg *int64
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, orgID, func(tx *Store) error {
 		err := tx.db.QueryRow(ctx, `
 			UPDATE reservations SET status = 'cancelled', ended_at = now()
 			WHERE id = $1 AND status = 'active' AND expires_at > now()
@@ -204,7 +204,7 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 // returns ErrNotDue if the database clock has not reached the expiry yet.
 func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bool, err error) {
 	var due bool
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, 0, func(tx *Store) error {
 		var r Reservation
 		var subOrg *int64
 		err := tx.db.QueryRow(ctx, `
@@ -259,7 +259,7 @@ func (s *Store) releaseReservedLocker(ctx context.Context, reservationID uuid.UU
 // and tokens it expires record reservation.expired and locker_token.expired in the same
 // transaction, as their workflows would have.
 func (s *Store) ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error) {
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, 0, func(tx *Store) error {
 		var events []Event
 		rows, err := tx.db.Query(ctx, `
 			UPDATE reservations SET status = 'expired', ended_at = expires_at

@@ -27,7 +27,7 @@ type ServiceChange struct {
 // reservation) in the same transaction.
 func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID int64, reason string, force bool) (ServiceChange, error) {
 	var ch ServiceChange
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, 0, func(tx *Store) error {
 		k, err := tx.lockLocker(ctx, 0, towerID, lockerID)
 		if err != nil {
 			return err
@@ -97,7 +97,7 @@ func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID in
 // possession, else available. The change records locker.in_service in the same transaction.
 func (s *Store) SetInService(ctx context.Context, towerID string, lockerID int64) (ServiceChange, error) {
 	var ch ServiceChange
-	err := s.atomically(ctx, func(tx *Store) error {
+	err := s.atomically(ctx, 0, func(tx *Store) error {
 		k, err := tx.lockLocker(ctx, 0, towerID, lockerID)
 		if err != nil {
 			return err

@@ -28,6 +28,9 @@ type DBTX interface {
 type Store struct {
 	pool *pgxpool.Pool
 	db   DBTX
+	// hooked knows which organizations have webhook endpoints (shared by a store and the
+	// transactions it opens).
+	hooked *hookedOrgs
 }
 
 // Options tune the pool; zero values take the defaults.
@@ -66,7 +69,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return &Store{pool: pool, db: pool}, nil
+	return &Store{pool: pool, db: pool, hooked: &hookedOrgs{}}, nil
 }
 
 // Close closes the pool.
@@ -91,7 +94,7 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *Store) error) error {
 		return fmt.Errorf("begin transaction: %w", translate(err))
 	}
 	defer rollbackWithoutCancel(ctx, tx)
-	if err := fn(&Store{pool: s.pool, db: tx}); err != nil {
+	if err := fn(&Store{pool: s.pool, db: tx, hooked: s.hooked}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

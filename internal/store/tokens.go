@@ -260,7 +260,7 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 // keeps it for the release grace, during which a drop-off or release token moves it on.
 // It records the locker.released event in the same transaction.
 func (s *Store) ReleaseLocker(ctx context.Context, orgID int64, clientID, towerID string, lockerID int64) error {
-	return s.atomically(ctx, func(tx *Store) error {
+	return s.atomically(ctx, orgID, func(tx *Store) error {
 		k, err := tx.lockLocker(ctx, orgID, towerID, lockerID)
 		if err != nil {
 			return err
@@ -291,7 +291,7 @@ func (s *Store) ReleaseLocker(ctx context.Context, orgID int64, clientID, towerI
 // writes back the end of a rental whose last drop-off token this was. It does nothing to a
 // token that was used or revoked.
 func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, err error) {
-	err = s.atomically(ctx, func(tx *Store) error {
+	err = s.atomically(ctx, 0, func(tx *Store) error {
 		var t LockerToken
 		var subOrg *int64
 		err := tx.db.QueryRow(ctx, `

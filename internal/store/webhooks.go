@@ -108,6 +108,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e WebhookEndpoint) (W
 	if err != nil {
 		return WebhookEndpoint{}, fmt.Errorf("create webhook endpoint: %w", translate(err))
 	}
+	s.forgetHookedOrgs()
 	return out, nil
 }
 
@@ -232,6 +233,9 @@ const MaxEventSize = 60 << 10
 // changes of organizations that use no webhooks cost one index lookup. The returned id is
 // uuid.Nil when nothing was recorded.
 func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
+	if !s.wantsEvents(ctx, ev.OrgID) {
+		return uuid.Nil, nil
+	}
 	data, err := json.Marshal(ev.Data)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: encode data: %w", ev.Type, err)
