@@ -290,6 +290,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 		if err != nil {
 			return nil, s.mapError(ctx, "webhook test", err)
 		}
+		if evID == uuid.Nil {
+			// Deleted between the read above and the record.
+			return nil, huma.Error404NotFound("webhook endpoint: not found")
+		}
 		out := &struct {
 			Body struct {
 				EventID string `json:"event_id"`

@@ -233,7 +233,9 @@ const MaxEventSize = 60 << 10
 // changes of organizations that use no webhooks cost one index lookup. The returned id is
 // uuid.Nil when nothing was recorded.
 func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
-	if !s.wantsEvents(ctx, ev.OrgID) {
+	// A test event names its endpoint, which exists: it is recorded whatever this process's
+	// list of the organizations with endpoints says.
+	if ev.Only == nil && !s.wantsEvents(ctx, ev.OrgID) {
 		return uuid.Nil, nil
 	}
 	data, err := json.Marshal(ev.Data)
