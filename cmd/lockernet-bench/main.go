@@ -26,6 +26,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
@@ -237,15 +240,11 @@ func (b *bench) taskBacklog(ctx context.Context) int64 {
 	}
 	var total int64
 	for _, q := range []string{b.cfg.TaskQueue, b.cfg.GatewayTaskQueue} {
-		d, err := b.temporal.DescribeTaskQueueEnhanced(ctx, client.DescribeTaskQueueEnhancedOptions{TaskQueue: q, ReportStats: true})
-		if err != nil {
-			continue
-		}
-		for _, v := range d.VersionsInfo {
-			for _, ti := range v.TypesInfo {
-				if ti.Stats != nil {
-					total += ti.Stats.ApproximateBacklogCount
-				}
+		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
+			d, err := b.temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+				Namespace: b.cfg.TemporalNS, TaskQueue: &taskqueuepb.TaskQueue{Name: q}, TaskQueueType: typ, ReportStats: true})
+			if err == nil && d.GetStats() != nil {
+				total += d.GetStats().GetApproximateBacklogCount()
 			}
 		}
 	}
