@@ -329,23 +329,15 @@ func (s *Server) registerWebhooks(api huma.API) {
 				&huma.ErrorDetail{Location: "query.status", Value: in.Status, Message: "expected pending, succeeded or failed"})
 		}
 		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
-		if in.Cursor != "" {
-			at, cid, err := parseCursor(in.Cursor)
-			if err != nil {
-				return nil, err
-			}
-			f.After = &store.WebhookDelivery{CreatedAt: at, ID: cid}
+		if f.After, err = parseCursor(in.Cursor); err != nil {
+			return nil, err
 		}
 		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
 		if err != nil {
 			return nil, s.mapError(ctx, "webhook endpoint", err)
 		}
 		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
-		if len(list) > limit {
-			list = list[:limit]
-			c := cursorOf(list[limit-1].CreatedAt, list[limit-1].ID)
-			page.NextCursor = &c
-		}
+		list, page.NextCursor = nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
 		for _, d := range list {
 			page.Data = append(page.Data, deliveryBody(d))
 		}
@@ -402,23 +394,15 @@ func (s *Server) registerWebhooks(api huma.API) {
 			}
 			f.Since = &t
 		}
-		if in.Cursor != "" {
-			at, cid, err := parseCursor(in.Cursor)
-			if err != nil {
-				return nil, err
-			}
-			f.After = &store.WebhookEvent{CreatedAt: at, ID: cid}
+		if f.After, err = parseCursor(in.Cursor); err != nil {
+			return nil, err
 		}
 		list, err := s.deps.Store.WebhookEvents(ctx, f)
 		if err != nil {
 			return nil, s.mapError(ctx, "webhook events", err)
 		}
 		page := WebhookEventPage{Data: []WebhookEventBody{}}
-		if len(list) > limit {
-			list = list[:limit]
-			c := cursorOf(list[limit-1].CreatedAt, list[limit-1].ID)
-			page.NextCursor = &c
-		}
+		list, page.NextCursor = nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
 		for _, e := range list {
 			p := webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data)
 			page.Data = append(page.Data, WebhookEventBody(p))
@@ -481,29 +465,40 @@ func parseEndpointID(raw string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// cursorOf and parseCursor write and read the opaque position of a page's last entry.
-func cursorOf(at time.Time, id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "." + id.String()))
+// nextPage trims a list read with one entry more than limit to limit, and returns the
+// opaque cursor of the next page (nil on the last page).
+func nextPage[T any](list []T, limit int, pos func(T) store.Cursor) ([]T, *string) {
+	if len(list) <= limit {
+		return list, nil
+	}
+	list = list[:limit]
+	c := pos(list[limit-1])
+	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID.String()))
+	return list, &next
 }
 
-func parseCursor(raw string) (time.Time, uuid.UUID, error) {
+// parseCursor reads a cursor nextPage wrote (nil for an empty one: the first page).
+func parseCursor(raw string) (*store.Cursor, error) {
+	if raw == "" {
+		return nil, nil
+	}
 	bad := huma.Error422UnprocessableEntity("cursor: not a cursor this API returned",
 		&huma.ErrorDetail{Location: "query.cursor", Value: raw, Message: "pass the next_cursor of the previous page"})
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil {
-		return time.Time{}, uuid.Nil, bad
+		return nil, bad
 	}
 	at, id, ok := strings.Cut(string(b), ".")
 	if !ok {
-		return time.Time{}, uuid.Nil, bad
+		return nil, bad
 	}
 	us, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
-		return time.Time{}, uuid.Nil, bad
+		return nil, bad
 	}
 	u, err := uuid.Parse(id)
 	if err != nil {
-		return time.Time{}, uuid.Nil, bad
+		return nil, bad
 	}
-	return time.UnixMicro(us), u, nil
+	return &store.Cursor{At: time.UnixMicro(us), ID: u}, nil
 }

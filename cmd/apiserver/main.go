@@ -66,22 +66,11 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	latch := httpserve.NewLatch(apiserver.Starting(), startingWait)
-	served := make(chan error, 1)
-	go func() {
-		logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
-		err := httpserve.Serve(ctx, ln, latch, 10*time.Second)
-		cancel()
-		served <- err
-	}()
-	err = serve(ctx, cfg, logger, latch)
-	cancel()
-	if serr := <-served; err == nil {
-		err = serr
-	}
-	return err
+	logger.Info("apiserver listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL)
+	return httpserve.ServeWhileStarting(ctx, ln, latch, 10*time.Second, func(ctx context.Context) error {
+		return serve(ctx, cfg, logger, latch)
+	})
 }
 
 // serve connects and migrates, hands the latch the API and runs the apiserver's loops until

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,34 +13,26 @@ import (
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // `webhook listen` prints a verified event and refuses a forged one.
 func TestWebhookListen(t *testing.T) {
 	secret, key := webhook.NewSecret()
 	addr := testenv.FreeAddr(t)
-	out := &syncBuffer{}
+	// Read only once the command has stopped, so the buffer is never shared.
+	out := &bytes.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- webhookCmd(ctx, &adminEnv{out: out}, []string{"listen", "-addr", addr, "-secret", secret})
 	}()
-	defer func() { cancel(); <-done }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	defer stop()
 
 	post := func(k []byte, id string) int {
 		body := []byte(`{"id":"` + id + `","type":"webhook.test","created_at":"2026-11-26T10:00:00.000Z","organization_id":1,"sub_organization_id":null,"data":{"n":1}}`)
@@ -69,6 +60,8 @@ func TestWebhookListen(t *testing.T) {
 	if c := post(forged, "evt_forged"); c != http.StatusUnauthorized {
 		t.Fatalf("forged delivery: %d", c)
 	}
+	stop()
+	stop()
 	if got := out.String(); !strings.Contains(got, `"id":"evt_good"`) || strings.Contains(got, "evt_forged") {
 		t.Fatalf("printed %q", got)
 	}

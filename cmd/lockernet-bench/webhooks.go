@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -40,8 +40,8 @@ type webhookResult struct {
 // organization records no events in the other scenarios.
 func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (webhookResult, error) {
 	res := webhookResult{Rate: rate, Duration: d}
-	key := seed.AppKeyPrefix + credential.NewSecret()
-	k, err := b.store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: b.data.orgID, Prefix: key[:12]}, credential.Hash(key))
+	key, prefix := apiserver.NewAppKey()
+	k, err := b.store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: b.data.orgID, Prefix: prefix}, credential.Hash(key))
 	if err != nil {
 		return res, fmt.Errorf("bench app key: %w", err)
 	}

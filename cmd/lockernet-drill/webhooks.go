@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -217,34 +216,24 @@ type appClient struct {
 	base, key string
 }
 
+// do sends body as JSON and decodes the answer into out, which must have status want.
 func (a *appClient) do(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("x-api-key", a.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
+	ans, err := send(ctx, method, a.base+path, map[string]string{"x-api-key": a.key}, b)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	if ans.status != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, ans.status, truncate(ans.body))
 	}
 	if out != nil {
-		return json.Unmarshal(b, out)
+		return json.Unmarshal(ans.body, out)
 	}
 	return nil
 }

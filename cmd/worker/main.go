@@ -62,21 +62,10 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	latch := httpserve.NewLatch(httpserve.StartingProbes(nil), 0)
-	served := make(chan error, 1)
-	go func() {
-		err := httpserve.Serve(ctx, ln, latch, 5*time.Second)
-		cancel()
-		served <- err
-	}()
-	err = serve(ctx, cfg, logger, latch)
-	cancel()
-	if serr := <-served; err == nil {
-		err = serr
-	}
-	return err
+	return httpserve.ServeWhileStarting(ctx, ln, latch, 5*time.Second, func(ctx context.Context) error {
+		return serve(ctx, cfg, logger, latch)
+	})
 }
 
 // serve connects, hands the latch the health handler and runs the worker's pollers and

@@ -1,6 +1,8 @@
 package httpserve
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -71,4 +73,24 @@ func StartingProbes(other http.Handler) http.Handler {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"status":"starting","checks":{}}` + "\n"))
 	})
+}
+
+// ServeWhileStarting serves latch on ln from now on and runs start, which connects what the
+// process needs, hands the latch its real handler with Ready, and returns when ctx is done.
+// If either the server or start ends, the other is stopped; the first error is returned.
+func ServeWhileStarting(ctx context.Context, ln net.Listener, latch *Latch, drain time.Duration, start func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		err := Serve(ctx, ln, latch, drain)
+		cancel()
+		served <- err
+	}()
+	err := start(ctx)
+	cancel()
+	if serr := <-served; err == nil {
+		err = serr
+	}
+	return err
 }

@@ -286,23 +286,34 @@ func scanEvent(row pgx.Row) (WebhookEvent, error) {
 	return e, err
 }
 
+// Cursor is a position in a list ordered by (created_at, id) descending: the last entry of
+// the previous page.
+type Cursor struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// args are the cursor's query arguments (both nil: from the start).
+func (c *Cursor) args() (*time.Time, *uuid.UUID) {
+	if c == nil {
+		return nil, nil
+	}
+	return &c.At, &c.ID
+}
+
 // EventFilter selects from an organization's event log.
 type EventFilter struct {
 	Scope WebhookScope
 	Type  string
 	Since *time.Time
-	// After is the cursor: the last event of the previous page (newest first).
-	After *WebhookEvent
+	// After is the position of the previous page's last event (newest first).
+	After *Cursor
 	Limit int
 }
 
 // WebhookEvents lists events newest first.
 func (s *Store) WebhookEvents(ctx context.Context, f EventFilter) ([]WebhookEvent, error) {
-	var afterAt *time.Time
-	var afterID *uuid.UUID
-	if f.After != nil {
-		afterAt, afterID = &f.After.CreatedAt, &f.After.ID
-	}
+	afterAt, afterID := f.After.args()
 	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events
 		WHERE organization_id = $1 AND ($2::bigint IS NULL OR sub_organization_id = $2)
 		  AND ($3 = '' OR type = $3) AND ($4::timestamptz IS NULL OR created_at >= $4)
@@ -317,16 +328,6 @@ func (s *Store) WebhookEvents(ctx context.Context, f EventFilter) ([]WebhookEven
 		return nil, fmt.Errorf("list webhook events: %w", translate(err))
 	}
 	return out, nil
-}
-
-// WebhookEventByID returns one of the scope's events.
-func (s *Store) WebhookEventByID(ctx context.Context, sc WebhookScope, id uuid.UUID) (WebhookEvent, error) {
-	e, err := scanEvent(s.db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_events
-		WHERE organization_id = $1 AND ($2::bigint IS NULL OR sub_organization_id = $2) AND id = $3`, sc.OrgID, sc.SubOrgID, id))
-	if err != nil {
-		return WebhookEvent{}, fmt.Errorf("webhook event: %w", translate(err))
-	}
-	return e, nil
 }
 
 const deliveryColumns = `d.id, d.endpoint_id, d.event_id, d.organization_id, ev.type, d.status, d.attempts, d.last_status_code,
@@ -344,7 +345,7 @@ type DeliveryFilter struct {
 	Scope      WebhookScope
 	EndpointID uuid.UUID
 	Status     string
-	After      *WebhookDelivery
+	After      *Cursor
 	Limit      int
 }
 
@@ -354,11 +355,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]Webh
 	if _, err := s.WebhookEndpoint(ctx, f.Scope, f.EndpointID); err != nil {
 		return nil, err
 	}
-	var afterAt *time.Time
-	var afterID *uuid.UUID
-	if f.After != nil {
-		afterAt, afterID = &f.After.CreatedAt, &f.After.ID
-	}
+	afterAt, afterID := f.After.args()
 	rows, err := s.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id
 		WHERE d.endpoint_id = $1 AND d.organization_id = $2 AND ($3 = '' OR d.status = $3)
 		  AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5::uuid))
