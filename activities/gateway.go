@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry"
 )
@@ -186,7 +187,7 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	if gw.Disabled {
 		return notDelivered("the gateway is disabled")
 	}
-	secret, err := d.Keyring.Open(store.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
+	secret, err := d.Keyring.Open(keyring.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

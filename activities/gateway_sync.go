@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -109,7 +110,7 @@ func (g *GatewaySync) syncDue(ctx context.Context) {
 // SyncGateway checks one gateway's health and refreshes its locker mirror.
 func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 	g.defaults()
-	secret, err := g.Keyring.Open(store.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
+	secret, err := g.Keyring.Open(keyring.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
 	if err != nil {
 		return fmt.Errorf("open gateway secret: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -75,7 +76,7 @@ func send(t *testing.T, f *fakeRequests, in activities.SendGatewayRequestInput) 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f,
-		Keyring: secretFor{store.GatewaySecretPurpose("GW-0001"): "s3cret"}}})
+		Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0001"): "s3cret"}}})
 	if in.RequestID == "" {
 		in.RequestID = uuid.NewString()
 	}
@@ -301,7 +302,7 @@ func TestGatewaySyncMirrorsLockersAndHealth(t *testing.T) {
 	t.Parallel()
 	gw := gatewaytest.Start(t, gatewaytest.Options{Preset: gateway.PresetOneBank})
 	f := &fakeSync{}
-	sync := &activities.GatewaySync{Store: f, Keyring: secretFor{store.GatewaySecretPurpose("GW-0002"): gw.Secret}}
+	sync := &activities.GatewaySync{Store: f, Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0002"): gw.Secret}}
 	require.NoError(t, sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL}))
 	assert.Equal(t, []bool{true}, f.health)
 	require.Len(t, f.lockers, 8)

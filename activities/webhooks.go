@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -227,7 +228,7 @@ func heartbeatEvery(ctx context.Context, interval time.Duration) (stop func()) {
 // webhookKeys are the endpoint's signing keys: its secret, and during a rotation the
 // previous one.
 func (a *Activities) webhookKeys(e store.WebhookEndpoint) ([][]byte, error) {
-	purpose := store.WebhookSecretPurpose(e.ID)
+	purpose := keyring.WebhookSecretPurpose(e.ID)
 	cur, err := a.Webhooks.Keyring.Open(purpose, e.SecretSealed)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError("open endpoint secret", "InvalidInput", err)

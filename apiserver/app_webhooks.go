@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -143,7 +144,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 		enabled := in.Body.Enabled == nil || *in.Body.Enabled
 		e, err := s.deps.Store.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: id, OrgID: k.OrganizationID,
 			SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
-			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(store.WebhookSecretPurpose(id), key)})
+			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key)})
 		if err != nil {
 			return nil, s.mapError(ctx, "webhook endpoint", err)
 		}
@@ -251,7 +252,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 			overlap = 24 * time.Hour
 		}
 		if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
-			s.deps.Keyring.Seal(store.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
+			s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
 			return nil, s.mapError(ctx, "webhook endpoint", err)
 		}
 		out := &struct {

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -99,12 +98,6 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 	next(huma.WithValue(ctx, appKeyKey{}, k))
 }
 
-// NewAppKey returns a fresh app engine key and the prefix lists show.
-func NewAppKey() (key, prefix string) {
-	key = seed.AppKeyPrefix + credential.NewSecret()
-	return key, key[:12]
-}
-
 // CreateAppKeyRequest is the body of POST /auth/api-key.
 type CreateAppKeyRequest struct {
 	ClientID          string    `json:"client_id" minLength:"1" maxLength:"128" doc:"A service-provider client of the organization"`
@@ -162,9 +155,8 @@ func (s *Server) registerAppKeys(api huma.API) {
 			}
 			sub = &in.Body.SubOrganizationID.ID
 		}
-		key, prefix := NewAppKey()
-		k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: caller.OrganizationID,
-			SubOrganizationID: sub, Prefix: prefix, ClientID: &client.ClientID}, credential.Hash(key))
+		key, k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{OrganizationID: caller.OrganizationID,
+			SubOrganizationID: sub, ClientID: &client.ClientID})
 		if err != nil {
 			return nil, s.mapError(ctx, "api key", err)
 		}

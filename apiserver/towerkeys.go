@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -47,7 +46,7 @@ func (s *Server) tower(ctx context.Context, orgID int64, towerID string) (store.
 		if err != nil {
 			return store.Tower{}, nil, err
 		}
-		secret, err := k.ring.Open(seed.TowerSecretPurpose(t.ID), t.SecretSealed)
+		secret, err := k.ring.Open(keyring.TowerSecretPurpose(t.ID), t.SecretSealed)
 		if err != nil {
 			return store.Tower{}, nil, fmt.Errorf("open tower secret: %w", err)
 		}

@@ -7,10 +7,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/google/uuid"
-
-	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -36,7 +32,7 @@ func createAppKey(ctx context.Context, env *adminEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	k := store.AppKey{ID: uuid.New(), OrganizationID: o.ID}
+	k := store.AppKey{OrganizationID: o.ID}
 	if *sub != 0 {
 		ok, err := st.SubOrganizationOf(ctx, o.ID, *sub)
 		if err != nil {
@@ -47,9 +43,8 @@ func createAppKey(ctx context.Context, env *adminEnv, args []string) error {
 		}
 		k.SubOrganizationID = sub
 	}
-	key := seed.AppKeyPrefix + credential.NewSecret()
-	k.Prefix = key[:12]
-	if k, err = st.CreateAppKey(ctx, k, credential.Hash(key)); err != nil {
+	key, k, err := st.CreateAppKey(ctx, k)
+	if err != nil {
 		return err
 	}
 	return json.NewEncoder(env.out).Encode(map[string]any{"api_key": key, "id": k.ID, "organization_id": o.ID,

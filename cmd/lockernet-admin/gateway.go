@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -178,7 +179,7 @@ func registerGateway(ctx context.Context, env *adminEnv, args []string) error {
 		return err
 	}
 	g, err := st.UpsertGateway(ctx, store.NewGateway{Serial: *serial, LocationID: *locationID, BaseURL: strings.TrimRight(*base, "/"),
-		SecretSealed: ring.Seal(store.GatewaySecretPurpose(*serial), []byte(secret))})
+		SecretSealed: ring.Seal(keyring.GatewaySecretPurpose(*serial), []byte(secret))})
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("no location %d", *locationID)
 	}

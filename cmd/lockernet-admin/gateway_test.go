@@ -19,7 +19,6 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/testenv"
 )
 
@@ -123,7 +122,7 @@ func TestGatewayCommands(t *testing.T) {
 		assert.NotContains(t, string(g.SecretSealed), gw.Secret)
 		ring, err := keyring.New(master)
 		require.NoError(t, err)
-		plain, err := ring.Open(store.GatewaySecretPurpose("GW-0002"), g.SecretSealed)
+		plain, err := ring.Open(keyring.GatewaySecretPurpose("GW-0002"), g.SecretSealed)
 		require.NoError(t, err)
 		assert.Equal(t, gw.Secret, string(plain))
 

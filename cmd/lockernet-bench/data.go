@@ -15,7 +15,6 @@ import (
 	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -153,7 +152,7 @@ func ensureLocations(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyr
 			fmt.Sprintf("%d Bench St", i+1), "Benchville", "CA", "90000", "US"})
 		towerID := fmt.Sprintf("%s%014x", towerPrefix, i)
 		_, _ = rand.Read(secret)
-		towerRows = append(towerRows, []any{towerID, orgID, id, fmt.Sprintf("%s tower %d", prefix, i), ring.Seal(seed.TowerSecretPurpose(towerID), secret)})
+		towerRows = append(towerRows, []any{towerID, orgID, id, fmt.Sprintf("%s tower %d", prefix, i), ring.Seal(keyring.TowerSecretPurpose(towerID), secret)})
 		for k := range perTower {
 			lockerRows = append(lockerRows, []any{towerID, id, orgID, fmt.Sprint(k + 1), typeID, k%4 == 3})
 		}

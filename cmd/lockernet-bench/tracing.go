@@ -186,7 +186,7 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 		return nil, 0, err
 	}
 	if _, err := b.store.UpsertGateway(ctx, store.NewGateway{Serial: tracingGateway, LocationID: loc, BaseURL: "http://" + gwAddr,
-		SecretSealed: ring.Seal(store.GatewaySecretPurpose(tracingGateway), []byte(secret))}); err != nil {
+		SecretSealed: ring.Seal(keyring.GatewaySecretPurpose(tracingGateway), []byte(secret))}); err != nil {
 		return nil, 0, fmt.Errorf("register the tracing gateway: %w", err)
 	}
 	apiAddr, err := freePort()

@@ -10,10 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/lockernet/lockernet/apiserver"
-	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -40,8 +36,7 @@ type webhookResult struct {
 // organization records no events in the other scenarios.
 func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (webhookResult, error) {
 	res := webhookResult{Rate: rate, Duration: d}
-	key, prefix := apiserver.NewAppKey()
-	k, err := b.store.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: b.data.orgID, Prefix: prefix}, credential.Hash(key))
+	key, k, err := b.store.CreateAppKey(ctx, store.AppKey{OrganizationID: b.data.orgID})
 	if err != nil {
 		return res, fmt.Errorf("bench app key: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
 )
@@ -478,7 +478,7 @@ func addDrillTowers(ctx context.Context, sys *system, n int) ([]towerLocker, err
 		id := fmt.Sprintf("0d%014x", t+1)
 		secret := []byte(fmt.Sprintf("drill-tower-secret-%018d", t+1))
 		if _, err := sys.st.EnsureTower(ctx, store.Tower{ID: id, OrganizationID: org, LocationID: loc, Name: fmt.Sprintf("Drill tower %d", t+1),
-			SecretSealed: sys.ring.Seal(seed.TowerSecretPurpose(id), secret)}); err != nil {
+			SecretSealed: sys.ring.Seal(keyring.TowerSecretPurpose(id), secret)}); err != nil {
 			return nil, err
 		}
 		for k := 1; k <= 100 && len(out) < n; k++ {

@@ -227,7 +227,7 @@ func (s *system) prepareGateway(ctx context.Context, n int, serial string, locat
 		return nil, fmt.Errorf("write gateway secret: %w", err)
 	}
 	if _, err := s.st.UpsertGateway(ctx, store.NewGateway{Serial: serial, LocationID: locationID, BaseURL: "http://" + a,
-		SecretSealed: s.ring.Seal(store.GatewaySecretPurpose(serial), []byte(secret))}); err != nil {
+		SecretSealed: s.ring.Seal(keyring.GatewaySecretPurpose(serial), []byte(secret))}); err != nil {
 		return nil, fmt.Errorf("register gateway %s: %w", serial, err)
 	}
 	args := append([]string{"-simulated", "-id", serial, "-addr", a, "-sim-addr", simA, "-layout", layoutPath,

@@ -11,7 +11,8 @@ import (
 )
 
 // The production binaries must not link the Temporal server (only the dev entrypoint and the
-// tests embed it), nor the dev-only simulators.
+// tests embed it), nor the dev-only simulators; only the admin tool (its seed command) links
+// the demo data.
 func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -25,6 +26,10 @@ func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 			for _, dep := range strings.Fields(string(out)) {
 				for _, f := range forbidden {
 					assert.False(t, strings.HasPrefix(dep, f), "%s links %s", cmd, dep)
+				}
+				// The demo data belongs to the dev stack and the admin tool's seed command.
+				if cmd != "lockernet-admin" {
+					assert.NotEqual(t, "github.com/lockernet/lockernet/internal/seed", dep, "%s links the demo seed", cmd)
 				}
 			}
 		})

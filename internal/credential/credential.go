@@ -24,6 +24,16 @@ func NewSecret() string {
 	return hex.EncodeToString(b)
 }
 
+// AppKeyPrefix starts every app engine key: "lna_" + 64 lower-case hex.
+const AppKeyPrefix = "lna_"
+
+// NewAppKey returns a fresh app engine key.
+func NewAppKey() string { return AppKeyPrefix + NewSecret() }
+
+// DisplayPrefix is the part of a key that lists show and operators search by: the type
+// prefix and the first eight hex digits.
+func DisplayPrefix(key string) string { return key[:min(12, len(key))] }
+
 // NewGatewayKey returns a fresh gateway cloud API key.
 func NewGatewayKey() string { return GatewayKeyPrefix + NewSecret() }
 

@@ -287,7 +287,7 @@ func prepare(ctx context.Context, s Settings, logger *slog.Logger) (k *prepared,
 		}
 		// The cloud calls the gateway with its secret, sealed under the master key.
 		if _, err := k.st.UpsertGateway(ctx, store.NewGateway{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],
-			BaseURL: "http://" + g.Addr, SecretSealed: ring.Seal(store.GatewaySecretPurpose(g.Serial), []byte(secret))}); err != nil {
+			BaseURL: "http://" + g.Addr, SecretSealed: ring.Seal(keyring.GatewaySecretPurpose(g.Serial), []byte(secret))}); err != nil {
 			return k, fmt.Errorf("register gateway %s: %w", g.Serial, err)
 		}
 		k.creds.Gateways = append(k.creds.Gateways, seed.GatewayRef{Serial: g.Serial, LocationID: res.GatewayLocationID[g.Serial],

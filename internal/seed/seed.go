@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -242,15 +240,10 @@ func ensureAppKey(ctx context.Context, st *store.Store, orgID int64, previous st
 			return "", err
 		}
 	}
-	key := AppKeyPrefix + credential.NewSecret()
 	clientID := ClientID
-	_, err := st.CreateAppKey(ctx, store.AppKey{ID: uuid.New(), OrganizationID: orgID, Prefix: key[:12], ClientID: &clientID},
-		credential.Hash(key))
+	key, _, err := st.CreateAppKey(ctx, store.AppKey{OrganizationID: orgID, ClientID: &clientID})
 	return key, err
 }
-
-// AppKeyPrefix starts every app engine key: "lna_" + 64 lower-case hex.
-const AppKeyPrefix = "lna_"
 
 // ensureGatewayKey keeps the gateway cloud API key of an earlier run if it still works for
 // the demo organization, else issues a new one.
@@ -307,12 +300,12 @@ func ensureTower(ctx context.Context, st *store.Store, ring *keyring.Keyring, t 
 	if _, err := rand.Read(fresh); err != nil {
 		return Tower{}, fmt.Errorf("generate tower secret: %w", err)
 	}
-	t.SecretSealed = ring.Seal(TowerSecretPurpose(t.ID), fresh)
+	t.SecretSealed = ring.Seal(keyring.TowerSecretPurpose(t.ID), fresh)
 	sealed, err := st.EnsureTower(ctx, t)
 	if err != nil {
 		return Tower{}, err
 	}
-	secret, err := ring.Open(TowerSecretPurpose(t.ID), sealed)
+	secret, err := ring.Open(keyring.TowerSecretPurpose(t.ID), sealed)
 	if err != nil {
 		return Tower{}, fmt.Errorf("open tower secret: %w", err)
 	}
@@ -326,9 +319,6 @@ func ensureTower(ctx context.Context, st *store.Store, ring *keyring.Keyring, t 
 	}
 	return out, nil
 }
-
-// TowerSecretPurpose is the keyring purpose under which a tower's secret is sealed.
-func TowerSecretPurpose(towerID string) string { return "tower:" + towerID }
 
 // ReadCredentials reads a credentials file; a missing file is (nil, nil).
 func ReadCredentials(path string) (*Credentials, error) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/credential"
 )
 
 // AppKey is an app engine API key (never its secret).
@@ -23,16 +25,23 @@ type AppKey struct {
 // OrgWide reports whether the key is an organization admin key.
 func (k AppKey) OrgWide() bool { return k.SubOrganizationID == nil }
 
-// CreateAppKey stores a new key by its hash.
-func (s *Store) CreateAppKey(ctx context.Context, k AppKey, keyHash []byte) (AppKey, error) {
+// CreateAppKey mints a new app engine key for k (its organization, sub-organization and
+// client; a zero ID gets a fresh one), stores it by its hash and returns the key, which is
+// never stored or shown again, with the stored row.
+func (s *Store) CreateAppKey(ctx context.Context, k AppKey) (string, AppKey, error) {
+	key := credential.NewAppKey()
+	if k.ID == uuid.Nil {
+		k.ID = uuid.New()
+	}
+	k.Prefix = credential.DisplayPrefix(key)
 	err := s.db.QueryRow(ctx, `
 		INSERT INTO app_api_keys (id, organization_id, sub_organization_id, key_hash, prefix, client_id)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
-		k.ID, k.OrganizationID, k.SubOrganizationID, keyHash, k.Prefix, k.ClientID).Scan(&k.CreatedAt)
+		k.ID, k.OrganizationID, k.SubOrganizationID, credential.Hash(key), k.Prefix, k.ClientID).Scan(&k.CreatedAt)
 	if err != nil {
-		return AppKey{}, fmt.Errorf("create app key: %w", translate(err))
+		return "", AppKey{}, fmt.Errorf("create app key: %w", translate(err))
 	}
-	return k, nil
+	return key, k, nil
 }
 
 const appKeySelect = `SELECT id, organization_id, sub_organization_id, prefix, client_id, created_at, last_used_at FROM app_api_keys`

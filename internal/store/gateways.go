@@ -9,10 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// GatewaySecretPurpose is the keyring purpose under which a gateway's bearer secret is
-// sealed, so a sealed secret copied to another gateway's row does not open.
-func GatewaySecretPurpose(serial string) string { return "gateway:" + serial }
-
 // NewGateway registers (or re-registers) a gateway at a location.
 type NewGateway struct {
 	Serial       string

@@ -44,11 +44,6 @@ type WebhookEndpoint struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
-// WebhookSecretPurpose is the keyring purpose an endpoint's signing secret is sealed for.
-func WebhookSecretPurpose(endpointID uuid.UUID) string {
-	return "webhook-secret:" + endpointID.String()
-}
-
 // WebhookEvent is one recorded event.
 type WebhookEvent struct {
 	ID        uuid.UUID

@@ -75,7 +75,7 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 		"-secret", gwSecret, "-db", filepath.Join(t.TempDir(), "gw.db"), "-controller-latency", "1ms"}, otel)
 	waitHTTP(t, "http://"+gwAddr+"/healthz")
 	_, err = st.UpsertGateway(ctx, store.NewGateway{Serial: "GW-0001", LocationID: res.GatewayLocationID["GW-0001"],
-		BaseURL: "http://" + gwAddr, SecretSealed: ring.Seal(store.GatewaySecretPurpose("GW-0001"), []byte(gwSecret))})
+		BaseURL: "http://" + gwAddr, SecretSealed: ring.Seal(keyring.GatewaySecretPurpose("GW-0001"), []byte(gwSecret))})
 	require.NoError(t, err)
 
 	// The cloud: the apiserver starts the workflow; a separate worker process runs it, so

@@ -4,11 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -16,8 +13,7 @@ import (
 // (the way lockernet-admin does) and returns it.
 func NewAppKey(t testing.TB, e *Env, orgID int64) string {
 	t.Helper()
-	key := seed.AppKeyPrefix + credential.NewSecret()
-	_, err := e.Store.CreateAppKey(context.Background(), store.AppKey{ID: uuid.New(), OrganizationID: orgID, Prefix: key[:12]}, credential.Hash(key))
+	key, _, err := e.Store.CreateAppKey(context.Background(), store.AppKey{OrganizationID: orgID})
 	require.NoError(t, err)
 	return key
 }

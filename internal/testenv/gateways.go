@@ -12,6 +12,7 @@ import (
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
@@ -59,7 +60,7 @@ func (e *Env) StartGateway(t testing.TB, serial, preset string) *Gateway {
 func (e *Env) RegisterGateway(t testing.TB, g *gatewaytest.Gateway, serial string, locationID int64) *Gateway {
 	t.Helper()
 	row, err := e.Store.UpsertGateway(context.Background(), store.NewGateway{Serial: serial, LocationID: locationID, BaseURL: g.URL,
-		SecretSealed: e.Keyring.Seal(store.GatewaySecretPurpose(serial), []byte(g.Secret))})
+		SecretSealed: e.Keyring.Seal(keyring.GatewaySecretPurpose(serial), []byte(g.Secret))})
 	require.NoError(t, err)
 	return &Gateway{Gateway: g, Serial: serial, LocationID: locationID, DBID: row.ID}
 }
