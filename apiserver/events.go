@@ -130,29 +130,16 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		if res, err = tx.ApplyTowerEvents(ctx, tower.ID, events); err != nil {
 			return err
 		}
-		signal := func(id uuid.UUID, outcome string) error {
-			t, err := tx.Token(ctx, p.OrgID, id)
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			item, err := enqueue(ctx, tx, outbox.TokenItem(t, workflows.SignalTokenEnded, outcome))
-			items = append(items, item)
+		used := make([]uuid.UUID, len(res.Uses))
+		for i, u := range res.Uses {
+			used[i] = u.TokenID
+		}
+		if items, err = outbox.EndTokens(ctx, tx, p.OrgID, used, workflows.TokenOutcomeUsed, outboxGrace); err != nil {
 			return err
 		}
-		for _, u := range res.Uses {
-			if err := signal(u.TokenID, workflows.TokenOutcomeUsed); err != nil {
-				return err
-			}
-		}
-		for _, id := range res.Revoked {
-			if err := signal(id, workflows.TokenOutcomeRevoked); err != nil {
-				return err
-			}
-		}
-		return nil
+		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, workflows.TokenOutcomeRevoked, outboxGrace)
+		items = append(items, revoked...)
+		return err
 	})
 	if err != nil {
 		return EventsResult{}, s.mapError(ctx, "tower events", err)

@@ -139,7 +139,5 @@ func (s *Server) registerReservations(api huma.API) {
 
 // enqueue records an outbox item in the transaction and returns it with its id.
 func enqueue(ctx context.Context, tx *store.Store, item store.OutboxItem) (store.OutboxItem, error) {
-	id, err := tx.EnqueueWorkflow(ctx, item, outboxGrace)
-	item.ID = id
-	return item, err
+	return outbox.Enqueue(ctx, tx, item, outboxGrace)
 }

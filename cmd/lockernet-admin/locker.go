@@ -10,7 +10,6 @@ import (
 
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
 )
 
 // locker changes a tower locker's service state:
@@ -62,32 +61,13 @@ func locker(ctx context.Context, env *adminEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		return enqueueEnded(ctx, tx, *tower, id, ch)
+		// The workflows are told through the outbox; the apiservers' sweep dispatches them.
+		_, err = outbox.EndServiceChange(ctx, tx, *tower, id, ch, 0)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(env.out).Encode(map[string]any{"towerId": *tower, "lockerId": id, "from": ch.From.Name(), "to": ch.To.Name(),
 		"revokedTokens": len(ch.RevokedTokens), "cancelledReservation": ch.CancelledReservation})
-}
-
-// enqueueEnded tells the workflows of a cancelled reservation and revoked tokens that they
-// ended; the apiservers' outbox sweep dispatches the signals at once.
-func enqueueEnded(ctx context.Context, tx *store.Store, towerID string, lockerID int64, ch store.ServiceChange) error {
-	if ch.CancelledReservation != nil {
-		r := store.Reservation{ID: *ch.CancelledReservation, TowerID: towerID, LockerID: lockerID}
-		if _, err := tx.EnqueueWorkflow(ctx, outbox.ReservationItem(r, 0, workflows.SignalReservationEnded, workflows.OutcomeCancelled), 0); err != nil {
-			return err
-		}
-	}
-	for _, id := range ch.RevokedTokens {
-		t, err := tx.Token(ctx, 0, id)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.EnqueueWorkflow(ctx, outbox.TokenItem(t, workflows.SignalTokenEnded, workflows.TokenOutcomeRevoked), 0); err != nil {
-			return err
-		}
-	}
-	return nil
 }
