@@ -90,7 +90,11 @@ func (r *report) markdown() string {
 
 // summary is the side-by-side table of the headline figures, one column per shape.
 func (r *report) summary(w writer) {
-	w("## Both shapes side by side")
+	if len(r.shapes) > 1 {
+		w("## Both shapes side by side")
+	} else {
+		w("## Summary")
+	}
 	w("")
 	head, sep := "| |", "|---|"
 	for _, sr := range r.shapes {
