@@ -58,7 +58,8 @@ test-faults: dev-build ## Fault drills on real processes (worker killed, apiserv
 	$(BIN)/dev/lockernet-drill -command "make test-faults$(if $(DRILLS), DRILLS=$(DRILLS))" \
 		$(if $(DRILLS),-drills $(DRILLS),$(if $(FAULTS_REPORT),-out $(FAULTS_REPORT))) $(DRILL_ARGS)
 
-bench: ## Measure a running `make run` stack (tower flow, expiry, search, gateway proxy, memory) and write docs/benchmarks.md
+# make bench BENCH_ARGS="-shapes run" measures one shape only; -step sets each rate step (60s by default).
+bench: dev-build temporal-build ## Measure the running `make run` stack and a cluster shape it starts itself (flow sustained, Temporal alone, proxy, search, expiry, webhooks, memory); write docs/benchmarks.md
 	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-bench
 	$(BIN)/dev/lockernet-bench $(BENCH_ARGS)
 

@@ -80,7 +80,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AppName: "apiserver"})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AcquireTimeout: cfg.DBAcquireTimeout, AppName: "apiserver"})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,12 +25,45 @@ type api struct {
 	secret   string
 	token    string
 	tokenAt  time.Time
+
+	// serverErrors counts the 5xx answers by status code, for the report: a 5xx is never a
+	// figure to average away (DESIGN §8: overload is a 503, nothing is a 500).
+	statusMu     sync.Mutex
+	serverErrors map[int]int
 }
 
 func newAPI(base, clientID, secret string) *api {
 	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
 	return &api{base: strings.TrimRight(base, "/"), client: &http.Client{Transport: tr, Timeout: 60 * time.Second},
-		clientID: clientID, secret: secret}
+		clientID: clientID, secret: secret, serverErrors: map[int]int{}}
+}
+
+// statusCounts is the 5xx answers counted so far, by status code.
+func (a *api) statusCounts() map[int]int {
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
+	return maps.Clone(a.serverErrors)
+}
+
+// countStatus notes a 5xx answer.
+func (a *api) countStatus(code int) {
+	if code < 500 {
+		return
+	}
+	a.statusMu.Lock()
+	a.serverErrors[code]++
+	a.statusMu.Unlock()
+}
+
+// serverErrorsSince is the 5xx answers counted after the snapshot before was taken.
+func (a *api) serverErrorsSince(before map[int]int) map[int]int {
+	out := map[int]int{}
+	for code, n := range a.statusCounts() {
+		if d := n - before[code]; d > 0 {
+			out[code] = d
+		}
+	}
+	return out
 }
 
 // bearer returns a service_provider token, renewed before its 300 s run out.
@@ -50,6 +84,7 @@ func (a *api) bearer(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("get token: %w", err)
 	}
 	defer resp.Body.Close()
+	a.countStatus(resp.StatusCode)
 	var t struct {
 		AccessToken string `json:"access_token"`
 	}
@@ -115,6 +150,7 @@ func (a *api) do(ctx context.Context, method, fullURL string, headers map[string
 	if err != nil {
 		return result{}, err
 	}
+	a.countStatus(resp.StatusCode)
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	r := result{status: resp.StatusCode, body: b, header: resp.Header, latency: time.Since(start)}

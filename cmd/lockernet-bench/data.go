@@ -22,9 +22,18 @@ import (
 const (
 	benchOrgName  = "Bench Load"
 	benchClientID = "bench-sp"
-	flowLocations = 100
-	flowLockers   = 100 // per flow tower: 10,000 lockers in all
+	flowLockers   = 100 // per flow tower
 )
+
+// flowLocationsFor is how many flow towers the options need: every flow of the highest
+// flow step on a fresh locker, and the expiry's reservations; 100 (10,000 lockers) at least.
+func flowLocationsFor(o options) int {
+	need := o.expiryN
+	if len(o.flowRates) > 0 {
+		need = max(need, int(math.Ceil(o.flowRates[len(o.flowRates)-1]*o.step.Seconds())))
+	}
+	return max(100, (need+flowLockers-1)/flowLockers)
+}
 
 // dataset is what the scenarios drive.
 type dataset struct {
@@ -44,10 +53,10 @@ type box struct{ minLat, maxLat, minLon, maxLon float64 }
 // continental US: the generated search locations spread over it.
 var usBox = box{minLat: 25, maxLat: 49, minLon: -124, maxLon: -67}
 
-// prepare makes (once) the bench organization with its client, 100 locations of one tower
-// and 100 lockers each for the flows, and searchLocations locations of one tower and two
-// lockers each for the search scenario, and frees every bench locker.
-func prepare(ctx context.Context, st *store.Store, ring *keyring.Keyring, searchLocations int) (dataset, error) {
+// prepare makes (once) the bench organization with its client, flowLocations locations of
+// one tower and 100 lockers each for the flows, and searchLocations locations of one tower
+// and two lockers each for the search scenario, and frees every bench locker.
+func prepare(ctx context.Context, st *store.Store, ring *keyring.Keyring, searchLocations, flowLocations int) (dataset, error) {
 	org, err := st.EnsureOrganization(ctx, benchOrgName)
 	if err != nil {
 		return dataset{}, err

@@ -4,32 +4,103 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
-// flowResult is the tower-flow scenario's outcome.
-type flowResult struct {
+// sustainWindow is how long a rate must hold before the report calls it sustained.
+const sustainWindow = time.Minute
+
+// maxOutboxLag is the outbox lag (the age of the oldest workflow start not yet handed to
+// Temporal) whose p99 over a step may not be exceeded for the step to be sustained.
+const maxOutboxLag = time.Second
+
+// flowStep is one offered rate of the tower flow.
+type flowStep struct {
 	Rate, Achieved float64
 	Duration       time.Duration
 	Flow, Reserve  summary
 	Token          summary
 	Skipped        int
-	OutboxBacklog  int
-	OutboxDrain    time.Duration
-	DrainRate      float64 // workflow starts a second while catching up
+	ServerErrors   int
+	// Lag is the outbox lag sampled every half second during the step.
+	Lag summary
+	// OutboxEnd and TasksEnd are the workflow starts still in the outbox and the tasks
+	// queued in Temporal at the end of the step.
+	OutboxEnd int
+	TasksEnd  int64
+	// Held: every criterion met during the step; Sustained: held for sustainWindow at least.
+	Held, Sustained bool
+	Why             []string
 }
 
-// runFlow drives reservation + drop-off token on a fresh locker, rate flows a second, for d.
-func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flowResult, error) {
+// flowResult is the tower-flow scenario's outcome: one step per offered rate, up to the
+// first that was not held.
+type flowResult struct {
+	Step  time.Duration
+	Steps []flowStep
+	// Sustained is the highest rate sustained (0: none).
+	Sustained float64
+}
+
+// runFlowSteps offers the tower flow at each rate in turn for d, from a quiet system each
+// time, and stops after the first rate the system did not hold.
+func runFlowSteps(ctx context.Context, b *bench, rates []float64, d time.Duration) (flowResult, error) {
+	res := flowResult{Step: d}
+	for i, rate := range rates {
+		if i > 0 {
+			waitForQuiet(ctx, b, 10*time.Minute)
+		}
+		if err := resetBench(ctx, b.pool, b.data.orgID); err != nil {
+			return res, err
+		}
+		logf("%s: flow: %.0f flows/s for %s", b.shape.key, rate, d)
+		st, err := runFlow(ctx, b, rate, d)
+		if err != nil {
+			return res, err
+		}
+		res.Steps = append(res.Steps, st)
+		logf("%s: flow: %.0f flows/s: achieved %.1f/s, p99 %s, outbox lag p99 %s; %s", b.shape.key, rate, st.Achieved,
+			ms(st.Flow.P99), ms(st.Lag.P99), stepVerdict(st.Held, st.Sustained, st.Why))
+		if st.Sustained {
+			res.Sustained = rate
+		}
+		if !st.Held {
+			break
+		}
+	}
+	return res, ctx.Err()
+}
+
+// stepVerdict says in words whether a step held and for long enough.
+func stepVerdict(held, sustained bool, why []string) string {
+	switch {
+	case sustained:
+		return "sustained"
+	case held:
+		return "held, " + strings.Join(why, "; ")
+	default:
+		return "**not sustained**: " + strings.Join(why, "; ")
+	}
+}
+
+// runFlow drives reservation + drop-off token on a fresh locker, rate flows a second, for d,
+// sampling the outbox lag meanwhile.
+func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flowStep, error) {
 	if _, err := b.api.bearer(ctx); err != nil {
-		return flowResult{}, err
+		return flowStep{}, err
 	}
 	flow, reserve, token := newSample("flow (reservation + drop-off token)"), newSample("create reservation"), newSample("create drop-off token")
+	lag := newSample("outbox lag")
 	var next atomic.Int64
 	lockers := b.data.flowLockers
+	before := b.api.statusCounts()
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan error, 1)
+	go func() { sampled <- sampleOutboxLag(sctx, b, lag) }()
 	start := time.Now()
-	sent, skipped := openLoop(ctx, rate, d, 512, func(ctx context.Context, _ int, scheduled time.Time) {
+	_, skipped := openLoop(ctx, rate, d, 512, func(ctx context.Context, _ int, scheduled time.Time) {
 		i := int(next.Add(1)) - 1
 		if i >= len(lockers) {
 			flow.fail()
@@ -54,37 +125,64 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 		flow.add(time.Since(scheduled))
 	})
 	elapsed := time.Since(start)
-	res := flowResult{Rate: rate, Duration: d, Flow: flow.summary(), Reserve: reserve.summary(), Token: token.summary(), Skipped: skipped}
-	res.Achieved = float64(res.Flow.Count) / elapsed.Seconds()
-	_ = sent
-	// The workflows start through the outbox: how far behind is Temporal, and how fast does
-	// it catch up? (Measured over at most a minute; the rest is extrapolated.)
+	stopSampling()
+	if err := <-sampled; err != nil {
+		return flowStep{}, err
+	}
+	st := flowStep{Rate: rate, Duration: d, Flow: flow.summary(), Reserve: reserve.summary(), Token: token.summary(),
+		Skipped: skipped, Lag: lag.summary()}
+	st.Achieved = float64(st.Flow.Count) / elapsed.Seconds()
+	for _, n := range b.api.serverErrorsSince(before) {
+		st.ServerErrors += n
+	}
 	var err error
-	if res.OutboxBacklog, err = outboxBacklog(ctx, b); err != nil {
-		return res, err
+	if st.OutboxEnd, err = outboxBacklog(ctx, b); err != nil {
+		return st, err
 	}
-	drainStart := time.Now()
-	for time.Since(drainStart) < time.Minute {
-		time.Sleep(time.Second)
-		n, err := outboxBacklog(ctx, b)
+	st.TasksEnd = b.taskBacklog(ctx)
+	// Each flow starts two workflows (reservation and token): a second of them is 2 × rate.
+	if st.Lag.P99 > maxOutboxLag {
+		st.Why = append(st.Why, fmt.Sprintf("outbox lag p99 %s > 1 s", ms(st.Lag.P99)))
+	}
+	if st.TasksEnd > int64(2*rate) {
+		st.Why = append(st.Why, fmt.Sprintf("%d tasks queued in Temporal at the end, more than a second of starts (%.0f)", st.TasksEnd, 2*rate))
+	}
+	if st.Flow.Errors > 0 {
+		st.Why = append(st.Why, fmt.Sprintf("%d flows failed", st.Flow.Errors))
+	}
+	if st.ServerErrors > 0 {
+		st.Why = append(st.Why, fmt.Sprintf("%d 5xx answers", st.ServerErrors))
+	}
+	if skipped > 0 {
+		st.Why = append(st.Why, fmt.Sprintf("%d flows not sent (512 in flight)", skipped))
+	}
+	st.Held = len(st.Why) == 0
+	st.Sustained = st.Held && d >= sustainWindow
+	if st.Held && !st.Sustained {
+		st.Why = append(st.Why, fmt.Sprintf("but for %s only, under the %s the criterion needs", d, sustainWindow))
+	}
+	return st, nil
+}
+
+// sampleOutboxLag adds the outbox lag to s every half second until ctx is done.
+func sampleOutboxLag(ctx context.Context, b *bench, s *sample) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		_, oldest, err := b.store.OutboxBacklog(ctx)
 		if err != nil {
-			return res, err
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		if n == 0 {
-			break
+		s.add(oldest)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
 	}
-	left, err := outboxBacklog(ctx, b)
-	if err != nil {
-		return res, err
-	}
-	res.DrainRate = float64(res.OutboxBacklog-left) / time.Since(drainStart).Seconds()
-	if left > 0 && res.DrainRate > 0 {
-		res.OutboxDrain = time.Since(drainStart) + time.Duration(float64(left)/res.DrainRate*float64(time.Second))
-	} else {
-		res.OutboxDrain = time.Since(drainStart)
-	}
-	return res, nil
 }
 
 func outboxBacklog(ctx context.Context, b *bench) (int, error) {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,14 +15,7 @@ type report struct {
 	started time.Time
 	args    []string
 	options options
-
-	idle, loaded map[string]float64
-	search       *searchResult
-	flow         *flowResult
-	expiry       *expiryResult
-	proxy        *proxyResult
-	tracing      *tracingResult
-	webhooks     *webhookResult
+	shapes  []*shapeReport
 }
 
 func machine() string {
@@ -57,6 +52,9 @@ func verdict(ok bool) string {
 	return "**missed**"
 }
 
+// writer appends one formatted line to the report.
+type writer func(format string, a ...any)
+
 func (r *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
@@ -66,113 +64,377 @@ func (r *report) markdown() string {
 	if len(r.args) > 0 {
 		cmd += " (`lockernet-bench " + strings.Join(r.args, " ") + "`)"
 	}
-	w("Measured by %s against the `make run` stack on this machine, %s, at commit %s.",
-		cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), commit())
+	w("Measured by %s on this machine, %s, at commit %s.", cmd, r.started.UTC().Format("2006-01-02 15:04 UTC"), commit())
 	w("")
-	w("Machine: %s. The load generator, the apiserver, the worker, the embedded Temporal server (SQLite) and PostgreSQL share it.", machine())
+	w("Machine: %s. The load generator, every process of the shape measured and PostgreSQL share it.", machine())
 	w("")
-	if p := r.proxy; p != nil {
-		w("## Gateway cloud API over the gateway's local API")
-		w("")
-		w("The same locker read and locker open of %s at %.0f requests/s for %s each, straight to the gateway's local API (the floor) "+
-			"and through the gateway cloud API (a gateway-request workflow per call, eager start). Latency from the scheduled start (open loop).", p.Gateway, p.Rate, p.Duration)
-		w("")
-		w(summaryHeader)
-		w(p.DirectRead.row())
-		w(p.CloudRead.row())
-		w(p.DirectOpen.row())
-		w(p.CloudOpen.row())
-		w("")
-		w("Added by the cloud: read p50 %s, p99 %s; open p50 %s, p99 %s. Target p50 ≤ 5 ms and p99 ≤ 25 ms: read %s, open %s.",
-			ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99),
-			verdict(p.ReadAdded50 <= 5*time.Millisecond && p.ReadAdded99 <= 25*time.Millisecond),
-			verdict(p.OpenAdded50 <= 5*time.Millisecond && p.OpenAdded99 <= 25*time.Millisecond))
-		w("")
-		if len(p.Phases) > 0 {
-			w("Where a cloud call spends its time inside the apiserver (`Server-Timing`): *auth* checks the key and counts it against its rate limit, " +
-				"*store* finds the gateway and stores the request, *start* starts its workflow (eager: the answer carries the first workflow task), " +
-				"*wait* lasts until the worker has called the gateway and stored the outcome.")
-			w("")
-			w(summaryHeader)
-			for _, name := range []string{p.CloudRead.Name, p.CloudOpen.Name} {
-				for _, s := range p.Phases[name] {
-					s.Name = name + ": " + s.Name
-					w(s.row())
-				}
-			}
-			w("")
-		}
-	}
-	if r.tracing != nil {
-		r.tracing.markdown(w)
-	}
-	if s := r.search; s != nil {
-		w("## Location search (%d generated locations)", s.Locations)
-		w("")
-		w("In-area searches of 0.2° × 0.2° (about 20 × 20 km) and closest-location searches at random points, one at a time. "+
-			"*server* is the apiserver's own time (`Server-Timing`), *client* includes HTTP on loopback. The in-area searches returned %d locations in all; %d closest searches found nothing within 20 km (404).",
-			s.InAreaResults, s.ClosestMisses)
-		w("")
-		w(summaryHeader)
-		w(s.InAreaServer.row())
-		w(s.InArea.row())
-		w(s.ClosestServer.row())
-		w(s.Closest.row())
-		w("")
-		w("Target p50 ≤ 2 ms server time: in-area %s (%s), closest %s (%s).", ms(s.InAreaServer.P50), verdict(s.InAreaServer.P50 <= 2*time.Millisecond),
-			ms(s.ClosestServer.P50), verdict(s.ClosestServer.P50 <= 2*time.Millisecond))
+	if len(r.shapes) > 1 {
+		w("Both shapes in one run: the cluster shape first — the bench starts it (`bin/dev/devstack -cluster` on a database, data dir and ports of its own), " +
+			"measures it and stops it — then the running `make run` stack, which stays up and idle meanwhile. That order keeps the workflows one shape's " +
+			"tower flow leaves behind (their timers fire for ten minutes) off the other shape's figures.")
 		w("")
 	}
-	if f := r.flow; f != nil {
-		w("## Tower flow: reservation + drop-off token")
-		w("")
-		w("Open-loop load at %.0f flows/s for %s, each flow on a fresh locker; a flow's latency runs from its scheduled start "+
-			"to the drop-off token's answer (so queueing in the client counts). Achieved: **%.0f flows/s**; %d flows not sent because 512 were already in flight.",
-			f.Rate, f.Duration, f.Achieved, f.Skipped)
-		w("")
-		w(summaryHeader)
-		w(f.Flow.row())
-		w(f.Reserve.row())
-		w(f.Token.row())
-		w("")
-		w("Target ≥ 300 flows/s with p99 ≤ 100 ms: %.0f flows/s, p99 %s (%s).", f.Achieved, ms(f.Flow.P99),
-			verdict(f.Achieved >= 0.97*300 && f.Flow.P99 <= 100*time.Millisecond))
-		w("")
-		w("Each flow starts two workflows (reservation and token) through the outbox. At the end of the load %d workflow starts were queued; "+
-			"Temporal started them at %.0f a second, all of them %s after the load (extrapolated beyond the first minute).",
-			f.OutboxBacklog, f.DrainRate, f.OutboxDrain.Round(time.Second))
-		w("")
+	w("Sustained means held for a whole step of at least %s: the tower flow with the outbox lag (the age of the oldest workflow start not yet "+
+		"handed to Temporal, sampled every 0.5 s) at p99 ≤ 1 s, no more than a second of workflow starts queued in Temporal at the end, every flow answered "+
+		"(no error, no 5xx) and none held back by the load generator; the bare workflow with every start answered, none held back, and fewer than a "+
+		"second of starts not completed at the end. Steps rise until one is not held; figures are as measured, never rounded up.", sustainWindow)
+	w("")
+	if len(r.shapes) > 0 {
+		r.summary(w)
 	}
-	if e := r.expiry; e != nil {
-		w("## Expiry fidelity: %d reservations expiring together", e.Reservations)
-		w("")
-		w("All reservations were made to expire at the same second (%s; each one's own expiry differs by the time its request took). "+
-			"The load tool read every bench tower's lockers through the API over and over from a second before, and noted when each locker was first seen available, against its own expiry:",
-			e.ExpiresAt.UTC().Format(time.TimeOnly))
-		w("")
-		w(summaryHeader)
-		w(e.Freed.row())
-		w("")
-		w("Target: every locker free within 1 s of its expiry: %d of %d (%s) — reads and new reservations count a lapsed hold as free from its second. "+
-			"The workflows' write-back (the reservation row marked expired, the locker row released) is later; it finished %s after the expiry:",
-			e.ReadAvailable, e.Reservations-e.Failed, verdict(e.ReadAvailable >= e.Reservations-e.Failed), e.AllWrittenAfter.Round(time.Second))
-		w("")
-		w(summaryHeader)
-		w(e.WriteBack.row())
-		w("")
-	}
-	if wh := r.webhooks; wh != nil {
-		wh.markdown(w)
-	}
-	if r.idle != nil {
-		w("## Footprint (resident memory)")
-		w("")
-		w("| process | idle | peak under the flow load |")
-		w("|---|---|---|")
-		for _, p := range []string{"apiserver", "worker"} {
-			w("| %s | %s | %s |", p, mib(r.idle[p]), mib(r.loaded[p]))
-		}
-		w("")
+	for _, sr := range r.shapes {
+		sr.markdown(w)
 	}
 	return b.String()
+}
+
+// summary is the side-by-side table of the headline figures, one column per shape.
+func (r *report) summary(w writer) {
+	if len(r.shapes) > 1 {
+		w("## Both shapes side by side")
+	} else {
+		w("## Summary")
+	}
+	w("")
+	head, sep := "| |", "|---|"
+	for _, sr := range r.shapes {
+		head += " " + sr.shape.title + " |"
+		sep += "---|"
+	}
+	w("%s", head)
+	w("%s", sep)
+	row := func(name string, f func(sr *shapeReport) string) {
+		line := "| " + name + " |"
+		for _, sr := range r.shapes {
+			v := "not measured"
+			if sr.err == "" {
+				v = f(sr)
+			}
+			line += " " + v + " |"
+		}
+		w("%s", line)
+	}
+	row("tower flow sustained (reservation + drop-off token: two workflow starts each)", func(sr *shapeReport) string {
+		f := sr.flow
+		if f == nil || len(f.Steps) == 0 {
+			return "not measured"
+		}
+		if f.Sustained == 0 {
+			return fmt.Sprintf("**none** of the %s steps (%s)", f.Step, stepRates(len(f.Steps), func(i int) float64 { return f.Steps[i].Rate }))
+		}
+		return fmt.Sprintf("**%.0f flows/s** (%.0f workflow starts/s)", f.Sustained, 2*f.Sustained)
+	})
+	row("first flow step not held", func(sr *shapeReport) string {
+		f := sr.flow
+		if f == nil || len(f.Steps) == 0 {
+			return "not measured"
+		}
+		last := f.Steps[len(f.Steps)-1]
+		if last.Held {
+			return "none: every step offered was held"
+		}
+		return fmt.Sprintf("%.0f flows/s: %s", last.Rate, strings.Join(last.Why, "; "))
+	})
+	row("Temporal alone: bare workflows kept up with (eager start, one local activity)", func(sr *shapeReport) string {
+		t := sr.temporal
+		if t == nil || len(t.Steps) == 0 {
+			return "not measured"
+		}
+		if t.Sustained == 0 {
+			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
+		}
+		return fmt.Sprintf("**%.0f starts/s**", t.Sustained)
+	})
+	row("bare eager start p50 at 50/s", func(sr *shapeReport) string {
+		if sr.temporal == nil {
+			return "not measured"
+		}
+		if s, ok := sr.temporal.startAt50(); ok {
+			return ms(s.P50)
+		}
+		return "no 50/s step"
+	})
+	row("gateway proxy `start` phase p50, read / open", func(sr *shapeReport) string {
+		if sr.proxy == nil {
+			return "not measured"
+		}
+		return ms(sr.proxy.phase(sr.proxy.CloudRead.Name, "start").P50) + " / " + ms(sr.proxy.phase(sr.proxy.CloudOpen.Name, "start").P50)
+	})
+	row("gateway proxy, added by the cloud p50 / p99: read; open", func(sr *shapeReport) string {
+		p := sr.proxy
+		if p == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%s / %s; %s / %s", ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99))
+	})
+	row("location search, server p50: in-area / closest", func(sr *shapeReport) string {
+		if sr.search == nil {
+			return "not measured"
+		}
+		return ms(sr.search.InAreaServer.P50) + " / " + ms(sr.search.ClosestServer.P50)
+	})
+	row("expiry: lockers read free within 1 s of expiry", func(sr *shapeReport) string {
+		e := sr.expiry
+		if e == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%d of %d", e.ReadAvailable, e.Reservations-e.Failed)
+	})
+	row("webhooks: delivered of recorded; p99 committed → delivered", func(sr *shapeReport) string {
+		h := sr.webhooks
+		if h == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%d of %d; %s", h.Delivered, h.Recorded, ms(h.Latency.P99))
+	})
+	row("5xx answers, all scenarios", func(sr *shapeReport) string {
+		n := 0
+		for _, byCode := range sr.serverErrors {
+			for _, c := range byCode {
+				n += c
+			}
+		}
+		if n == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("**%d**", n)
+	})
+	row("scenarios that failed", func(sr *shapeReport) string {
+		if len(sr.failed) == 0 {
+			return "none"
+		}
+		return "**" + strings.Join(slices.Sorted(maps.Keys(sr.failed)), ", ") + "**"
+	})
+	w("")
+}
+
+func stepRates(n int, rate func(int) float64) string {
+	var parts []string
+	for i := range n {
+		parts = append(parts, fmt.Sprintf("%.0f/s", rate(i)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// markdown writes one shape's section.
+func (sr *shapeReport) markdown(w writer) {
+	w("## %s", sr.shape.title)
+	w("")
+	w("%s.", strings.ToUpper(sr.shape.describe[:1])+sr.shape.describe[1:])
+	for _, n := range sr.notes {
+		w("%s", n)
+	}
+	w("")
+	if sr.err != "" {
+		w("**Not measured**: %s", firstLine(sr.err))
+		w("")
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(sr.failed)) {
+		w("**The %s scenario failed**: %s", name, firstLine(sr.failed[name]))
+		w("")
+	}
+	if p := sr.proxy; p != nil {
+		p.markdown(w, sr.temporal)
+	}
+	if sr.tracing != nil {
+		sr.tracing.markdown(w)
+	}
+	if s := sr.search; s != nil {
+		s.markdown(w)
+	}
+	if t := sr.temporal; t != nil {
+		t.markdown(w)
+	}
+	if f := sr.flow; f != nil {
+		f.markdown(w)
+	}
+	if e := sr.expiry; e != nil {
+		e.markdown(w)
+	}
+	if wh := sr.webhooks; wh != nil {
+		wh.markdown(w)
+	}
+	if sr.idle != nil {
+		w("### Footprint (resident memory)")
+		w("")
+		w("| process | idle | peak under the flow steps |")
+		w("|---|---|---|")
+		for _, p := range slices.Sorted(maps.Keys(sr.idle)) {
+			peak := "not measured"
+			if v, ok := sr.loaded[p]; ok {
+				peak = mib(v)
+			}
+			w("| %s | %s | %s |", p, mib(sr.idle[p]), peak)
+		}
+		w("")
+	}
+	w("### 5xx answers")
+	w("")
+	w("Every answer of 500 or more the load generator got, by scenario (overload is a 503 with `Retry-After`; nothing may be a 500).")
+	w("")
+	w("| scenario | 5xx answers |")
+	w("|---|---|")
+	for _, name := range sr.ran {
+		w("| %s | %s |", name, statusList(sr.serverErrors[name]))
+	}
+	w("")
+}
+
+func statusList(byCode map[int]int) string {
+	if len(byCode) == 0 {
+		return "0"
+	}
+	var parts []string
+	n := 0
+	for _, code := range slices.Sorted(maps.Keys(byCode)) {
+		parts = append(parts, fmt.Sprintf("%d × %d", byCode[code], code))
+		n += byCode[code]
+	}
+	return fmt.Sprintf("**%d** (%s)", n, strings.Join(parts, ", "))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// phase is the summary of one Server-Timing phase of a proxied operation.
+func (p *proxyResult) phase(op, name string) summary {
+	for _, s := range p.Phases[op] {
+		if s.Name == name {
+			return s
+		}
+	}
+	return summary{Name: name}
+}
+
+func (p *proxyResult) markdown(w writer, bare *bareResult) {
+	w("### Gateway cloud API over the gateway's local API")
+	w("")
+	w("The same locker read and locker open of %s at %.0f requests/s for %s each, straight to the gateway's local API (the floor) "+
+		"and through the gateway cloud API (a gateway-request workflow per call, eager start). Latency from the scheduled start (open loop).", p.Gateway, p.Rate, p.Duration)
+	w("")
+	w(summaryHeader)
+	w(p.DirectRead.row())
+	w(p.CloudRead.row())
+	w(p.DirectOpen.row())
+	w(p.CloudOpen.row())
+	w("")
+	w("Added by the cloud: read p50 %s, p99 %s; open p50 %s, p99 %s. Target p50 ≤ 5 ms and p99 ≤ 25 ms: read %s, open %s.",
+		ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99),
+		verdict(p.ReadAdded50 <= 5*time.Millisecond && p.ReadAdded99 <= 25*time.Millisecond),
+		verdict(p.OpenAdded50 <= 5*time.Millisecond && p.OpenAdded99 <= 25*time.Millisecond))
+	w("")
+	if len(p.Phases) == 0 {
+		return
+	}
+	w("Where a cloud call spends its time inside the apiserver (`Server-Timing`): *auth* checks the key and counts it against its rate limit, " +
+		"*store* finds the gateway and stores the request, *start* starts its workflow (eager: the answer carries the first workflow task), " +
+		"*wait* lasts until the worker has called the gateway and stored the outcome.")
+	w("")
+	w(summaryHeader)
+	for _, name := range []string{p.CloudRead.Name, p.CloudOpen.Name} {
+		for _, s := range p.Phases[name] {
+			s.Name = name + ": " + s.Name
+			w(s.row())
+		}
+	}
+	w("")
+	if bare != nil {
+		if s, ok := bare.startAt50(); ok {
+			w("Beside the *start* phase (p50 read %s, open %s): a bare eager start on the same Temporal server at 50/s (below) had p50 %s, p99 %s.",
+				ms(p.phase(p.CloudRead.Name, "start").P50), ms(p.phase(p.CloudOpen.Name, "start").P50), ms(s.P50), ms(s.P99))
+			w("")
+		}
+	}
+}
+
+func (s *searchResult) markdown(w writer) {
+	w("### Location search (%d generated locations)", s.Locations)
+	w("")
+	w("In-area searches of 0.2° × 0.2° (about 20 × 20 km) and closest-location searches at random points, one at a time. "+
+		"*server* is the apiserver's own time (`Server-Timing`), *client* includes HTTP on loopback. The in-area searches returned %d locations in all; %d closest searches found nothing within 20 km (404).",
+		s.InAreaResults, s.ClosestMisses)
+	w("")
+	w(summaryHeader)
+	w(s.InAreaServer.row())
+	w(s.InArea.row())
+	w(s.ClosestServer.row())
+	w(s.Closest.row())
+	w("")
+	w("Target p50 ≤ 2 ms server time: in-area %s (%s), closest %s (%s).", ms(s.InAreaServer.P50), verdict(s.InAreaServer.P50 <= 2*time.Millisecond),
+		ms(s.ClosestServer.P50), verdict(s.ClosestServer.P50 <= 2*time.Millisecond))
+	w("")
+}
+
+func (t *bareResult) markdown(w writer) {
+	w("### Temporal alone: bare workflows, eager start")
+	w("")
+	w("A workflow that runs one local activity and completes, started with `EnableEagerStart` by the bench's own worker and client on a task queue "+
+		"of its own (`%s`) against the shape's Temporal server, open loop, %s per offered rate. *start* is the start call's latency; "+
+		"*completed/s* counts the completions the server accepted during the step; *behind* is started less completed when the step ended.", bareQueue, t.Step)
+	w("")
+	w("| offered | started | eager | refused | not sent | start p50 | start p99 | completed/s | behind at the end | the rest done in | verdict |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range t.Steps {
+		rest := "—"
+		switch {
+		case s.NotDrained > 0:
+			rest = fmt.Sprintf("%d not done after %s", s.NotDrained, s.DrainedIn.Round(time.Second))
+		case s.Behind > 0:
+			rest = s.DrainedIn.Round(100 * time.Millisecond).String()
+		}
+		w("| %.0f/s | %d | %d | %d | %d | %s | %s | %.1f | %d | %s | %s |", s.Rate, s.Started, s.Eager, s.Errors, s.Skipped,
+			ms(s.Start.P50), ms(s.Start.P99), s.CompletedRate, s.Behind, rest, stepVerdict(s.Held, s.Kept, s.Why))
+	}
+	w("")
+	if t.Sustained > 0 {
+		w("Kept up with for a whole step: **%.0f starts/s**.", t.Sustained)
+	} else {
+		w("Kept up with for a whole step of at least %s: **none**.", sustainWindow)
+	}
+	w("")
+}
+
+func (f *flowResult) markdown(w writer) {
+	w("### Tower flow: the rate sustained")
+	w("")
+	w("Open-loop tower flows (a reservation, then a drop-off token, on a fresh locker: two workflow starts through the outbox), %s per offered rate, "+
+		"each step from a quiet system. A flow's latency runs from its scheduled start to the drop-off token's answer (so queueing in the client counts). "+
+		"*outbox lag* is the age of the oldest workflow start waiting in the outbox, sampled every 0.5 s.", f.Step)
+	w("")
+	w("| offered | achieved | flows | failed | 5xx | not sent | flow p50 | flow p99 | reservation p99 | token p99 | outbox lag p50 | outbox lag p99 | outbox lag max | outbox at the end | Temporal tasks at the end | verdict |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range f.Steps {
+		w("| %.0f/s | %.1f/s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |", s.Rate, s.Achieved, s.Flow.Count, s.Flow.Errors,
+			s.ServerErrors, s.Skipped, ms(s.Flow.P50), ms(s.Flow.P99), ms(s.Reserve.P99), ms(s.Token.P99),
+			ms(s.Lag.P50), ms(s.Lag.P99), ms(s.Lag.Max), s.OutboxEnd, s.TasksEnd, stepVerdict(s.Held, s.Sustained, s.Why))
+	}
+	w("")
+	if f.Sustained > 0 {
+		w("Sustained: **%.0f flows/s** (%.0f workflow starts/s).", f.Sustained, 2*f.Sustained)
+	} else {
+		w("Sustained for a whole step of at least %s: **none**.", sustainWindow)
+	}
+	w("")
+}
+
+func (e *expiryResult) markdown(w writer) {
+	w("### Expiry fidelity: %d reservations expiring together", e.Reservations)
+	w("")
+	w("All reservations were made to expire at the same second (%s; each one's own expiry differs by the time its request took). "+
+		"The load tool read every bench tower's lockers through the API over and over from a second before, and noted when each locker was first seen available, against its own expiry:",
+		e.ExpiresAt.UTC().Format(time.TimeOnly))
+	w("")
+	w(summaryHeader)
+	w(e.Freed.row())
+	w("")
+	w("Target: every locker free within 1 s of its expiry: %d of %d (%s) — reads and new reservations count a lapsed hold as free from its second. "+
+		"The workflows' write-back (the reservation row marked expired, the locker row released) is later; it finished %s after the expiry:",
+		e.ReadAvailable, e.Reservations-e.Failed, verdict(e.ReadAvailable >= e.Reservations-e.Failed), e.AllWrittenAfter.Round(time.Second))
+	w("")
+	w(summaryHeader)
+	w(e.WriteBack.row())
+	w("")
 }

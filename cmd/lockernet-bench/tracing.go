@@ -195,7 +195,7 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 	}
 	api, err := startChild(ctx, filepath.Join(binDir, "apiserver"), nil, append(env,
 		"LOCKERNET_API_ADDR="+apiAddr, "LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_GATEWAY_TASK_QUEUE="+tracingQueue,
-		"LOCKERNET_AUTO_MIGRATE=false", "LOCKERNET_DB_MAX_CONNS=8", "LOCKERNET_DEBUG_ADDR=", "LOCKERNET_LOG_LEVEL=warn"),
+		"LOCKERNET_AUTO_MIGRATE=false", "LOCKERNET_DB_MAX_CONNS=8", "LOCKERNET_DEBUG_ADDR=", "LOCKERNET_ADMIN_ADDR=", "LOCKERNET_LOG_LEVEL=warn"),
 		"http://"+apiAddr+"/readyz")
 	if err != nil {
 		return nil, 0, err
@@ -334,8 +334,8 @@ func freePort() (string, error) {
 }
 
 // tracingMarkdown writes the tracing section of the report.
-func (r *tracingResult) markdown(w func(string, ...any)) {
-	w("## Tracing overhead on the gateway proxy")
+func (r *tracingResult) markdown(w writer) {
+	w("### Tracing overhead on the gateway proxy")
 	w("")
 	w("The gateway cloud API's locker read and locker open at %.0f requests/s for %s each, through an apiserver (with its own "+
 		"gateway-request worker, eager start) and a one-bank gateway started for this scenario, with OpenTelemetry tracing off "+

@@ -151,8 +151,8 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 	return res, nil
 }
 
-func (w webhookResult) markdown(p func(format string, a ...any)) {
-	p("## Webhook deliveries")
+func (w webhookResult) markdown(p writer) {
+	p("### Webhook deliveries")
 	p("")
 	p("`webhook.test` events recorded through the app engine API (`POST /webhooks/endpoints/{id}/test`) at %.0f/s for %s, "+
 		"each delivered by its `WebhookDelivery` workflow to a receiver on this machine that verifies the signature and answers 204 at once. "+

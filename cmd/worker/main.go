@@ -71,7 +71,7 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 // serve connects, hands the latch the health handler and runs the worker's pollers and
 // loops until ctx is done.
 func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *httpserve.Latch) error {
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AppName: "worker"})
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBMaxConns, AcquireTimeout: cfg.DBAcquireTimeout, AppName: "worker"})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,9 @@
 //	LOCKERNET_LOG_FORMAT      json or text [json]
 //	LOCKERNET_LOG_LEVEL       debug, info, warn or error [info]
 //	LOCKERNET_DB_MAX_CONNS    pgxpool size [20]
+//	LOCKERNET_DB_ACQUIRE_TIMEOUT
+//	                          how long a query waits for a free pool connection; past it the
+//	                          request is answered 503 + Retry-After (overload) [2s]
 //	LOCKERNET_DEBUG_ADDR      where the apiserver and the worker serve Go's pprof profiles; empty:
 //	                          nowhere [empty] (each process needs its own address)
 //	LOCKERNET_ADMIN_ADDR      the apiserver's internal listener for /metrics (never the API port);
@@ -84,6 +87,7 @@ type Config struct {
 	LogFormat        string
 	LogLevel         string
 	DBMaxConns       int32
+	DBAcquireTimeout time.Duration
 	DebugAddr        string
 	AdminAddr        string
 	OutboxWorkers    int
@@ -145,6 +149,9 @@ func Load() (Config, error) {
 		return Config{}, fmt.Errorf("parse LOCKERNET_DB_MAX_CONNS: must be a positive integer")
 	}
 	c.DBMaxConns = int32(n)
+	if c.DBAcquireTimeout, err = time.ParseDuration(env("LOCKERNET_DB_ACQUIRE_TIMEOUT", "2s")); err != nil || c.DBAcquireTimeout <= 0 {
+		return Config{}, fmt.Errorf("parse LOCKERNET_DB_ACQUIRE_TIMEOUT: must be a positive duration such as 2s")
+	}
 	c.DebugAddr = os.Getenv("LOCKERNET_DEBUG_ADDR")
 	c.AdminAddr = os.Getenv("LOCKERNET_ADMIN_ADDR")
 	w, err := strconv.Atoi(env("LOCKERNET_OUTBOX_WORKERS", "8"))

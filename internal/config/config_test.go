@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,6 +36,37 @@ func TestEnvironmentSettings(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantEnvironment, c.Environment)
 			assert.Equal(t, tt.wantPrefix, c.TowerIDPrefix)
+		})
+	}
+}
+
+func TestPoolSettings(t *testing.T) {
+	tests := []struct {
+		name, maxConns, acquire string
+		wantMaxConns            int32
+		wantAcquire             time.Duration
+		wantErr                 string
+	}{
+		{name: "defaults", wantMaxConns: 20, wantAcquire: 2 * time.Second},
+		{name: "set", maxConns: "8", acquire: "750ms", wantMaxConns: 8, wantAcquire: 750 * time.Millisecond},
+		{name: "acquire without unit", acquire: "2", wantErr: "LOCKERNET_DB_ACQUIRE_TIMEOUT"},
+		{name: "acquire zero", acquire: "0s", wantErr: "LOCKERNET_DB_ACQUIRE_TIMEOUT"},
+		{name: "acquire negative", acquire: "-1s", wantErr: "LOCKERNET_DB_ACQUIRE_TIMEOUT"},
+		{name: "max conns zero", maxConns: "0", wantErr: "LOCKERNET_DB_MAX_CONNS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LOCKERNET_DB_MAX_CONNS", tt.maxConns)
+			t.Setenv("LOCKERNET_DB_ACQUIRE_TIMEOUT", tt.acquire)
+			c, err := Load()
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantMaxConns, c.DBMaxConns)
+			assert.Equal(t, tt.wantAcquire, c.DBAcquireTimeout)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/store"
@@ -34,4 +35,70 @@ func TestNoRoomIsOverload(t *testing.T) {
 	require.Error(t, err, "the role may not connect at all: like a server at max_connections")
 	require.ErrorIs(t, store.Translate(err), store.ErrOverloaded, "%v", err)
 	require.NotErrorIs(t, store.Translate(fmt.Errorf("other: %w", context.DeadlineExceeded)), store.ErrOverloaded)
+}
+
+// A saturated pool answers overload within the acquire timeout instead of queueing the caller
+// until its own deadline; the statement itself is not bounded by that timeout, and a caller
+// whose own deadline ends first gets its own error, not an overload.
+func TestSaturatedPoolIsOverload(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewDatabase(t), store.Options{MaxConns: 1, AcquireTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	_, err = st.Pool().Exec(ctx, `SELECT pg_sleep(0.5)`)
+	require.NoError(t, err, "a statement longer than the acquire timeout runs to its end")
+
+	held, err := st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			held.Release()
+		}
+	}
+	t.Cleanup(release)
+
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"query row", func(ctx context.Context) error {
+			_, err := st.OrganizationByName(ctx, "Demo Logistics")
+			return err
+		}},
+		{"query", func(ctx context.Context) error {
+			_, err := st.ListLocations(ctx, 1, 0, 10)
+			return err
+		}},
+		{"transaction", func(ctx context.Context) error {
+			return st.WithTx(ctx, func(*store.Store) error { return nil })
+		}},
+		{"ping", st.Ping},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			err := c.call(cctx)
+			require.ErrorIs(t, err, store.ErrOverloaded, "%v", err)
+			var timeout *store.AcquireTimeoutError
+			require.ErrorAs(t, err, &timeout)
+			assert.Equal(t, 200*time.Millisecond, timeout.Wait)
+			assert.NoError(t, cctx.Err(), "answered before the caller's own deadline")
+		})
+	}
+
+	t.Run("caller deadline first", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, err := st.OrganizationByName(cctx, "Demo Logistics")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, store.ErrOverloaded, "the caller gave up; the pool did not refuse")
+	})
+
+	release()
+	_, err = st.ListLocations(ctx, 1, 0, 10)
+	require.NoError(t, err, "the pool serves again once the connection is back")
 }

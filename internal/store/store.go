@@ -1,6 +1,7 @@
-// Package store is the PostgreSQL layer: one tuned pgxpool, migrations embedded in the
-// binary, pgx errors translated once into ErrNotFound and ErrConflict, and a WithTx helper.
-// Status changes are conditional updates, so two concurrent callers can never both win.
+// Package store is the PostgreSQL layer: one tuned pgxpool whose connection wait is bounded
+// (ErrOverloaded past it), migrations embedded in the binary, pgx errors translated once
+// into ErrNotFound and ErrConflict, and a WithTx helper. Status changes are conditional
+// updates, so two concurrent callers can never both win.
 package store
 
 import (
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,6 +39,9 @@ type Store struct {
 type Options struct {
 	MaxConns int32
 	AppName  string
+	// AcquireTimeout bounds the wait for a free connection [DefaultAcquireTimeout]; past it
+	// the call fails with ErrOverloaded instead of queueing until the caller's deadline.
+	AcquireTimeout time.Duration
 }
 
 // Open connects a pool to databaseURL. This is the one place the pool is tuned.
@@ -62,9 +67,15 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "30000"
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
-	if t := telemetry.PgxTracer(); t != nil {
-		cfg.ConnConfig.Tracer = t
+	wait := DefaultAcquireTimeout
+	if opts.AcquireTimeout > 0 {
+		wait = opts.AcquireTimeout
 	}
+	tracers := []pgx.QueryTracer{acquireLimit{wait: wait}}
+	if t := telemetry.PgxTracer(); t != nil {
+		tracers = append(tracers, t)
+	}
+	cfg.ConnConfig.Tracer = multitracer.New(tracers...)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

@@ -70,6 +70,8 @@ type Options struct {
 	Webhooks apiserver.WebhookSettings
 	// WebhookSchedule is the waits between delivery attempts (nil: DESIGN §10's).
 	WebhookSchedule []time.Duration
+	// Pool sizes the store's pool (zero MaxConns: 10; zero AcquireTimeout: the default).
+	Pool store.Options
 }
 
 // testRateLimits are the limits of an env that names none.
@@ -103,7 +105,11 @@ func Start(t *testing.T, opts Options) *Env {
 	t.Cleanup(cancel)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	st, err := store.Open(ctx, NewDatabase(t), store.Options{MaxConns: 10})
+	pool := opts.Pool
+	if pool.MaxConns == 0 {
+		pool.MaxConns = 10
+	}
+	st, err := store.Open(ctx, NewDatabase(t), pool)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRatesIncreaseAndArePositive(t *testing.T) {
+	got, err := rates("50, 100,150")
+	require.NoError(t, err)
+	assert.Equal(t, []float64{50, 100, 150}, got)
+	for _, bad := range []string{"", "50,50", "100,50", "0", "-5", "fast"} {
+		_, err := rates(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+// Every flow of the highest step gets a fresh locker: the dataset grows with the step.
+func TestFlowLockersCoverTheHighestStep(t *testing.T) {
+	o := options{flowRates: []float64{50, 300}, step: time.Minute, expiryN: 10000}
+	assert.Equal(t, 180, flowLocationsFor(o), "300/s × 60 s = 18,000 lockers, 100 a tower")
+	o.step = 5 * time.Second
+	assert.Equal(t, 100, flowLocationsFor(o), "never fewer than the expiry's 10,000")
+}
+
+// The report counts every 5xx answer by status code, per scenario.
+func TestServerErrorsAreCounted(t *testing.T) {
+	codes := []int{200, 503, 500, 503, 404}
+	i := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(codes[i%len(codes)])
+		i++
+	}))
+	t.Cleanup(srv.Close)
+	a := newAPI(srv.URL, "c", "s")
+	before := a.statusCounts()
+	for range codes {
+		_, err := a.do(context.Background(), http.MethodGet, srv.URL, nil, nil)
+		require.NoError(t, err)
+	}
+	got := a.serverErrorsSince(before)
+	assert.Equal(t, map[int]int{500: 1, 503: 2}, got)
+	assert.Equal(t, "**3** (1 × 500, 2 × 503)", statusList(got))
+	assert.Equal(t, "0", statusList(nil))
+}
+
+func TestReportSaysWhatWasNotSustained(t *testing.T) {
+	step := func(rate float64, held bool, why ...string) flowStep {
+		return flowStep{Rate: rate, Duration: time.Minute, Held: held, Sustained: held, Why: why,
+			Flow: summary{Name: "flow", Count: int(rate * 60)}}
+	}
+	run := &shapeReport{shape: runShape, ran: []string{"flow", "temporal"},
+		serverErrors: map[string]map[int]int{"flow": {503: 4}},
+		failed:       map[string]string{},
+		flow: &flowResult{Step: time.Minute, Sustained: 50,
+			Steps: []flowStep{step(50, true), step(100, false, "outbox lag p99 3200.00 ms > 1 s")}},
+		temporal: &bareResult{Step: time.Minute, Sustained: 0,
+			Steps: []bareStep{{Rate: 50, Duration: time.Minute, Held: false, Why: []string{"40 starts refused"}, Start: summary{P50: 13 * time.Millisecond}}}},
+	}
+	short := &shapeReport{shape: clusterShape, ran: []string{"flow"}, serverErrors: map[string]map[int]int{}, failed: map[string]string{"webhooks": "receiver gone"},
+		flow: &flowResult{Step: 5 * time.Second, Steps: []flowStep{{Rate: 50, Duration: 5 * time.Second, Held: true,
+			Why: []string{"but for 5s only, under the 1m0s the criterion needs"}}}}}
+	rep := &report{started: time.Now(), shapes: []*shapeReport{run, short}}
+	md := rep.markdown()
+
+	assert.Contains(t, md, "| tower flow sustained (reservation + drop-off token: two workflow starts each) | **50 flows/s** (100 workflow starts/s) | **none** of the 5s steps (50/s) |")
+	assert.Contains(t, md, "100 flows/s: outbox lag p99 3200.00 ms > 1 s")
+	assert.Contains(t, md, "**not sustained**: outbox lag p99 3200.00 ms > 1 s")
+	assert.Contains(t, md, "held, but for 5s only", "a short step is never called sustained")
+	assert.Contains(t, md, "| bare eager start p50 at 50/s | 13.00 ms |")
+	assert.Contains(t, md, "| 5xx answers, all scenarios | **4** | 0 |")
+	assert.Contains(t, md, "| flow | **4** (4 × 503) |")
+	assert.Contains(t, md, "**The webhooks scenario failed**: receiver gone")
+	assert.Less(t, strings.Index(md, "## `make run`"), strings.Index(md, "## cluster shape"), "one section per shape, make run first")
+}

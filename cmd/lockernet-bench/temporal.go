@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
+)
+
+// The temporal scenario measures Temporal's own capacity on the shape's server, beside what
+// the service builds on it: a bare workflow that runs one local activity and completes,
+// started eagerly (the start's answer carries its first workflow task to the bench's own
+// worker, on a task queue of its own), driven open-loop at rising rates until the
+// completions fall behind the starts.
+const bareQueue = "lockernet-bench-bare"
+
+// bareWorkflow is the bare workflow: one local activity, then done.
+func bareWorkflow(ctx workflow.Context) error {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	return workflow.ExecuteLocalActivity(ctx, bareActivity).Get(ctx, nil)
+}
+
+func bareActivity(context.Context) error { return nil }
+
+// bareStep is one offered rate of bare workflow starts.
+type bareStep struct {
+	Rate     float64
+	Duration time.Duration
+	// Started were accepted by the server, Eager of them with their first task in the answer;
+	// Errors were refused; Skipped not sent because 512 starts were already in flight.
+	Started, Eager, Errors, Skipped int
+	Start                           summary
+	// Completed by the end of the step, and the rate that is; Behind is started less
+	// completed at the end of the step; DrainedIn how long the rest took (0: none left).
+	Completed     int
+	CompletedRate float64
+	Behind        int
+	DrainedIn     time.Duration
+	NotDrained    int
+	Held, Kept    bool
+	Why           []string
+}
+
+// bareResult is the temporal scenario's outcome.
+type bareResult struct {
+	Step  time.Duration
+	Steps []bareStep
+	// Sustained is the highest rate kept up with for a whole step of sustainWindow (0: none).
+	Sustained float64
+}
+
+// startAt50 is the step at 50 starts/s, whose start p50 the report sets beside the gateway
+// proxy's start phase.
+func (r *bareResult) startAt50() (summary, bool) {
+	for _, s := range r.Steps {
+		if s.Rate == 50 {
+			return s.Start, true
+		}
+	}
+	return summary{}, false
+}
+
+// bareCounter counts, on the bench worker's own connection, the starts answered with an
+// eager task and the workflow completions the server accepted.
+type bareCounter struct {
+	eager, completed atomic.Int64
+}
+
+func (c *bareCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err != nil {
+		return err
+	}
+	switch {
+	case strings.HasSuffix(method, "/StartWorkflowExecution"):
+		if r, ok := reply.(*workflowservice.StartWorkflowExecutionResponse); ok && r.GetEagerWorkflowTask() != nil {
+			c.eager.Add(1)
+		}
+	case strings.HasSuffix(method, "/RespondWorkflowTaskCompleted"):
+		if r, ok := req.(*workflowservice.RespondWorkflowTaskCompletedRequest); ok {
+			for _, cmd := range r.GetCommands() {
+				if cmd.GetCommandType() == enumspb.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION {
+					c.completed.Add(1)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// runBare starts the bench's worker and offers bare workflow starts at each rate in turn for
+// d, stopping after the first rate Temporal did not keep up with.
+func runBare(ctx context.Context, b *bench, rates []float64, d time.Duration) (bareResult, error) {
+	res := bareResult{Step: d}
+	counter := &bareCounter{}
+	c, err := client.Dial(client.Options{HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.TemporalNS,
+		Logger:            log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(counter.intercept)}}})
+	if err != nil {
+		return res, fmt.Errorf("dial temporal: %w", err)
+	}
+	defer c.Close()
+	w := worker.New(c, bareQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(bareWorkflow, workflow.RegisterOptions{Name: "BenchBare"})
+	w.RegisterActivity(bareActivity)
+	if err := w.Start(); err != nil {
+		return res, fmt.Errorf("start the bench worker: %w", err)
+	}
+	defer w.Stop()
+	run := time.Now().UnixNano()
+	for i, rate := range rates {
+		logf("%s: temporal: %.0f bare workflow starts/s for %s", b.shape.key, rate, d)
+		st := bareStep{Rate: rate, Duration: d}
+		lat := newSample(fmt.Sprintf("bare eager start at %.0f/s", rate))
+		var started, failed atomic.Int64
+		eager0, done0 := counter.eager.Load(), counter.completed.Load()
+		_, st.Skipped = openLoop(ctx, rate, d, 512, func(ctx context.Context, n int, _ time.Time) {
+			t0 := time.Now()
+			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("bench-bare-%d-%d-%d", run, i, n),
+				TaskQueue: bareQueue, EnableEagerStart: true, WorkflowExecutionTimeout: 5 * time.Minute}, "BenchBare")
+			if err != nil {
+				failed.Add(1)
+				lat.fail()
+				return
+			}
+			lat.add(time.Since(t0))
+			started.Add(1)
+		})
+		st.Start = lat.summary()
+		st.Started, st.Errors = int(started.Load()), int(failed.Load())
+		st.Eager = int(counter.eager.Load() - eager0)
+		st.Completed = int(counter.completed.Load() - done0)
+		st.CompletedRate = float64(st.Completed) / d.Seconds()
+		st.Behind = st.Started - st.Completed
+		// Wait for the rest, so the next step starts from an idle server.
+		drain := time.Now()
+		for counter.completed.Load()-done0 < int64(st.Started) && time.Since(drain) < time.Minute && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if st.Behind > 0 {
+			st.DrainedIn = time.Since(drain)
+		}
+		st.NotDrained = st.Started - int(counter.completed.Load()-done0)
+		if st.Behind > int(rate) {
+			st.Why = append(st.Why, fmt.Sprintf("%d started workflows not completed at the end, more than a second of starts (%.0f)", st.Behind, rate))
+		}
+		if st.Errors > 0 {
+			st.Why = append(st.Why, fmt.Sprintf("%d starts refused", st.Errors))
+		}
+		if st.Skipped > 0 {
+			st.Why = append(st.Why, fmt.Sprintf("%d starts not sent (512 in flight)", st.Skipped))
+		}
+		st.Held = len(st.Why) == 0
+		st.Kept = st.Held && d >= sustainWindow
+		if st.Held && !st.Kept {
+			st.Why = append(st.Why, fmt.Sprintf("but for %s only, under the %s the criterion needs", d, sustainWindow))
+		}
+		res.Steps = append(res.Steps, st)
+		logf("%s: temporal: %.0f/s: start p50 %s p99 %s, %.1f completed/s, %d behind; %s", b.shape.key, rate,
+			ms(st.Start.P50), ms(st.Start.P99), st.CompletedRate, st.Behind, stepVerdict(st.Held, st.Kept, st.Why))
+		if st.Kept {
+			res.Sustained = rate
+		}
+		if !st.Held || ctx.Err() != nil {
+			break
+		}
+	}
+	return res, ctx.Err()
+}
