@@ -15,7 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
-	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
@@ -210,7 +210,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		}
 		k := appKey(ctx)
 		r, err := s.deps.Store.GatewayRequest(ctx, k.OrganizationID, id)
-		if err != nil || (r.Kind != activities.KindAccessCodeOpen && r.Kind != activities.KindAccessCodeClose) {
+		if err != nil || (r.Kind != gatewayreq.KindAccessCodeOpen && r.Kind != gatewayreq.KindAccessCodeClose) {
 			return nil, huma.Error404NotFound("request: not found")
 		}
 		// A sub-organization key sees the requests at its own locations only.
@@ -220,12 +220,12 @@ func (s *Server) registerAccessCodes(api huma.API) {
 			}
 		}
 		name := ""
-		if r.Kind == activities.KindAccessCodeOpen {
+		if r.Kind == gatewayreq.KindAccessCodeOpen {
 			if c, err := s.deps.Store.AccessCode(ctx, r.OrganizationID, codeOfOpen(r)); err == nil {
 				name = c.LockerName
 			}
 		}
-		out, err := s.doorAnswer(r, name, r.Kind == activities.KindAccessCodeOpen)
+		out, err := s.doorAnswer(r, name, r.Kind == gatewayreq.KindAccessCodeOpen)
 		if out != nil && out.Status == http.StatusAccepted {
 			out.Status = http.StatusOK
 		}
@@ -381,12 +381,12 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	// Hold the locker first: its gateway transaction carries the code's id.
 	codeID := uuid.New()
 	body, _ := json.Marshal(map[string]any{"transactionId": codeID.String(), "lockerId": locker.LockerID})
-	hold, err := s.gatewayCall(ctx, gw, activities.KindAccessCodeHold, activities.ClassWrite, http.MethodPost, "/locker",
+	hold, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeHold, gatewayreq.ClassWrite, http.MethodPost, "/locker",
 		"/transactions", body, codeHoldWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "locker hold", err)
 	}
-	held := hold.Terminal() && hold.Status == activities.StateCompleted && hold.Outcome.HTTPStatus == http.StatusCreated
+	held := hold.Terminal() && hold.Status == gatewayreq.StateCompleted && hold.Outcome.HTTPStatus == http.StatusCreated
 	code := store.AccessCode{ID: codeID, OrganizationID: k.OrganizationID, SubOrganizationID: k.SubOrganizationID,
 		LocationID: gw.LocationID, GatewayID: gw.ID, LockerID: locker.LockerID, LockerName: locker.Name,
 		SingleUse: req.SingleUse, ExpiresAt: expiry.UTC(), CreatedByKey: &k.ID, Status: store.CodeActive}
@@ -446,7 +446,7 @@ func holdFailure(r store.GatewayRequest, lockerName string) error {
 	switch {
 	case !r.Terminal():
 		return huma.Error504GatewayTimeout(fmt.Sprintf("the gateway did not confirm the hold of locker %s in time; no code was made", lockerName))
-	case r.Status == activities.StateCompleted:
+	case r.Status == gatewayreq.StateCompleted:
 		return huma.Error409Conflict(fmt.Sprintf("locker %s cannot be held now (gateway answered %d: in use or out of service)", lockerName, r.Outcome.HTTPStatus))
 	}
 	return gatewayProblem(r)
@@ -576,7 +576,7 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	} else if err := s.deps.Store.TouchAccessCode(ctx, code.ID); err != nil {
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	r, err := s.gatewayCall(ctx, gw, activities.KindAccessCodeOpen, activities.ClassHardware, http.MethodPost, "/locker/open",
+	r, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeOpen, gatewayreq.ClassHardware, http.MethodPost, "/locker/open",
 		"/transactions/"+code.ID.String()+"/open", nil, codeOpenWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "open", err)
@@ -602,7 +602,7 @@ func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*door
 		}
 		return nil, s.mapError(ctx, "locker", err)
 	}
-	r, err := s.gatewayCall(ctx, gw, activities.KindAccessCodeClose, activities.ClassRead, http.MethodGet, "/locker/close",
+	r, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeClose, gatewayreq.ClassRead, http.MethodGet, "/locker/close",
 		"/lockers/"+strconv.Itoa(locker.LockerID), nil, codeCloseWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "close", err)
@@ -616,7 +616,7 @@ func (s *Server) doorAnswer(r store.GatewayRequest, lockerName string, open bool
 		return &doorOutput{Status: http.StatusAccepted, Location: "/locker/requests/" + r.ID.String(), RetryAfter: "1",
 			Body: PendingDoor{RequestID: r.ID, Status: r.Status}}, nil
 	}
-	if r.Status != activities.StateCompleted {
+	if r.Status != gatewayreq.StateCompleted {
 		return nil, gatewayProblem(r)
 	}
 	var op struct {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
 )
@@ -44,7 +45,7 @@ type CustomerSettings struct {
 	// MaxWait clamps Prefer: wait (30 s).
 	ReadWait, WriteWait, HardwareWait, MaxWait time.Duration
 	// Policy is the dispatch policy and the deadlines of gateway requests.
-	Policy workflows.GatewayPolicy
+	Policy gatewayreq.Policy
 	// IdempotencyTTL is how long an Idempotency-Key and its outcome are kept (30 days).
 	IdempotencyTTL time.Duration
 	// OnlineWithin is how recent a gateway's last answer must be to count as online (2 min).
@@ -79,8 +80,7 @@ func CustomerSettingsFromConfig(cfg config.Config) CustomerSettings {
 	c := CustomerSettings{
 		TaskQueue: cfg.GatewayTaskQueue, RateLimit: cfg.GatewayRateLimit, IdempotencyTTL: cfg.IdempotencyTTL, Environment: cfg.Environment,
 		MaxWaiters: cfg.MaxWaiters,
-		Policy: workflows.GatewayPolicy{CallTimeout: cfg.GatewayCallTimeout, HardwareTimeout: cfg.GatewayHardwareTimeout,
-			DispatchAttempts: cfg.GatewayDispatchAttempts},
+		Policy:     cfg.GatewayPolicy(),
 	}
 	if cfg.V1DeprecatedAt != nil {
 		c.Deprecation = &Deprecation{At: *cfg.V1DeprecatedAt, Link: cfg.V1SunsetLink}

@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
 )
@@ -139,27 +139,27 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		LocationPath
 	}
 	read := func(id, kind, path, summary string, gatewayPath func(*readIn) string) {
-		registerProxy(s, api, tags, id, kind, activities.ClassRead, http.MethodGet, path, summary,
+		registerProxy(s, api, tags, id, kind, gatewayreq.ClassRead, http.MethodGet, path, summary,
 			func(in *readIn) (proxyCall, error) {
 				return proxyCall{locationID: in.LocationID, gatewayPath: gatewayPath(in)}, nil
 			})
 	}
-	read("customer-gateway-health", "health", "/locations/{locationId}/health", "Gateway health check",
+	read("customer-gateway-health", gatewayreq.KindHealth, "/locations/{locationId}/health", "Gateway health check",
 		func(*readIn) string { return "/health" })
-	read("customer-gateway-system", "system", "/locations/{locationId}/system", "Gateway system info",
+	read("customer-gateway-system", gatewayreq.KindSystem, "/locations/{locationId}/system", "Gateway system info",
 		func(*readIn) string { return "/system" })
-	read("customer-list-transactions", "list-transactions", "/locations/{locationId}/transactions", "List transactions",
+	read("customer-list-transactions", gatewayreq.KindListTransactions, "/locations/{locationId}/transactions", "List transactions",
 		func(*readIn) string { return "/transactions" })
-	read("customer-list-lockers", "list-lockers", "/locations/{locationId}/lockers", "List lockers",
+	read("customer-list-lockers", gatewayreq.KindListLockers, "/locations/{locationId}/lockers", "List lockers",
 		func(*readIn) string { return "/lockers" })
-	read("customer-locker-config", "locker-config", "/locations/{locationId}/lockers/config", "Locker configuration",
+	read("customer-locker-config", gatewayreq.KindLockerConfig, "/locations/{locationId}/lockers/config", "Locker configuration",
 		func(*readIn) string { return "/lockers/config" })
-	read("customer-list-locker-types", "list-locker-types", "/locations/{locationId}/locker-types", "List locker types",
+	read("customer-list-locker-types", gatewayreq.KindListLockerTypes, "/locations/{locationId}/locker-types", "List locker types",
 		func(*readIn) string { return "/locker-types" })
-	read("customer-list-bank-types", "list-bank-types", "/locations/{locationId}/bank-types", "List bank types",
+	read("customer-list-bank-types", gatewayreq.KindListBankTypes, "/locations/{locationId}/bank-types", "List bank types",
 		func(*readIn) string { return "/bank-types" })
 
-	registerProxy(s, api, tags, "customer-gateway-logs", "system-logs", activities.ClassRead, http.MethodGet,
+	registerProxy(s, api, tags, "customer-gateway-logs", gatewayreq.KindSystemLogs, gatewayreq.ClassRead, http.MethodGet,
 		"/locations/{locationId}/system/logs", "Gateway logs",
 		func(in *struct {
 			ProxyHeaders
@@ -172,7 +172,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 			}
 			return proxyCall{locationID: in.LocationID, gatewayPath: p}, nil
 		})
-	registerProxy(s, api, tags, "customer-get-transaction", "get-transaction", activities.ClassRead, http.MethodGet,
+	registerProxy(s, api, tags, "customer-get-transaction", gatewayreq.KindGetTransaction, gatewayreq.ClassRead, http.MethodGet,
 		"/locations/{locationId}/transactions/{transactionId}", "Fetch a transaction",
 		func(in *struct {
 			ProxyHeaders
@@ -181,7 +181,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID)}, nil
 		})
-	registerProxy(s, api, tags, "customer-get-locker", "get-locker", activities.ClassRead, http.MethodGet,
+	registerProxy(s, api, tags, "customer-get-locker", gatewayreq.KindGetLocker, gatewayreq.ClassRead, http.MethodGet,
 		"/locations/{locationId}/lockers/{lockerId}", "Fetch a locker",
 		func(in *struct {
 			ProxyHeaders
@@ -190,7 +190,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/lockers/" + strconv.FormatInt(in.LockerID, 10)}, nil
 		})
-	registerProxy(s, api, tags, "customer-get-locker-type", "get-locker-type", activities.ClassRead, http.MethodGet,
+	registerProxy(s, api, tags, "customer-get-locker-type", gatewayreq.KindGetLockerType, gatewayreq.ClassRead, http.MethodGet,
 		"/locations/{locationId}/locker-types/{id}", "Fetch a locker type",
 		func(in *struct {
 			ProxyHeaders
@@ -199,7 +199,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/locker-types/" + strconv.FormatInt(in.ID, 10)}, nil
 		})
-	registerProxy(s, api, tags, "customer-get-bank-type", "get-bank-type", activities.ClassRead, http.MethodGet,
+	registerProxy(s, api, tags, "customer-get-bank-type", gatewayreq.KindGetBankType, gatewayreq.ClassRead, http.MethodGet,
 		"/locations/{locationId}/bank-types/{id}", "Fetch a bank type",
 		func(in *struct {
 			ProxyHeaders
@@ -209,7 +209,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/bank-types/" + strconv.FormatInt(in.ID, 10)}, nil
 		})
 
-	registerProxy(s, api, tags, "customer-create-transaction", workflows.KindCreateTransaction, activities.ClassWrite, http.MethodPost,
+	registerProxy(s, api, tags, "customer-create-transaction", gatewayreq.KindCreateTransaction, gatewayreq.ClassWrite, http.MethodPost,
 		"/locations/{locationId}/transactions", "Create a transaction",
 		func(in *struct {
 			ProxyHeaders
@@ -219,7 +219,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions", idemKey: in.IdempotencyKey}, nil
 		})
-	registerProxy(s, api, tags, "customer-release-transaction", "release-transaction", activities.ClassWrite, http.MethodDelete,
+	registerProxy(s, api, tags, "customer-release-transaction", gatewayreq.KindReleaseTransaction, gatewayreq.ClassWrite, http.MethodDelete,
 		"/locations/{locationId}/transactions/{transactionId}", "Release a transaction",
 		func(in *struct {
 			ProxyHeaders
@@ -229,7 +229,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID), idemKey: in.IdempotencyKey}, nil
 		})
-	registerProxy(s, api, tags, "customer-open-transaction", "open-transaction", activities.ClassHardware, http.MethodPost,
+	registerProxy(s, api, tags, "customer-open-transaction", gatewayreq.KindOpenTransaction, gatewayreq.ClassHardware, http.MethodPost,
 		"/locations/{locationId}/transactions/{transactionId}/open", "Open the locker assigned to a transaction",
 		func(in *struct {
 			ProxyHeaders
@@ -239,7 +239,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		}) (proxyCall, error) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID) + "/open", idemKey: in.IdempotencyKey}, nil
 		})
-	registerProxy(s, api, tags, "customer-update-locker", workflows.KindUpdateLocker, activities.ClassWrite, http.MethodPatch,
+	registerProxy(s, api, tags, "customer-update-locker", gatewayreq.KindUpdateLocker, gatewayreq.ClassWrite, http.MethodPatch,
 		"/locations/{locationId}/lockers/{lockerId}", "Update a locker (out of service)",
 		func(in *struct {
 			ProxyHeaders
@@ -252,7 +252,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 			return proxyCall{locationID: in.LocationID, gatewayPath: "/lockers/" + strconv.FormatInt(in.LockerID, 10),
 				body: body, idemKey: in.IdempotencyKey}, err
 		})
-	registerProxy(s, api, tags, "customer-open-locker", "open-locker", activities.ClassHardware, http.MethodPost,
+	registerProxy(s, api, tags, "customer-open-locker", gatewayreq.KindOpenLocker, gatewayreq.ClassHardware, http.MethodPost,
 		"/locations/{locationId}/lockers/{lockerId}/open", "Open a locker",
 		func(in *struct {
 			ProxyHeaders
@@ -293,7 +293,7 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 			return nil, customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", "the request body is not valid", nil)
 		}
 		call.kind, call.class, call.method = kind, class, method
-		if kind == workflows.KindCreateTransaction {
+		if kind == gatewayreq.KindCreateTransaction {
 			if call.body, err = createTransactionBody(ctx); err != nil {
 				return nil, err
 			}
@@ -304,9 +304,9 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 
 func classWaitDoc(class string) string {
 	switch class {
-	case activities.ClassHardware:
+	case gatewayreq.ClassHardware:
 		return "15 s"
-	case activities.ClassWrite:
+	case gatewayreq.ClassWrite:
 		return "10 s"
 	}
 	return "5 s"
@@ -419,9 +419,9 @@ func parsePrefer(values []string, def, maxWait time.Duration) preferences {
 
 func (c *customer) defaultWait(class string) time.Duration {
 	switch class {
-	case activities.ClassHardware:
+	case gatewayreq.ClassHardware:
 		return c.settings.HardwareWait
-	case activities.ClassWrite:
+	case gatewayreq.ClassWrite:
 		return c.settings.WriteWait
 	}
 	return c.settings.ReadWait
@@ -467,7 +467,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 
 	id := uuid.New()
 	body := call.body
-	if call.kind == workflows.KindCreateTransaction {
+	if call.kind == gatewayreq.KindCreateTransaction {
 		body = withTransactionID(body, id.String())
 	}
 	var idem *store.IdempotencyClaim
@@ -561,12 +561,8 @@ func syncApplied(applied []string) []string {
 
 // gatewayWorkflowInput rebuilds a request's workflow input from its row, so any instance
 // can (re)start it identically.
-func (s *Server) gatewayWorkflowInput(row store.GatewayRequest) workflows.GatewayRequestInput {
-	return workflows.GatewayRequestInput{
-		RequestID: row.ID.String(), OrganizationID: row.OrganizationID, LocationID: row.LocationID,
-		GatewayID: row.GatewayID, GatewaySerial: row.GatewaySerial, Kind: row.Kind, Class: row.Class,
-		Method: row.Method, Path: row.GatewayPath, Body: row.Body, Policy: s.customer.settings.Policy,
-	}
+func (s *Server) gatewayWorkflowInput(row store.GatewayRequest) gatewayreq.Spec {
+	return row.Spec(s.customer.settings.Policy)
 }
 
 // ensureGatewayWorkflow starts the request's workflow, or finds the one already started:
@@ -582,7 +578,7 @@ func (s *Server) ensureGatewayWorkflow(ctx context.Context, row store.GatewayReq
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrOrganizationID.ValueSet(strconv.FormatInt(row.OrganizationID, 10)),
 			workflows.AttrLocationID.ValueSet(strconv.FormatInt(row.LocationID, 10)),
-			workflows.AttrRequestKind.ValueSet(GatewayRequestKind(row.GatewaySerial, row.Kind)),
+			workflows.AttrRequestKind.ValueSet(gatewayreq.SearchKind(row.GatewaySerial, row.Kind)),
 		),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},
 	}
@@ -593,29 +589,19 @@ func (s *Server) ensureGatewayWorkflow(ctx context.Context, row store.GatewayReq
 	return run, nil
 }
 
-// GatewayRequestKind is the RequestKind search attribute of a gateway request:
-// "gateway:<serial>:<kind>", so an operator finds all requests of a gateway with
-// RequestKind STARTS_WITH "gateway:GW-0001:".
-func GatewayRequestKind(serial, kind string) string { return "gateway:" + serial + ":" + kind }
-
 // awaitGatewayResult waits up to wait for the request's outcome (for callers that read the
 // stored row afterwards); done is false when it did not finish in time.
-func (s *Server) awaitGatewayResult(ctx context.Context, run client.WorkflowRun, row store.GatewayRequest, wait time.Duration) (workflows.GatewayRequestResult, bool, error) {
+func (s *Server) awaitGatewayResult(ctx context.Context, run client.WorkflowRun, row store.GatewayRequest, wait time.Duration) (gatewayreq.Result, bool, error) {
 	announced, stop := s.customer.outcomes.wait(row.ID)
 	defer stop()
 	res, done, err := s.awaitOutcome(ctx, run, &row, wait, announced)
 	switch {
 	case err != nil || !done:
-		return workflows.GatewayRequestResult{}, false, err
+		return gatewayreq.Result{}, false, err
 	case res != nil:
 		return *res, true, nil
 	}
-	o := row.Outcome
-	return workflows.GatewayRequestResult{
-		Outcome: activities.GatewayOutcome{Status: o.Status, HTTPStatus: o.HTTPStatus, Headers: o.Headers, Body: o.Body,
-			ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage, Details: o.Details},
-		Attempts: row.Attempts, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, CompletedAt: *row.CompletedAt,
-	}, true, nil
+	return row.Result(), true, nil
 }
 
 // awaitOutcome waits up to wait for the request's outcome: the workflow's result, or
@@ -623,11 +609,11 @@ func (s *Server) awaitGatewayResult(ctx context.Context, run client.WorkflowRun,
 // finish in time; with done, res is the workflow result, or nil when row now holds the stored
 // outcome instead.
 func (s *Server) awaitOutcome(ctx context.Context, run client.WorkflowRun, row *store.GatewayRequest, wait time.Duration,
-	announced <-chan struct{}) (*workflows.GatewayRequestResult, bool, error) {
+	announced <-chan struct{}) (*gatewayreq.Result, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	type got struct {
-		res workflows.GatewayRequestResult
+		res gatewayreq.Result
 		err error
 	}
 	results := make(chan got, 1)
@@ -709,19 +695,17 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 
 // answerStored answers a terminal request from its row.
 func (s *Server) answerStored(ctx context.Context, row store.GatewayRequest, replay bool, applied []string) *huma.StreamResponse {
-	o := row.Outcome
-	return s.answerOutcome(row, activities.GatewayOutcome{Status: o.Status, HTTPStatus: o.HTTPStatus, Headers: o.Headers, Body: o.Body,
-		ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage, Details: o.Details}, row.Attempts, row.UpdatedAt, *row.CompletedAt, replay, applied)
+	return s.answerOutcome(row, row.Outcome, row.Attempts, row.UpdatedAt, *row.CompletedAt, replay, applied)
 }
 
 // answerOutcome writes a terminal outcome: completed is the gateway's status and body
 // verbatim; the other states are their own status with the surface's error body, stamped
 // with the completion time so every replay is byte-identical.
-func (s *Server) answerOutcome(row store.GatewayRequest, o activities.GatewayOutcome, attempts int, updatedAt, completedAt time.Time,
+func (s *Server) answerOutcome(row store.GatewayRequest, o gatewayreq.Outcome, attempts int, updatedAt, completedAt time.Time,
 	replay bool, applied []string) *huma.StreamResponse {
 	s.customer.responses.WithLabelValues(row.Class, o.Status).Inc()
 	status, body, contentType := o.HTTPStatus, o.Body, o.Headers["Content-Type"]
-	if o.Status != activities.StateCompleted {
+	if o.Status != gatewayreq.StateCompleted {
 		id := row.ID.String()
 		details := o.Details
 		if details == nil {
@@ -740,7 +724,7 @@ func (s *Server) answerOutcome(row store.GatewayRequest, o activities.GatewayOut
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		s.requestHeaders(hctx, row, o.Status, replay, applied)
-		if v := o.Headers["X-Response-Truncated"]; v != "" && o.Status == activities.StateCompleted {
+		if v := o.Headers["X-Response-Truncated"]; v != "" && o.Status == gatewayreq.StateCompleted {
 			hctx.SetHeader("X-Response-Truncated", v)
 		}
 		if len(body) > 0 && contentType != "" {

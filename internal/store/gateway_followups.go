@@ -10,13 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-)
 
-// Gateway-request kinds whose outcome has consequences beyond the request itself.
-const (
-	kindCreateTransaction = "create-transaction"
-	kindAccessCodeOpen    = "access-code-open"
-	kindAccessCodeClose   = "access-code-close"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // FollowUp is what settling a gateway request asks of the workflows: an access code's
@@ -35,11 +30,11 @@ func (s *Store) AfterGatewayRequest(ctx context.Context, r GatewayRequest) (Foll
 		return FollowUp{}, nil
 	}
 	switch r.Kind {
-	case kindAccessCodeOpen:
+	case gatewayreq.KindAccessCodeOpen:
 		return s.afterCodeOpen(ctx, r)
-	case kindAccessCodeClose:
+	case gatewayreq.KindAccessCodeClose:
 		return FollowUp{}, s.afterCodeClose(ctx, r)
-	case kindCreateTransaction:
+	case gatewayreq.KindCreateTransaction:
 		return FollowUp{}, s.afterCreateTransaction(ctx, r)
 	}
 	return FollowUp{}, nil
@@ -68,7 +63,7 @@ func (s *Store) afterCodeOpen(ctx context.Context, r GatewayRequest) (FollowUp, 
 	status := "failed"
 	var fu FollowUp
 	switch {
-	case r.Status == "completed" && r.Outcome.HTTPStatus/100 == 2:
+	case r.Status == gatewayreq.StateCompleted && r.Outcome.HTTPStatus/100 == 2:
 		status = "opened"
 		var op lockerOperation
 		if json.Unmarshal(r.Outcome.Body, &op) == nil && op.Success != nil && !*op.Success {
@@ -83,7 +78,7 @@ func (s *Store) afterCodeOpen(ctx context.Context, r GatewayRequest) (FollowUp, 
 				return FollowUp{}, err
 			}
 		}
-	case r.Status == "dispatch_failed" && c.SingleUse:
+	case r.Status == gatewayreq.StateDispatchFailed && c.SingleUse:
 		// Never delivered: the door did not open, so the code is given back.
 		if _, err := s.RestoreAccessCode(ctx, c.ID); err != nil {
 			return FollowUp{}, err
@@ -98,7 +93,7 @@ func (s *Store) afterCodeClose(ctx context.Context, r GatewayRequest) error {
 		return fmt.Errorf("access-code close request %s: unexpected path %q", r.ID, r.GatewayPath)
 	}
 	status := "failed"
-	if r.Status == "completed" && r.Outcome.HTTPStatus == 200 {
+	if r.Status == gatewayreq.StateCompleted && r.Outcome.HTTPStatus == 200 {
 		var op lockerOperation
 		_ = json.Unmarshal(r.Outcome.Body, &op)
 		status = "closed"
@@ -110,7 +105,7 @@ func (s *Store) afterCodeClose(ctx context.Context, r GatewayRequest) error {
 }
 
 func (s *Store) afterCreateTransaction(ctx context.Context, r GatewayRequest) error {
-	if r.Status != "completed" || r.Outcome.HTTPStatus != 201 {
+	if r.Status != gatewayreq.StateCompleted || r.Outcome.HTTPStatus != 201 {
 		return nil
 	}
 	var tr struct {
@@ -164,7 +159,7 @@ func (s *Store) gatewayTransactionRow(ctx context.Context, r GatewayRequest, typ
 // transaction.
 func (s *Store) FollowUpGatewayRequest(ctx context.Context, r GatewayRequest) (FollowUp, error) {
 	switch r.Kind {
-	case kindAccessCodeOpen, kindAccessCodeClose, kindCreateTransaction:
+	case gatewayreq.KindAccessCodeOpen, gatewayreq.KindAccessCodeClose, gatewayreq.KindCreateTransaction:
 	default:
 		return FollowUp{}, nil // nothing follows: no transaction to open on the fast path
 	}

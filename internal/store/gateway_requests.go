@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // ErrIdempotencyKeyReused means an idempotency key already stands for a request with another
@@ -39,17 +41,6 @@ type IdempotencyClaim struct {
 	TTL  time.Duration
 }
 
-// GatewayOutcome is the terminal outcome of a gateway request.
-type GatewayOutcome struct {
-	Status       string
-	HTTPStatus   int
-	Headers      map[string]string
-	Body         []byte
-	ErrorCode    string
-	ErrorMessage string
-	Details      map[string]any
-}
-
 // GatewayRequest is a stored gateway request with its outcome once terminal.
 type GatewayRequest struct {
 	NewGatewayRequest
@@ -58,11 +49,38 @@ type GatewayRequest struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	CompletedAt *time.Time
-	Outcome     GatewayOutcome
+	Outcome     gatewayreq.Outcome
 }
 
 // Terminal reports whether the request has its outcome.
 func (r GatewayRequest) Terminal() bool { return r.CompletedAt != nil }
+
+// Result is a terminal request's outcome as its workflow reports it (zero CompletedAt while
+// it has none).
+func (r GatewayRequest) Result() gatewayreq.Result {
+	res := gatewayreq.Result{Outcome: r.Outcome, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.CompletedAt != nil {
+		res.CompletedAt = *r.CompletedAt
+	}
+	return res
+}
+
+// WithResult is the request with the outcome its workflow reported, as FinishGatewayRequest
+// stored it.
+func (r GatewayRequest) WithResult(res gatewayreq.Result) GatewayRequest {
+	completed := res.CompletedAt
+	r.Status, r.Outcome, r.Attempts, r.UpdatedAt, r.CompletedAt = res.Outcome.Status, res.Outcome, res.Attempts, res.UpdatedAt, &completed
+	return r
+}
+
+// Spec is the input of the request's workflow, dispatched under policy p.
+func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
+	return gatewayreq.Spec{
+		RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
+		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class,
+		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p,
+	}
+}
 
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
 	gateway_path, request_body, status, attempts, created_at, updated_at, completed_at,
@@ -274,7 +292,7 @@ const (
 // about the gateway (seen, one of the GatewaySeen constants) and whether its locker mirror
 // needs a refresh. It is idempotent: once a request has an outcome, later calls change
 // nothing and return the stored request.
-func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool) (GatewayRequest, error) {
+func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool) (GatewayRequest, error) {
 	headers, err := json.Marshal(orEmpty(o.Headers))
 	if err != nil {
 		return GatewayRequest{}, fmt.Errorf("encode response headers: %w", err)
@@ -328,7 +346,7 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o Gatewa
 
 // finishGatewayRequest is FinishGatewayRequest's statement; prior receives whether the
 // gateway was online before it (nil: unknown).
-func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool,
+func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool,
 	headers, details []byte, cause string, prior **bool) (GatewayRequest, error) {
 	return scanGatewayRequest(extraScan{row: s.db.QueryRow(ctx, `
 		WITH fin AS (
