@@ -19,7 +19,8 @@ type AccessCodeStore interface {
 	GatewayByID(ctx context.Context, id int64) (store.Gateway, error)
 	GatewayRequestByID(ctx context.Context, id uuid.UUID) (store.GatewayRequest, error)
 	CreateGatewayRequest(ctx context.Context, r store.NewGatewayRequest, idem *store.IdempotencyClaim) (store.GatewayRequest, bool, error)
-	FollowUpGatewayRequest(ctx context.Context, r store.GatewayRequest) (store.FollowUp, error)
+	SettleCodeOpen(ctx context.Context, r store.GatewayRequest, codeID uuid.UUID, e store.CodeOpenEffect) error
+	RecordGatewayTransaction(ctx context.Context, r store.GatewayRequest, t store.GatewayTransaction) error
 }
 
 // AwaitGatewayRequestInput names a gateway request to wait for.
@@ -104,6 +105,7 @@ func (a *Activities) PrepareHoldRelease(ctx context.Context, in PrepareHoldRelea
 	r, _, err := a.AccessCodes.CreateGatewayRequest(ctx, store.NewGatewayRequest{
 		ID: reqID, OrganizationID: c.OrganizationID, LocationID: c.LocationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
 		Kind: gatewayreq.KindAccessCodeRelease, Class: gatewayreq.ClassWrite, Method: "DELETE", Path: "/locker/access-code/" + c.ID.String(), GatewayPath: path,
+		Subject: c.ID.String(),
 	}, nil)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return gatewayreq.Spec{}, fmt.Errorf("record release request: %w", err)

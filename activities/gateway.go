@@ -317,16 +317,11 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 	if r.CompletedAt == nil {
 		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request %s: no outcome stored", in.RequestID)
 	}
-	// What the outcome means beyond the request: transaction rows, a single-use code given
-	// back when its open never arrived (idempotent: a retry writes nothing twice).
+	// What the outcome means beyond the request (gateway_followups.go).
 	var usedCode string
 	if a.AccessCodes != nil {
-		fu, err := a.AccessCodes.FollowUpGatewayRequest(ctx, r)
-		if err != nil {
+		if usedCode, err = a.followUp(ctx, r); err != nil {
 			return FinishGatewayRequestResult{}, fmt.Errorf("follow up gateway request: %w", err)
-		}
-		if fu.UsedCode != nil {
-			usedCode = fu.UsedCode.String()
 		}
 	}
 	d.Metrics.terminal(r.Class, r.Status)

@@ -66,8 +66,8 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	// Hold the locker first: its gateway transaction carries the code's id.
 	codeID := uuid.New()
 	body, _ := json.Marshal(map[string]any{"transactionId": codeID.String(), "lockerId": locker.LockerID})
-	hold, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeHold, gatewayreq.ClassWrite, http.MethodPost, "/locker",
-		"/transactions", body, codeHoldWait)
+	hold, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeHold, Class: gatewayreq.ClassWrite,
+		Method: http.MethodPost, Path: "/locker", GatewayPath: "/transactions", Body: body, Subject: codeID.String()}, codeHoldWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "locker hold", err)
 	}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -55,14 +54,12 @@ func (s *Server) holdDoorWaiter() (func(), error) {
 	return release, nil
 }
 
-// gatewayCall runs one of the app engine's gateway requests at gw: it stores the request,
-// starts its workflow and waits up to wait for its outcome; it returns the request as it
-// stands then (terminal, or still pending).
-func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, kind, class, method, path, gatewayPath string, body []byte, wait time.Duration) (store.GatewayRequest, error) {
-	row, _, err := s.requests.submit(ctx, store.NewGatewayRequest{
-		ID: uuid.New(), OrganizationID: gw.OrganizationID, LocationID: gw.LocationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
-		Kind: kind, Class: class, Method: method, Path: path, GatewayPath: gatewayPath, Body: body,
-	}, nil)
+// gatewayCall runs one of the app engine's gateway requests (kind, class, paths, body and
+// subject of r) at gw: it stores the request, starts its workflow and waits up to wait for
+// its outcome; it returns the request as it stands then (terminal, or still pending).
+func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewGatewayRequest, wait time.Duration) (store.GatewayRequest, error) {
+	r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial = uuid.New(), gw.OrganizationID, gw.LocationID, gw.ID, gw.Serial
+	row, _, err := s.requests.submit(ctx, r, nil)
 	if err != nil {
 		return store.GatewayRequest{}, err
 	}
@@ -145,8 +142,9 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	} else if err := s.deps.Store.TouchAccessCode(ctx, code.ID); err != nil {
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	r, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeOpen, gatewayreq.ClassHardware, http.MethodPost, "/locker/open",
-		"/transactions/"+code.ID.String()+"/open", nil, codeOpenWait)
+	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeOpen, Class: gatewayreq.ClassHardware,
+		Method: http.MethodPost, Path: "/locker/open", GatewayPath: "/transactions/" + code.ID.String() + "/open",
+		Subject: code.ID.String()}, codeOpenWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "open", err)
 	}
@@ -171,8 +169,9 @@ func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*door
 		}
 		return nil, s.mapError(ctx, "locker", err)
 	}
-	r, err := s.gatewayCall(ctx, gw, gatewayreq.KindAccessCodeClose, gatewayreq.ClassRead, http.MethodGet, "/locker/close",
-		"/lockers/"+strconv.Itoa(locker.LockerID), nil, codeCloseWait)
+	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeClose, Class: gatewayreq.ClassRead,
+		Method: http.MethodGet, Path: "/locker/close", GatewayPath: "/lockers/" + strconv.Itoa(locker.LockerID),
+		Subject: strconv.Itoa(locker.LockerID)}, codeCloseWait)
 	if err != nil {
 		return nil, s.mapError(ctx, "close", err)
 	}
@@ -199,8 +198,11 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 	}
 	name := ""
 	if r.Kind == gatewayreq.KindAccessCodeOpen {
-		if c, err := s.deps.Store.AccessCode(ctx, r.OrganizationID, codeOfOpen(r)); err == nil {
-			name = c.LockerName
+		// The open's subject is its code, whose hold it opened.
+		if codeID, err := uuid.Parse(r.Subject); err == nil {
+			if c, err := s.deps.Store.AccessCode(ctx, r.OrganizationID, codeID); err == nil {
+				name = c.LockerName
+			}
 		}
 	}
 	out, err := s.doorAnswer(r, name, r.Kind == gatewayreq.KindAccessCodeOpen)
@@ -219,15 +221,10 @@ func (s *Server) doorAnswer(r store.GatewayRequest, lockerName string, open bool
 	if r.Status != gatewayreq.StateCompleted {
 		return nil, gatewayProblem(r)
 	}
-	var op struct {
-		Success  *bool  `json:"success"`
-		DoorOpen bool   `json:"doorOpen"`
-		Message  string `json:"message"`
-	}
-	_ = json.Unmarshal(r.Outcome.Body, &op)
-	res := DoorResult{LockerName: lockerName, DoorOpen: op.DoorOpen, RequestID: r.ID, Message: op.Message}
+	door := gatewayreq.ReadDoor(r.Outcome)
+	res := DoorResult{LockerName: lockerName, DoorOpen: door.DoorOpen, RequestID: r.ID, Message: door.Message}
 	if open {
-		ok := r.Outcome.HTTPStatus/100 == 2 && (op.Success == nil || *op.Success)
+		ok := gatewayreq.Opened(r.Outcome)
 		res.Success = &ok
 	} else if r.Outcome.HTTPStatus != http.StatusOK {
 		return nil, huma.Error409Conflict(fmt.Sprintf("the gateway answered %d reading locker %s", r.Outcome.HTTPStatus, lockerName))
@@ -247,14 +244,4 @@ func gatewayProblem(r store.GatewayRequest) error {
 		m.Instance = "urn:lockernet:request:" + r.ID.String()
 	}
 	return e
-}
-
-// codeOfOpen is the code whose hold an access-code open request opens.
-func codeOfOpen(r store.GatewayRequest) uuid.UUID {
-	parts := strings.Split(strings.Trim(r.GatewayPath, "/"), "/")
-	if len(parts) < 2 {
-		return uuid.Nil
-	}
-	id, _ := uuid.Parse(parts[1])
-	return id
 }

@@ -6,7 +6,10 @@
 // of them may use it.
 package gatewayreq
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Classes (DESIGN §6.1) decide waits, deadlines and what may be re-sent.
 const (
@@ -174,3 +177,29 @@ func (p Policy) Timeout(class string) time.Duration {
 // "gateway:<serial>:<kind>", so an operator finds all requests of a gateway with
 // RequestKind STARTS_WITH "gateway:GW-0001:".
 func SearchKind(serial, kind string) string { return "gateway:" + serial + ":" + kind }
+
+// Door is what the gateway says of a door in a completed open's LockerOperationResponse or
+// a close's Locker (hardware/gateway's bodies), as far as the service reads it.
+type Door struct {
+	Success  *bool  `json:"success"`
+	DoorOpen bool   `json:"doorOpen"`
+	Message  string `json:"message"`
+}
+
+// ReadDoor reads the door in an outcome's body; a body that says nothing of it reads as the
+// zero Door.
+func ReadDoor(o Outcome) Door {
+	var d Door
+	_ = json.Unmarshal(o.Body, &d)
+	return d
+}
+
+// Opened reports whether an open's outcome opened the door: completed with a 2xx whose body
+// does not say success false.
+func Opened(o Outcome) bool {
+	if o.Status != StateCompleted || o.HTTPStatus/100 != 2 {
+		return false
+	}
+	d := ReadDoor(o)
+	return d.Success == nil || *d.Success
+}

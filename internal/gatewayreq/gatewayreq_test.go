@@ -66,3 +66,20 @@ func keys(m map[string]json.RawMessage) []string {
 	}
 	return out
 }
+
+func TestOpenedReadsTheDoor(t *testing.T) {
+	t.Parallel()
+	completed := func(status int, body string) gatewayreq.Outcome {
+		return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: status, Body: []byte(body)}
+	}
+	assert.True(t, gatewayreq.Opened(completed(200, `{"success":true,"doorOpen":true}`)))
+	assert.True(t, gatewayreq.Opened(completed(204, "")), "a 2xx that says nothing of the door")
+	assert.False(t, gatewayreq.Opened(completed(200, `{"success":false,"message":"jammed"}`)))
+	assert.False(t, gatewayreq.Opened(completed(409, `{"error":"LOCKER_OUT_OF_SERVICE"}`)))
+	assert.False(t, gatewayreq.Opened(gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: 504}))
+
+	d := gatewayreq.ReadDoor(completed(200, `{"success":false,"doorOpen":true,"message":"jammed"}`))
+	require.NotNil(t, d.Success)
+	assert.Equal(t, gatewayreq.Door{Success: d.Success, DoorOpen: true, Message: "jammed"}, d)
+	assert.False(t, *d.Success)
+}

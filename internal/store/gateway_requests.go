@@ -32,6 +32,10 @@ type NewGatewayRequest struct {
 	Path        string
 	GatewayPath string
 	Body        []byte
+	// Subject is what the request concerns, for what follows from its outcome: the access
+	// code's id (an access-code hold, open or release), the gateway locker's id (an
+	// access-code close); empty for the cloud API's requests.
+	Subject string
 }
 
 // IdempotencyClaim binds an Idempotency-Key to the request being created.
@@ -83,14 +87,14 @@ func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
 }
 
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
-	gateway_path, request_body, status, attempts, created_at, updated_at, completed_at,
+	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
 	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
 
 func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
 	var r GatewayRequest
 	var headers, details []byte
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
-		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
+		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
 		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
 		&r.Outcome.ErrorMessage, &details)
 	if err != nil {
@@ -158,11 +162,11 @@ func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, i
 		}
 		row := tx.db.QueryRow(ctx, `
 			INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
-			                              method, path, gateway_path, request_body)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			                              method, path, gateway_path, request_body, subject)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, ''))
 			RETURNING `+gatewayRequestColumns,
 			r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
-			r.Method, r.Path, r.GatewayPath, r.Body)
+			r.Method, r.Path, r.GatewayPath, r.Body, r.Subject)
 		var err error
 		if out, err = scanGatewayRequest(row); err != nil {
 			return fmt.Errorf("create gateway request: %w", translate(err))

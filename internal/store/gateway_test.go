@@ -353,3 +353,33 @@ func TestSeedKeepsTheGatewayKey(t *testing.T) {
 	_, err = st.ActiveGatewayKeyByHash(ctx, credential.Hash(fresh.Credentials.GatewayAPIKey))
 	assert.NoError(t, err)
 }
+
+// A request keeps what it concerns (its subject) from creation to outcome, and its spec
+// rebuilds the workflow input from the row.
+func TestGatewayRequestSubject(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	codeID := uuid.NewString()
+	nr := newRequest(res, g, "access-code-open")
+	nr.GatewayPath, nr.Subject = "/transactions/"+codeID+"/open", codeID
+	r, _, err := st.CreateGatewayRequest(ctx, nr, nil)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, r.Subject)
+
+	done, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, done.Subject)
+	got, err := st.GatewayRequestByID(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, got.Subject)
+
+	cloud, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+	assert.Empty(t, cloud.Subject, "the cloud API's requests have none")
+
+	policy := gatewayreq.Policy{CallTimeout: time.Second}
+	assert.Equal(t, gatewayreq.Spec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
+		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: "access-code-open", Class: "hardware", Method: "POST",
+		Path: "/transactions/" + codeID + "/open", Policy: policy}, r.Spec(policy))
+}
