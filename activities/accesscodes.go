@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -18,16 +19,9 @@ type AccessCodeStore interface {
 	GatewayByID(ctx context.Context, id int64) (store.Gateway, error)
 	GatewayRequestByID(ctx context.Context, id uuid.UUID) (store.GatewayRequest, error)
 	CreateGatewayRequest(ctx context.Context, r store.NewGatewayRequest, idem *store.IdempotencyClaim) (store.GatewayRequest, bool, error)
-	FollowUpGatewayRequest(ctx context.Context, r store.GatewayRequest) (store.FollowUp, error)
+	SettleCodeOpen(ctx context.Context, r store.GatewayRequest, codeID uuid.UUID, e store.CodeOpenEffect) error
+	RecordGatewayTransaction(ctx context.Context, r store.GatewayRequest, t store.GatewayTransaction) error
 }
-
-// Gateway-request kinds of the app engine.
-const (
-	KindAccessCodeHold    = "access-code-hold"
-	KindAccessCodeRelease = "access-code-release"
-	KindAccessCodeOpen    = "access-code-open"
-	KindAccessCodeClose   = "access-code-close"
-)
 
 // AwaitGatewayRequestInput names a gateway request to wait for.
 type AwaitGatewayRequestInput struct {
@@ -90,51 +84,36 @@ type PrepareHoldReleaseInput struct {
 }
 
 // PrepareHoldRelease records the gateway request that releases a code's hold
-// (DELETE /transactions/{code id}) and returns the input of its workflow. The request id
-// is derived from the code and the attempt, so a retried activity finds the same request.
-func (a *Activities) PrepareHoldRelease(ctx context.Context, in PrepareHoldReleaseInput) (GatewayRequestSpec, error) {
+// (DELETE /transactions/{code id}) and returns the input of its workflow, dispatched under
+// the worker's gateway policy. The request id is derived from the code and the attempt, so a
+// retried activity finds the same request.
+func (a *Activities) PrepareHoldRelease(ctx context.Context, in PrepareHoldReleaseInput) (gatewayreq.Spec, error) {
 	id, err := uuid.Parse(in.CodeID)
 	if err != nil {
-		return GatewayRequestSpec{}, temporal.NewNonRetryableApplicationError("bad code id", "InvalidInput", err)
+		return gatewayreq.Spec{}, temporal.NewNonRetryableApplicationError("bad code id", "InvalidInput", err)
 	}
 	c, err := a.AccessCodes.AccessCode(ctx, 0, id)
 	if err != nil {
-		return GatewayRequestSpec{}, fmt.Errorf("read access code: %w", err)
+		return gatewayreq.Spec{}, fmt.Errorf("read access code: %w", err)
 	}
 	gw, err := a.AccessCodes.GatewayByID(ctx, c.GatewayID)
 	if err != nil {
-		return GatewayRequestSpec{}, fmt.Errorf("read gateway: %w", err)
+		return gatewayreq.Spec{}, fmt.Errorf("read gateway: %w", err)
 	}
 	reqID := uuid.NewSHA1(id, fmt.Appendf(nil, "release/%d", in.Attempt))
 	path := "/transactions/" + c.ID.String()
 	r, _, err := a.AccessCodes.CreateGatewayRequest(ctx, store.NewGatewayRequest{
 		ID: reqID, OrganizationID: c.OrganizationID, LocationID: c.LocationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
-		Kind: KindAccessCodeRelease, Class: ClassWrite, Method: "DELETE", Path: "/locker/access-code/" + c.ID.String(), GatewayPath: path,
+		Kind: gatewayreq.KindAccessCodeRelease, Class: gatewayreq.ClassWrite, Method: "DELETE", Path: "/locker/access-code/" + c.ID.String(), GatewayPath: path,
+		Subject: c.ID.String(),
 	}, nil)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return GatewayRequestSpec{}, fmt.Errorf("record release request: %w", err)
+		return gatewayreq.Spec{}, fmt.Errorf("record release request: %w", err)
 	}
 	if errors.Is(err, store.ErrConflict) {
 		if r, err = a.AccessCodes.GatewayRequestByID(ctx, reqID); err != nil {
-			return GatewayRequestSpec{}, fmt.Errorf("read release request: %w", err)
+			return gatewayreq.Spec{}, fmt.Errorf("read release request: %w", err)
 		}
 	}
-	return GatewayRequestSpec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
-		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class, Method: r.Method, Path: r.GatewayPath}, nil
-}
-
-// GatewayRequestSpec carries what a gateway-request workflow's input needs; it has the
-// same fields (and JSON) as workflows.GatewayRequestInput without its policy, which a zero
-// value fills with the defaults.
-type GatewayRequestSpec struct {
-	RequestID      string
-	OrganizationID int64
-	LocationID     int64
-	GatewayID      int64
-	GatewaySerial  string
-	Kind           string
-	Class          string
-	Method         string
-	Path           string
-	Body           []byte
+	return r.Spec(a.Gateways.Policy), nil
 }

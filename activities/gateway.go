@@ -22,26 +22,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry"
-)
-
-// Gateway request classes (DESIGN §6.1): they decide waits, deadlines and what may be re-sent.
-const (
-	ClassRead     = "read"
-	ClassWrite    = "write"
-	ClassHardware = "hardware"
-)
-
-// Gateway request states (DESIGN §6.2): two pending ones, then exactly one terminal.
-const (
-	StatePending             = "pending"
-	StateDispatched          = "dispatched"
-	StateCompleted           = "completed"
-	StateRejected            = "rejected"
-	StateDispatchFailed      = "dispatch_failed"
-	StateGatewayUnresponsive = "gateway_unresponsive"
 )
 
 // Outcomes of one send (SendGatewayRequestResult.Outcome).
@@ -71,7 +55,7 @@ const maxGatewayResponse = 1 << 20
 type GatewayRequestStore interface {
 	BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (store.GatewaySend, error)
 	AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error
-	FinishGatewayRequest(ctx context.Context, id uuid.UUID, o store.GatewayOutcome, seen int, syncMirror bool) (store.GatewayRequest, error)
+	FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool) (store.GatewayRequest, error)
 }
 
 // SecretOpener opens secrets sealed under the master key.
@@ -87,6 +71,9 @@ type GatewayDeps struct {
 	HTTP *http.Client
 	// Metrics counts terminal states (nothing when nil).
 	Metrics *GatewayMetrics
+	// Policy dispatches the gateway requests the worker starts itself (an access code's hold
+	// release); zero fields take the defaults.
+	Policy gatewayreq.Policy
 }
 
 var defaultGatewayClient = &http.Client{
@@ -287,22 +274,11 @@ func isAPIJSON(contentType string, body []byte) bool {
 	return json.Valid(body)
 }
 
-// GatewayOutcome is a terminal outcome as the workflow decides it.
-type GatewayOutcome struct {
-	Status       string
-	HTTPStatus   int
-	Headers      map[string]string
-	Body         []byte
-	ErrorCode    string
-	ErrorMessage string
-	Details      map[string]any
-}
-
 // FinishGatewayRequestInput stores a request's terminal outcome.
 type FinishGatewayRequestInput struct {
 	RequestID string
 	Class     string
-	Outcome   GatewayOutcome
+	Outcome   gatewayreq.Outcome
 	// GatewayAnswered is true when the outcome came from an answer of the gateway (it is
 	// online); GatewayUnreachable when nothing could be delivered.
 	GatewayAnswered    bool
@@ -312,11 +288,7 @@ type FinishGatewayRequestInput struct {
 // FinishGatewayRequestResult is the outcome as stored: when the request already had one (a
 // retried activity, a second run), the stored one wins.
 type FinishGatewayRequestResult struct {
-	Outcome     GatewayOutcome
-	Attempts    int
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt time.Time
+	gatewayreq.Result
 	// UsedCode is the access code a successful single-use open used up: its workflow is to
 	// release the locker's hold.
 	UsedCode string `json:",omitempty"`
@@ -338,40 +310,25 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 	case in.GatewayUnreachable:
 		seen = store.GatewaySeenUnreachable
 	}
-	syncMirror := in.Class != ClassRead && in.Outcome.Status == StateCompleted
-	o := in.Outcome
-	r, err := d.Store.FinishGatewayRequest(ctx, id, store.GatewayOutcome{
-		Status: o.Status, HTTPStatus: o.HTTPStatus, Headers: o.Headers, Body: o.Body,
-		ErrorCode: o.ErrorCode, ErrorMessage: o.ErrorMessage, Details: o.Details,
-	}, seen, syncMirror)
+	syncMirror := in.Class != gatewayreq.ClassRead && in.Outcome.Status == gatewayreq.StateCompleted
+	r, err := d.Store.FinishGatewayRequest(ctx, id, in.Outcome, seen, syncMirror)
 	if err != nil {
 		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request: %w", err)
 	}
 	if r.CompletedAt == nil {
 		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request %s: no outcome stored", in.RequestID)
 	}
-	// What the outcome means beyond the request: transaction rows, a single-use code given
-	// back when its open never arrived (idempotent: a retry writes nothing twice).
+	// What the outcome means beyond the request (gateway_followups.go).
 	var usedCode string
 	if a.AccessCodes != nil {
-		fu, err := a.AccessCodes.FollowUpGatewayRequest(ctx, r)
-		if err != nil {
+		if usedCode, err = a.followUp(ctx, r); err != nil {
 			return FinishGatewayRequestResult{}, fmt.Errorf("follow up gateway request: %w", err)
-		}
-		if fu.UsedCode != nil {
-			usedCode = fu.UsedCode.String()
 		}
 	}
 	d.Metrics.terminal(r.Class, r.Status)
 	activity.GetLogger(ctx).Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,
 		"httpStatus", r.Outcome.HTTPStatus, "attempts", r.Attempts)
-	stored := r.Outcome
-	return FinishGatewayRequestResult{
-		Outcome: GatewayOutcome{Status: stored.Status, HTTPStatus: stored.HTTPStatus, Headers: stored.Headers,
-			Body: stored.Body, ErrorCode: stored.ErrorCode, ErrorMessage: stored.ErrorMessage, Details: stored.Details},
-		Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: *r.CompletedAt,
-		UsedCode: usedCode,
-	}, nil
+	return FinishGatewayRequestResult{Result: r.Result(), UsedCode: usedCode}, nil
 }
 
 // fixedCause says why an exchange with a gateway failed in words that reach the caller's

@@ -20,6 +20,7 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -30,7 +31,7 @@ type fakeRequests struct {
 	gateway   store.Gateway
 	begun     map[int]bool
 	abandoned []int
-	finished  []store.GatewayOutcome
+	finished  []gatewayreq.Outcome
 	terminal  bool
 }
 
@@ -53,12 +54,12 @@ func (f *fakeRequests) AbandonGatewaySend(_ context.Context, _ uuid.UUID, send i
 	return nil
 }
 
-func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, o store.GatewayOutcome, _ int, _ bool) (store.GatewayRequest, error) {
+func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.finished = append(f.finished, o)
 	now := time.Now()
-	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: activities.ClassRead}, Status: o.Status,
+	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: gatewayreq.ClassRead}, Status: o.Status,
 		Attempts: 1, CreatedAt: now, UpdatedAt: now, CompletedAt: &now, Outcome: o}, nil
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/testenv"
 )
@@ -295,7 +295,7 @@ func TestAccessCodeTenancyAndScope(t *testing.T) {
 	require.NoError(t, err)
 	reqID := uuid.New()
 	_, _, err = c.Store.CreateGatewayRequest(context.Background(), store.NewGatewayRequest{ID: reqID, OrganizationID: c.Creds.OrganizationID,
-		LocationID: gw2.LocationID, GatewayID: gw2.ID, GatewaySerial: gw2.Serial, Kind: activities.KindAccessCodeClose, Class: "write",
+		LocationID: gw2.LocationID, GatewayID: gw2.ID, GatewaySerial: gw2.Serial, Kind: gatewayreq.KindAccessCodeClose, Class: "write",
 		Method: http.MethodPost, Path: "/locker/close", GatewayPath: "/transactions/x/complete"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, c.call(t, c.admin, http.MethodGet, "/locker/requests/"+reqID.String(), nil).Status)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/jwtauth"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -101,7 +102,7 @@ func (s *Server) registerOpenRequests(api huma.API) {
 		// A link made before tokens were sealed has no stored copy: linkToken is empty.
 		var token string
 		if len(r.LinkTokenSealed) > 0 {
-			plain, err := s.deps.Keyring.Open(linkTokenPurpose(r.ID), r.LinkTokenSealed)
+			plain, err := s.deps.Keyring.Open(keyring.OpenLinkPurpose(r.ID), r.LinkTokenSealed)
 			if err != nil {
 				return nil, s.mapError(ctx, "locker-open request", err)
 			}
@@ -173,7 +174,7 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 			created, err = tx.CreateOpenRequest(ctx, store.OpenRequest{
 				ID: id, OrgID: p.OrgID, ClientID: p.ClientID, Type: typ, TokenID: t.ID, LockerID: t.LockerID,
 				TowerID: t.TowerID, LocationID: locationID, ReturnURL: c.ReturnURL, ClientInfo: c.ClientInfo,
-				Payload: payload, LinkTokenSealed: s.deps.Keyring.Seal(linkTokenPurpose(id), []byte(linkToken)), ExpiresAt: t.ExpiresAt,
+				Payload: payload, LinkTokenSealed: s.deps.Keyring.Seal(keyring.OpenLinkPurpose(id), []byte(linkToken)), ExpiresAt: t.ExpiresAt,
 			})
 			return err
 		})
@@ -186,10 +187,6 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 	}
 	return &struct{ Body OpenRequestBody }{Body: openRequestBody(created, linkToken)}, nil
 }
-
-// linkTokenPurpose binds a sealed link token to its link, so a value copied to another row
-// does not open.
-func linkTokenPurpose(id uuid.UUID) string { return "open-link:" + id.String() }
 
 func openRequestBody(r store.OpenRequest, linkToken string) OpenRequestBody {
 	return OpenRequestBody{ID: r.ID, Type: r.Type, LockerID: r.LockerID, TowerID: r.TowerID, LocationID: r.LocationID,

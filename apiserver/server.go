@@ -78,6 +78,7 @@ type Server struct {
 	draining  chan struct{} // closed by Drain
 	drainOnce sync.Once
 	customer  *customer
+	requests  *gatewayRequests
 	appKeys   appKeys
 	clients   clientStates
 
@@ -103,6 +104,8 @@ func New(d Deps) *Server {
 	s := &Server{deps: d, logger: d.Logger, metrics: newHTTPMetrics(d.Registry), towerKeys: newTowerKeys(d.Keyring),
 		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{}),
 		rates: d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
+	s.customer = newCustomer(d)
+	s.requests = newGatewayRequests(d, s.customer.settings, s.draining)
 
 	r := chi.NewRouter()
 	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)

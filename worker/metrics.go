@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -107,7 +108,7 @@ func workflowOutcome(res any, err error) string {
 		return r.Outcome
 	case workflows.AccessCodeState:
 		return r.Outcome
-	case workflows.GatewayRequestResult:
+	case gatewayreq.Result:
 		return r.Outcome.Status
 	case workflows.WebhookDeliveryResult:
 		return r.Outcome

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // Access-code workflow names.
@@ -115,7 +116,7 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 	canContinue := workflow.GetVersion(ctx, changeHoldReleaseContinueAsNew, workflow.DefaultVersion, 1) >= 1
 	for {
 		wf.state.Releases++
-		var req GatewayRequestInput // PrepareHoldRelease answers a GatewayRequestSpec: the same fields
+		var req gatewayreq.Spec
 		if err := workflow.ExecuteActivity(actCtx, a.PrepareHoldRelease, activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: wf.state.Releases}).Get(ctx, &req); err != nil {
 			return AccessCodeState{}, err
 		}
@@ -124,14 +125,14 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				AttrOrganizationID.ValueSet(itoa(req.OrganizationID)),
 				AttrLocationID.ValueSet(itoa(req.LocationID)),
-				AttrRequestKind.ValueSet("gateway:"+req.GatewaySerial+":"+req.Kind),
+				AttrRequestKind.ValueSet(gatewayreq.SearchKind(req.GatewaySerial, req.Kind)),
 			),
 		})
-		var res GatewayRequestResult
+		var res gatewayreq.Result
 		if err := workflow.ExecuteChildWorkflow(child, GatewayRequestWorkflowName, req).Get(ctx, &res); err != nil {
 			return AccessCodeState{}, err
 		}
-		if res.Outcome.Status == activities.StateCompleted && (res.Outcome.HTTPStatus/100 == 2 || res.Outcome.HTTPStatus == 404) {
+		if res.Outcome.Status == gatewayreq.StateCompleted && (res.Outcome.HTTPStatus/100 == 2 || res.Outcome.HTTPStatus == 404) {
 			wf.state.Released = true
 			return wf.state, nil
 		}

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/workflows"
 )
@@ -35,6 +36,8 @@ type codeFakes struct {
 	calls    []string
 	notYet   int // AwaitGatewayRequest answers NotSettled this many times first
 	expired  activities.ExpireAccessCodeResult
+	policy   gatewayreq.Policy   // PrepareHoldRelease puts it in the spec
+	policies []gatewayreq.Policy // the policies the release requests ran under
 }
 
 func (f *codeFakes) record(call string) {
@@ -51,7 +54,7 @@ func (f *codeFakes) awaitGatewayRequest(_ context.Context, in activities.AwaitGa
 		f.notYet--
 		return "", temporal.NewApplicationError("gateway request not settled yet", "NotSettled")
 	}
-	return activities.StateCompleted, nil
+	return gatewayreq.StateCompleted, nil
 }
 
 func (f *codeFakes) expireAccessCode(_ context.Context, in activities.ExpireAccessCodeInput) (activities.ExpireAccessCodeResult, error) {
@@ -59,23 +62,25 @@ func (f *codeFakes) expireAccessCode(_ context.Context, in activities.ExpireAcce
 	return f.expired, nil
 }
 
-func (f *codeFakes) prepareHoldRelease(_ context.Context, in activities.PrepareHoldReleaseInput) (activities.GatewayRequestSpec, error) {
+func (f *codeFakes) prepareHoldRelease(_ context.Context, in activities.PrepareHoldReleaseInput) (gatewayreq.Spec, error) {
 	f.record("prepare release")
 	// The request id is derived from the code and the attempt, as the real activity does.
 	id := uuid.NewSHA1(uuid.MustParse(in.CodeID), fmt.Appendf(nil, "release/%d", in.Attempt)).String()
-	return activities.GatewayRequestSpec{RequestID: id, OrganizationID: 1, LocationID: 7, GatewayID: 3, GatewaySerial: "GW-0001",
-		Kind: activities.KindAccessCodeRelease, Class: activities.ClassWrite, Method: "DELETE", Path: "/transactions/" + in.CodeID}, nil
+	return gatewayreq.Spec{RequestID: id, OrganizationID: 1, LocationID: 7, GatewayID: 3, GatewaySerial: "GW-0001",
+		Kind: gatewayreq.KindAccessCodeRelease, Class: gatewayreq.ClassWrite, Method: "DELETE", Path: "/transactions/" + in.CodeID,
+		Policy: f.policy}, nil
 }
 
-func (f *codeFakes) gatewayRequest(ctx workflow.Context, in workflows.GatewayRequestInput) (workflows.GatewayRequestResult, error) {
+func (f *codeFakes) gatewayRequest(ctx workflow.Context, in gatewayreq.Spec) (gatewayreq.Result, error) {
 	f.mu.Lock()
 	status := f.releases[0]
 	if len(f.releases) > 1 {
 		f.releases = f.releases[1:]
 	}
 	f.calls = append(f.calls, "gateway "+in.Method+" "+in.Path)
+	f.policies = append(f.policies, in.Policy)
 	f.mu.Unlock()
-	return workflows.GatewayRequestResult{Outcome: activities.GatewayOutcome{Status: activities.StateCompleted, HTTPStatus: status}}, nil
+	return gatewayreq.Result{Outcome: gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: status}}, nil
 }
 
 func (f *codeFakes) register(r interface {
@@ -196,6 +201,18 @@ func TestAccessCodeReleaseContinuesAsNew(t *testing.T) {
 	assert.Equal(t, workflows.AccessCodeState{Outcome: "used", Released: true, Releases: 6}, codeResult(t, env))
 }
 
+// The release runs under the policy PrepareHoldRelease put in its spec (the worker's
+// settings), not the defaults.
+func TestAccessCodeReleaseRunsUnderThePreparedPolicy(t *testing.T) {
+	t.Parallel()
+	policy := gatewayreq.Policy{CallTimeout: 3 * time.Second, DispatchAttempts: 5}
+	f := &codeFakes{releases: []int{503, 204}, policy: policy}
+	env := newCodeEnv(f)
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 2}, codeResult(t, env))
+	assert.Equal(t, []gatewayreq.Policy{policy, policy}, f.policies)
+}
+
 func TestAccessCodeWaitsForALateHold(t *testing.T) {
 	t.Parallel()
 	const hold = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
@@ -213,7 +230,7 @@ func TestAccessCodeFailsOnBadInput(t *testing.T) {
 	env := newTestEnv()
 	f.register(env)
 	env.SetStartTime(start)
-	env.OnActivity("PrepareHoldRelease", mock.Anything, mock.Anything).Return(activities.GatewayRequestSpec{},
+	env.OnActivity("PrepareHoldRelease", mock.Anything, mock.Anything).Return(gatewayreq.Spec{},
 		temporal.NewNonRetryableApplicationError("no such code", "InvalidInput", nil))
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
 	require.True(t, env.IsWorkflowCompleted())
@@ -234,7 +251,7 @@ func TestReplayAccessCode(t *testing.T) {
 // test exists to catch.
 func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (workflows.AccessCodeState, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
-	var spec activities.GatewayRequestSpec
+	var spec gatewayreq.Spec
 	err := workflow.ExecuteActivity(ctx, "PrepareHoldRelease", activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: 1}).Get(ctx, &spec)
 	return workflows.AccessCodeState{Outcome: "removed"}, err
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // Gateway-request workflow names.
@@ -20,16 +21,6 @@ const (
 	QueryGatewayRequestState = "state"
 )
 
-// Kinds of gateway request whose re-sending the workflow treats specially; the apiserver
-// names every operation's kind.
-const (
-	// KindCreateTransaction may be re-sent after a lost answer: it always carries a
-	// transactionId, and the gateway answers a repeat with 409 and that same transaction.
-	KindCreateTransaction = "create-transaction"
-	// KindUpdateLocker may be re-sent after a lost answer: it sets an absolute state.
-	KindUpdateLocker = "update-locker"
-)
-
 // Error codes of the local API the workflow reads (hardware/gateway's codes).
 const (
 	gatewayCodeAuthFailed         = "GATEWAY_AUTH_FAILED"
@@ -37,94 +28,8 @@ const (
 	gatewayCodeAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
 )
 
-// Error codes of the terminal states other than completed (DESIGN §6.2).
-const (
-	CodeGatewayRejected     = "GATEWAY_REJECTED"
-	CodeDispatchFailed      = "DISPATCH_FAILED"
-	CodeGatewayUnresponsive = "GATEWAY_UNRESPONSIVE"
-)
-
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
 func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
-
-// GatewayPolicy is how a request is dispatched; the apiserver fills it from its settings
-// and it is recorded with the run, so a change of settings never alters a run in flight.
-// Zero fields take DefaultGatewayPolicy's.
-type GatewayPolicy struct {
-	// CallTimeout is the deadline for an answer to a read or write once delivered (10 s).
-	CallTimeout time.Duration
-	// HardwareTimeout is the deadline for a hardware call: it covers the gateway's own open
-	// policy of 3 attempts of 20 s, 1 s apart (65 s).
-	HardwareTimeout time.Duration
-	// DispatchAttempts is the dispatch budget: how many times delivery is tried (3).
-	DispatchAttempts int
-	// DispatchBackoff is the pause after the first failed delivery, doubled after each (500 ms).
-	DispatchBackoff time.Duration
-	// ConflictRetries is how often a create answered 503 LOCKER_ASSIGNMENT_CONFLICT is
-	// retried (3), ConflictBackoff the pause before each (200 ms).
-	ConflictRetries int
-	ConflictBackoff time.Duration
-}
-
-// DefaultGatewayPolicy is DESIGN §6.2's policy.
-func DefaultGatewayPolicy() GatewayPolicy {
-	return GatewayPolicy{
-		CallTimeout: 10 * time.Second, HardwareTimeout: 65 * time.Second,
-		DispatchAttempts: 3, DispatchBackoff: 500 * time.Millisecond,
-		ConflictRetries: 3, ConflictBackoff: 200 * time.Millisecond,
-	}
-}
-
-// WithDefaults fills the zero fields from DefaultGatewayPolicy.
-func (p GatewayPolicy) WithDefaults() GatewayPolicy {
-	d := DefaultGatewayPolicy()
-	if p.CallTimeout <= 0 {
-		p.CallTimeout = d.CallTimeout
-	}
-	if p.HardwareTimeout <= 0 {
-		p.HardwareTimeout = d.HardwareTimeout
-	}
-	if p.DispatchAttempts <= 0 {
-		p.DispatchAttempts = d.DispatchAttempts
-	}
-	if p.DispatchBackoff <= 0 {
-		p.DispatchBackoff = d.DispatchBackoff
-	}
-	if p.ConflictRetries < 0 {
-		p.ConflictRetries = 0
-	} else if p.ConflictRetries == 0 {
-		p.ConflictRetries = d.ConflictRetries
-	}
-	if p.ConflictBackoff <= 0 {
-		p.ConflictBackoff = d.ConflictBackoff
-	}
-	return p
-}
-
-// Timeout is the deadline of one call of the class.
-func (p GatewayPolicy) Timeout(class string) time.Duration {
-	if class == activities.ClassHardware {
-		return p.HardwareTimeout
-	}
-	return p.CallTimeout
-}
-
-// GatewayRequestInput starts a gateway-request workflow.
-type GatewayRequestInput struct {
-	RequestID      string
-	OrganizationID int64
-	LocationID     int64
-	GatewayID      int64
-	GatewaySerial  string
-	Kind           string
-	// Class is read, write or hardware (activities.Class*).
-	Class  string
-	Method string
-	// Path is the gateway local-API path with its query.
-	Path   string
-	Body   []byte
-	Policy GatewayPolicy
-}
 
 // GatewayRequestState is the workflow's answer to QueryGatewayRequestState.
 type GatewayRequestState struct {
@@ -133,15 +38,6 @@ type GatewayRequestState struct {
 	UpdatedAt time.Time
 	// LastError says why the last send did not settle the request, if it did not.
 	LastError string
-}
-
-// GatewayRequestResult is the terminal outcome, exactly as stored in Postgres.
-type GatewayRequestResult struct {
-	Outcome     activities.GatewayOutcome
-	Attempts    int
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt time.Time
 }
 
 // GatewayRequest forwards one call of the gateway cloud API to its gateway and settles it in
@@ -158,31 +54,31 @@ type GatewayRequestResult struct {
 //     locker update is re-sent once.
 //
 // The last activity writes the outcome to Postgres; the workflow's result is that row.
-func GatewayRequest(ctx workflow.Context, in GatewayRequestInput) (GatewayRequestResult, error) {
+func GatewayRequest(ctx workflow.Context, in gatewayreq.Spec) (gatewayreq.Result, error) {
 	wf := &gatewayRequestImpl{}
 	if err := wf.setup(ctx, in); err != nil {
-		return GatewayRequestResult{}, err
+		return gatewayreq.Result{}, err
 	}
 	return wf.run(ctx)
 }
 
 type gatewayRequestImpl struct {
-	in     GatewayRequestInput
-	policy GatewayPolicy
+	in     gatewayreq.Spec
+	policy gatewayreq.Policy
 	state  GatewayRequestState
 }
 
-func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in GatewayRequestInput) error {
+func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in gatewayreq.Spec) error {
 	if in.RequestID == "" || in.Method == "" || in.Path == "" {
 		return temporal.NewNonRetryableApplicationError("request id, method and path are required", "InvalidInput", nil)
 	}
 	switch in.Class {
-	case activities.ClassRead, activities.ClassWrite, activities.ClassHardware:
+	case gatewayreq.ClassRead, gatewayreq.ClassWrite, gatewayreq.ClassHardware:
 	default:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown class %q", in.Class), "InvalidInput", nil)
 	}
 	wf.in, wf.policy = in, in.Policy.WithDefaults()
-	wf.state = GatewayRequestState{Status: activities.StatePending, UpdatedAt: workflow.Now(ctx)}
+	wf.state = GatewayRequestState{Status: gatewayreq.StatePending, UpdatedAt: workflow.Now(ctx)}
 	return workflow.SetQueryHandler(ctx, QueryGatewayRequestState, func() (GatewayRequestState, error) {
 		return wf.state, nil
 	})
@@ -190,10 +86,10 @@ func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in GatewayRequestInput
 
 // resendableAfterNoAnswer says whether a delivered but unanswered request may go out again.
 func (wf *gatewayRequestImpl) resendableAfterNoAnswer() bool {
-	return wf.in.Class == activities.ClassRead || wf.in.Kind == KindCreateTransaction || wf.in.Kind == KindUpdateLocker
+	return wf.in.Class == gatewayreq.ClassRead || wf.in.Kind == gatewayreq.KindCreateTransaction || wf.in.Kind == gatewayreq.KindUpdateLocker
 }
 
-func (wf *gatewayRequestImpl) run(ctx workflow.Context) (GatewayRequestResult, error) {
+func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, error) {
 	logger := workflow.GetLogger(ctx)
 	timeout := wf.policy.Timeout(wf.in.Class)
 	// Both activities are local activities: they run inside the workflow task on the worker
@@ -233,7 +129,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (GatewayRequestResult, e
 			return wf.finish(ctx, dispatchFailed(appErr.Message()), false, false)
 		}
 		if err != nil {
-			return GatewayRequestResult{}, err
+			return gatewayreq.Result{}, err
 		}
 		wf.state.Attempts = max(wf.state.Attempts, res.Attempts)
 		wf.state.UpdatedAt = workflow.Now(ctx)
@@ -245,19 +141,19 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (GatewayRequestResult, e
 
 		case activities.SendNotDelivered:
 			dispatchFailures++
-			wf.state.Status, wf.state.LastError = activities.StatePending, res.Error
+			wf.state.Status, wf.state.LastError = gatewayreq.StatePending, res.Error
 			if dispatchFailures >= wf.policy.DispatchAttempts {
 				return wf.finish(ctx, dispatchFailed(res.Error), false, !mayHaveArrived && !answered)
 			}
 			backoff := wf.policy.DispatchBackoff << (dispatchFailures - 1)
 			logger.Info("gateway request not delivered; retrying", "attempt", dispatchFailures, "backoff", backoff, "err", res.Error)
 			if err := workflow.Sleep(ctx, backoff); err != nil {
-				return GatewayRequestResult{}, err
+				return gatewayreq.Result{}, err
 			}
 			continue
 
 		case activities.SendNoAnswer, activities.SendUnknown:
-			wf.state.Status, wf.state.LastError = activities.StateDispatched, res.Error
+			wf.state.Status, wf.state.LastError = gatewayreq.StateDispatched, res.Error
 			if res.Outcome == activities.SendUnknown {
 				wf.state.LastError = "the send was interrupted; its answer is unknown"
 			}
@@ -271,29 +167,29 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (GatewayRequestResult, e
 
 		case activities.SendAnswered:
 			answered = true
-			wf.state.Status = activities.StateDispatched
+			wf.state.Status = gatewayreq.StateDispatched
 			if o, done := wf.decide(res, mayHaveArrived); done {
 				return wf.finish(ctx, o, true, false)
 			}
-			if wf.in.Class == activities.ClassRead && res.Status >= 500 && serverResends == 0 {
+			if wf.in.Class == gatewayreq.ClassRead && res.Status >= 500 && serverResends == 0 {
 				serverResends++
 				wf.state.LastError = fmt.Sprintf("gateway answered %d", res.Status)
 				logger.Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
 				continue
 			}
-			if wf.in.Kind == KindCreateTransaction && res.Status == http.StatusServiceUnavailable &&
+			if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == http.StatusServiceUnavailable &&
 				res.ErrorCode == gatewayCodeAssignmentConflict && conflictRetries < wf.policy.ConflictRetries {
 				conflictRetries++
 				wf.state.LastError = gatewayCodeAssignmentConflict
 				if err := workflow.Sleep(ctx, wf.policy.ConflictBackoff*time.Duration(conflictRetries)); err != nil {
-					return GatewayRequestResult{}, err
+					return gatewayreq.Result{}, err
 				}
 				continue
 			}
 			return wf.finish(ctx, rejected(res), true, false)
 
 		default:
-			return GatewayRequestResult{}, temporal.NewNonRetryableApplicationError(
+			return gatewayreq.Result{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("unknown send outcome %q", res.Outcome), "InvalidOutcome", nil)
 		}
 	}
@@ -301,7 +197,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (GatewayRequestResult, e
 
 // decide settles an answer that needs no retry: completed, or rejected outright. done is
 // false for 5xx answers, which the caller may retry.
-func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, mayHaveArrived bool) (activities.GatewayOutcome, bool) {
+func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, mayHaveArrived bool) (gatewayreq.Outcome, bool) {
 	switch {
 	case !res.APIJSON:
 		o := rejected(res)
@@ -317,17 +213,17 @@ func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, ma
 		o.ErrorMessage = "the gateway refused the cloud's credential"
 		return o, true
 	case res.Status == http.StatusConflict && res.ErrorCode == gatewayCodeTransactionExists &&
-		wf.in.Kind == KindCreateTransaction && mayHaveArrived:
+		wf.in.Kind == gatewayreq.KindCreateTransaction && mayHaveArrived:
 		if body, ok := sameTransaction(wf.in.Body, res.Body); ok {
 			// The earlier, unanswered send created it: this is the original 201.
-			return activities.GatewayOutcome{Status: activities.StateCompleted, HTTPStatus: http.StatusCreated,
+			return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: http.StatusCreated,
 				Headers: map[string]string{"Content-Type": "application/json"}, Body: body}, true
 		}
 	}
 	if res.Status >= 500 {
-		return activities.GatewayOutcome{}, false
+		return gatewayreq.Outcome{}, false
 	}
-	return activities.GatewayOutcome{Status: activities.StateCompleted, HTTPStatus: res.Status, Headers: res.Headers, Body: res.Body}, true
+	return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: res.Status, Headers: res.Headers, Body: res.Body}, true
 }
 
 // sameTransaction checks that a 409 TRANSACTION_EXISTS names the transaction the request
@@ -359,7 +255,7 @@ func sameTransaction(reqBody, conflictBody []byte) ([]byte, bool) {
 	return append(body, '\n'), true
 }
 
-func rejected(res activities.SendGatewayRequestResult) activities.GatewayOutcome {
+func rejected(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
 	details := map[string]any{"gatewayStatus": res.Status}
 	if res.ErrorCode != "" {
 		details["gatewayError"] = res.ErrorCode
@@ -371,27 +267,27 @@ func rejected(res activities.SendGatewayRequestResult) activities.GatewayOutcome
 	if res.Error != "" {
 		details["reason"] = res.Error
 	}
-	return activities.GatewayOutcome{Status: activities.StateRejected, HTTPStatus: http.StatusBadGateway,
-		ErrorCode: CodeGatewayRejected, ErrorMessage: msg, Details: details}
+	return gatewayreq.Outcome{Status: gatewayreq.StateRejected, HTTPStatus: http.StatusBadGateway,
+		ErrorCode: gatewayreq.CodeGatewayRejected, ErrorMessage: msg, Details: details}
 }
 
-func dispatchFailed(cause string) activities.GatewayOutcome {
-	return activities.GatewayOutcome{Status: activities.StateDispatchFailed, HTTPStatus: http.StatusServiceUnavailable,
-		ErrorCode: CodeDispatchFailed, ErrorMessage: "the request could not be delivered to the gateway",
+func dispatchFailed(cause string) gatewayreq.Outcome {
+	return gatewayreq.Outcome{Status: gatewayreq.StateDispatchFailed, HTTPStatus: http.StatusServiceUnavailable,
+		ErrorCode: gatewayreq.CodeDispatchFailed, ErrorMessage: "the request could not be delivered to the gateway",
 		Details: map[string]any{"gatewayStatus": nil, "error": cause}}
 }
 
-func unresponsive(timeout time.Duration, cause string) activities.GatewayOutcome {
+func unresponsive(timeout time.Duration, cause string) gatewayreq.Outcome {
 	details := map[string]any{"gatewayStatus": nil, "error": cause}
 	if timeout > 0 {
 		details["timeoutSeconds"] = timeout.Seconds()
 	}
-	return activities.GatewayOutcome{Status: activities.StateGatewayUnresponsive, HTTPStatus: http.StatusGatewayTimeout,
-		ErrorCode: CodeGatewayUnresponsive, ErrorMessage: "the gateway did not answer in time", Details: details}
+	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: http.StatusGatewayTimeout,
+		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway did not answer in time", Details: details}
 }
 
 // finish writes the outcome to Postgres and returns it as stored.
-func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o activities.GatewayOutcome, answered, unreachable bool) (GatewayRequestResult, error) {
+func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome, answered, unreachable bool) (gatewayreq.Result, error) {
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -401,7 +297,7 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o activities.GatewayO
 			NonRetryableErrorTypes: []string{"InvalidInput"},
 		},
 	})
-	if o.Status != activities.StateCompleted {
+	if o.Status != gatewayreq.StateCompleted {
 		o.Details["attempts"] = wf.state.Attempts
 	}
 	var res activities.FinishGatewayRequestResult
@@ -409,7 +305,7 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o activities.GatewayO
 		RequestID: wf.in.RequestID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
 	}).Get(ctx, &res)
 	if err != nil {
-		return GatewayRequestResult{}, err
+		return gatewayreq.Result{}, err
 	}
 	wf.state = GatewayRequestState{Status: res.Outcome.Status, Attempts: res.Attempts, UpdatedAt: res.UpdatedAt, LastError: wf.state.LastError}
 	if res.UsedCode != "" {
@@ -417,6 +313,5 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o activities.GatewayO
 		// workflow that is already over has nothing left to release.
 		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(res.UsedCode), "", SignalCodeEnded, "used").Get(ctx, nil)
 	}
-	return GatewayRequestResult{Outcome: res.Outcome, Attempts: res.Attempts, CreatedAt: res.CreatedAt,
-		UpdatedAt: res.UpdatedAt, CompletedAt: res.CompletedAt}, nil
+	return res.Result, nil
 }

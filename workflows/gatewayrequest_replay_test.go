@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/worker"
@@ -49,9 +50,9 @@ func (s *recordingStore) BeginGatewaySend(_ context.Context, _ uuid.UUID, send i
 
 func (s *recordingStore) AbandonGatewaySend(context.Context, uuid.UUID, int) error { return nil }
 
-func (s *recordingStore) FinishGatewayRequest(_ context.Context, id uuid.UUID, o store.GatewayOutcome, _ int, _ bool) (store.GatewayRequest, error) {
+func (s *recordingStore) FinishGatewayRequest(_ context.Context, id uuid.UUID, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
 	now := time.Now()
-	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: activities.ClassRead}, Status: o.Status,
+	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: gatewayreq.ClassRead}, Status: o.Status,
 		Attempts: 1, CreatedAt: now, UpdatedAt: now, CompletedAt: &now, Outcome: o}, nil
 }
 
@@ -84,30 +85,30 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := func(in workflows.GatewayRequestInput) (client.WorkflowRun, workflows.GatewayRequestResult) {
+	run := func(in gatewayreq.Spec) (client.WorkflowRun, gatewayreq.Result) {
 		in.RequestID = uuid.NewString()
 		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.GatewayRequestWorkflowID(in.RequestID), TaskQueue: taskQueue},
 			workflows.GatewayRequestWorkflowName, in)
 		require.NoError(t, err)
-		var res workflows.GatewayRequestResult
+		var res gatewayreq.Result
 		require.NoError(t, r.Get(ctx, &res))
 		return r, res
 	}
 
 	r, res := run(readLockers)
-	assert.Equal(t, activities.StateCompleted, res.Outcome.Status)
+	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_completed.json")
 
 	st.refused.Store(true)
 	r, res = run(openLocker)
-	assert.Equal(t, activities.StateCompleted, res.Outcome.Status)
+	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_redelivered.json")
 }
 
 // changedGatewayRequest skips the dispatch entirely: the kind of edit the replay test exists
 // to catch.
-func changedGatewayRequest(ctx workflow.Context, in workflows.GatewayRequestInput) (workflows.GatewayRequestResult, error) {
-	return workflows.GatewayRequestResult{}, nil
+func changedGatewayRequest(ctx workflow.Context, in gatewayreq.Spec) (gatewayreq.Result, error) {
+	return gatewayreq.Result{}, nil
 }
 
 func TestReplayCatchesAChangedGatewayRequest(t *testing.T) {

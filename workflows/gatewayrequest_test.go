@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -28,18 +29,18 @@ func newGatewayEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
-func gatewayInput(kind, class, method, path string, body []byte) workflows.GatewayRequestInput {
-	return workflows.GatewayRequestInput{
+func gatewayInput(kind, class, method, path string, body []byte) gatewayreq.Spec {
+	return gatewayreq.Spec{
 		RequestID: gatewayRequestID, OrganizationID: 1, LocationID: 4, GatewayID: 1, GatewaySerial: "GW-0001",
-		Kind: kind, Class: class, Method: method, Path: path, Body: body, Policy: workflows.DefaultGatewayPolicy(),
+		Kind: kind, Class: class, Method: method, Path: path, Body: body, Policy: gatewayreq.DefaultPolicy(),
 	}
 }
 
 var (
-	readLockers = gatewayInput("list-lockers", activities.ClassRead, http.MethodGet, "/lockers", nil)
-	openLocker  = gatewayInput("open-locker", activities.ClassHardware, http.MethodPost, "/lockers/101/open", nil)
-	release     = gatewayInput("release-transaction", activities.ClassWrite, http.MethodDelete, "/transactions/t1", nil)
-	create      = gatewayInput(workflows.KindCreateTransaction, activities.ClassWrite, http.MethodPost, "/transactions",
+	readLockers = gatewayInput("list-lockers", gatewayreq.ClassRead, http.MethodGet, "/lockers", nil)
+	openLocker  = gatewayInput("open-locker", gatewayreq.ClassHardware, http.MethodPost, "/lockers/101/open", nil)
+	release     = gatewayInput("release-transaction", gatewayreq.ClassWrite, http.MethodDelete, "/transactions/t1", nil)
+	create      = gatewayInput(gatewayreq.KindCreateTransaction, gatewayreq.ClassWrite, http.MethodPost, "/transactions",
 		[]byte(`{"transactionId":"t1","lockerTypeId":1}`))
 )
 
@@ -80,11 +81,11 @@ func (f *finishes) mock(env *testsuite.TestWorkflowEnvironment) {
 		func(_ context.Context, in activities.FinishGatewayRequestInput) (activities.FinishGatewayRequestResult, error) {
 			f.got = append(f.got, in)
 			now := env.Now()
-			return activities.FinishGatewayRequestResult{Outcome: in.Outcome, Attempts: 1, CreatedAt: start, UpdatedAt: now, CompletedAt: now}, nil
+			return activities.FinishGatewayRequestResult{Result: gatewayreq.Result{Outcome: in.Outcome, Attempts: 1, CreatedAt: start, UpdatedAt: now, CompletedAt: now}}, nil
 		})
 }
 
-func runGateway(t *testing.T, in workflows.GatewayRequestInput, results ...activities.SendGatewayRequestResult) (*sends, activities.FinishGatewayRequestInput, workflows.GatewayRequestResult) {
+func runGateway(t *testing.T, in gatewayreq.Spec, results ...activities.SendGatewayRequestResult) (*sends, activities.FinishGatewayRequestInput, gatewayreq.Result) {
 	t.Helper()
 	env := newGatewayEnv(t)
 	s, f := &sends{results: results}, &finishes{}
@@ -93,7 +94,7 @@ func runGateway(t *testing.T, in workflows.GatewayRequestInput, results ...activ
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
-	var res workflows.GatewayRequestResult
+	var res gatewayreq.Result
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Len(t, f.got, 1, "the outcome is stored once, last")
 	for i, in := range s.got {
@@ -112,7 +113,7 @@ func TestGatewayRequestCompleted(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		in     workflows.GatewayRequestInput
+		in     gatewayreq.Spec
 		answer activities.SendGatewayRequestResult
 	}{
 		{"a read's 200", readLockers, answered(200, `[{"lockerId":101}]`, "")},
@@ -125,7 +126,7 @@ func TestGatewayRequestCompleted(t *testing.T) {
 			t.Parallel()
 			s, fin, res := runGateway(t, tc.in, tc.answer)
 			assert.Len(t, s.got, 1)
-			assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+			assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
 			assert.Equal(t, tc.answer.Status, fin.Outcome.HTTPStatus)
 			assert.Equal(t, tc.answer.Body, fin.Outcome.Body)
 			assert.True(t, fin.GatewayAnswered)
@@ -150,7 +151,7 @@ func TestGatewayRequestRejected(t *testing.T) {
 	conflict := answered(503, `{"error":"LOCKER_ASSIGNMENT_CONFLICT"}`, "LOCKER_ASSIGNMENT_CONFLICT")
 	for _, tc := range []struct {
 		name    string
-		in      workflows.GatewayRequestInput
+		in      gatewayreq.Spec
 		answers []activities.SendGatewayRequestResult
 		sends   int
 		gwError string
@@ -168,9 +169,9 @@ func TestGatewayRequestRejected(t *testing.T) {
 			s, fin, res := runGateway(t, tc.in, tc.answers...)
 			assert.Len(t, s.got, tc.sends)
 			o := fin.Outcome
-			assert.Equal(t, activities.StateRejected, o.Status)
+			assert.Equal(t, gatewayreq.StateRejected, o.Status)
 			assert.Equal(t, http.StatusBadGateway, o.HTTPStatus)
-			assert.Equal(t, workflows.CodeGatewayRejected, o.ErrorCode)
+			assert.Equal(t, gatewayreq.CodeGatewayRejected, o.ErrorCode)
 			assert.EqualValues(t, tc.answers[0].Status, o.Details["gatewayStatus"])
 			if tc.gwError != "" {
 				assert.Equal(t, tc.gwError, o.Details["gatewayError"])
@@ -205,7 +206,7 @@ func TestGatewayRequestRetriesThenCompletes(t *testing.T) {
 		t.Parallel()
 		s, fin, _ := runGateway(t, openLocker, notDelivered, notDelivered, answered(200, `{"doorOpen":true}`, ""))
 		require.Len(t, s.got, 3)
-		assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+		assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
 		assert.GreaterOrEqual(t, s.at[1].Sub(s.at[0]), 500*time.Millisecond)
 		assert.GreaterOrEqual(t, s.at[2].Sub(s.at[1]), time.Second)
 	})
@@ -217,9 +218,9 @@ func TestGatewayRequestDispatchFailed(t *testing.T) {
 	s, fin, res := runGateway(t, openLocker, notDelivered)
 	assert.Len(t, s.got, 3, "the dispatch budget")
 	o := fin.Outcome
-	assert.Equal(t, activities.StateDispatchFailed, o.Status)
+	assert.Equal(t, gatewayreq.StateDispatchFailed, o.Status)
 	assert.Equal(t, http.StatusServiceUnavailable, o.HTTPStatus)
-	assert.Equal(t, workflows.CodeDispatchFailed, o.ErrorCode)
+	assert.Equal(t, gatewayreq.CodeDispatchFailed, o.ErrorCode)
 	assert.Equal(t, "dial tcp: connection refused", o.Details["error"])
 	assert.True(t, fin.GatewayUnreachable, "the gateway is recorded offline")
 	assert.False(t, fin.GatewayAnswered)
@@ -236,7 +237,7 @@ func TestGatewayRequestMisconfiguredGatewayFailsToDispatch(t *testing.T) {
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, readLockers)
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, f.got, 1)
-	assert.Equal(t, activities.StateDispatchFailed, f.got[0].Outcome.Status)
+	assert.Equal(t, gatewayreq.StateDispatchFailed, f.got[0].Outcome.Status)
 }
 
 func TestGatewayRequestUnresponsive(t *testing.T) {
@@ -245,7 +246,7 @@ func TestGatewayRequestUnresponsive(t *testing.T) {
 	unknown := activities.SendGatewayRequestResult{Outcome: activities.SendUnknown}
 	for _, tc := range []struct {
 		name   string
-		in     workflows.GatewayRequestInput
+		in     gatewayreq.Spec
 		answer activities.SendGatewayRequestResult
 		sends  int
 	}{
@@ -260,9 +261,9 @@ func TestGatewayRequestUnresponsive(t *testing.T) {
 			s, fin, _ := runGateway(t, tc.in, tc.answer)
 			assert.Len(t, s.got, tc.sends)
 			o := fin.Outcome
-			assert.Equal(t, activities.StateGatewayUnresponsive, o.Status)
+			assert.Equal(t, gatewayreq.StateGatewayUnresponsive, o.Status)
 			assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
-			assert.Equal(t, workflows.CodeGatewayUnresponsive, o.ErrorCode)
+			assert.Equal(t, gatewayreq.CodeGatewayUnresponsive, o.ErrorCode)
 			assert.Nil(t, o.Details["gatewayStatus"])
 			assert.Equal(t, tc.in.Policy.Timeout(tc.in.Class).Seconds(), o.Details["timeoutSeconds"])
 			assert.False(t, fin.GatewayAnswered)
@@ -278,7 +279,7 @@ func TestGatewayRequestCreateResentAfterALostAnswerCountsAsTheOriginal(t *testin
 		`"details":{},"transactionId":"t1","lockerId":7,"createdAt":"2026-03-14T15:09:26.500Z"}`+"\n", "TRANSACTION_EXISTS")
 	s, fin, _ := runGateway(t, create, noAnswer, exists)
 	assert.Len(t, s.got, 2)
-	assert.Equal(t, activities.StateCompleted, fin.Outcome.Status)
+	assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
 	assert.Equal(t, http.StatusCreated, fin.Outcome.HTTPStatus)
 	assert.JSONEq(t, `{"transactionId":"t1","lockerId":7,"createdAt":"2026-03-14T15:09:26.500Z"}`, string(fin.Outcome.Body))
 
@@ -319,11 +320,11 @@ func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	q()
 	require.Len(t, states, 3)
-	assert.Equal(t, activities.StatePending, states[0].Status)
+	assert.Equal(t, gatewayreq.StatePending, states[0].Status)
 	assert.Equal(t, "connection refused", states[0].LastError)
 	assert.Equal(t, 1, states[0].Attempts)
-	assert.Equal(t, activities.StatePending, states[1].Status, "the workflow learns of a send when it returns")
-	assert.Equal(t, activities.StateCompleted, states[2].Status)
+	assert.Equal(t, gatewayreq.StatePending, states[1].Status, "the workflow learns of a send when it returns")
+	assert.Equal(t, gatewayreq.StateCompleted, states[2].Status)
 }
 
 func TestGatewayRequestRefusesBadInput(t *testing.T) {

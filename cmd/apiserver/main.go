@@ -122,7 +122,8 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		// A worker on this process's own client for the gateway-request queue only: the
 		// workflows this apiserver starts then start eagerly (their first task comes back
 		// with the start call), and a request the gateway answers at once settles here.
-		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)}}
+		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring,
+			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()}}
 		g.Go(func() error {
 			logger.Info("gateway-request worker polling", "task_queue", cfg.GatewayTaskQueue)
 			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})

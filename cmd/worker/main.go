@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		return err
 	}
 	acts := &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st,
-		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg)},
+		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
 			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}
 	g, gctx := errgroup.WithContext(ctx)

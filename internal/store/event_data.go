@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // The data of the webhook events this package records, shaped as the API shows the object
@@ -125,7 +127,7 @@ type gatewayRequestData struct {
 
 func gatewayRequestEvent(r GatewayRequest) Event {
 	typ := "gateway_request.failed"
-	if r.Status == "completed" {
+	if r.Status == gatewayreq.StateCompleted {
 		typ = "gateway_request.completed"
 	}
 	return Event{OrgID: r.OrganizationID, LocationID: r.LocationID, Type: typ, Data: gatewayRequestData{

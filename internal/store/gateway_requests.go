@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // ErrIdempotencyKeyReused means an idempotency key already stands for a request with another
@@ -30,6 +32,10 @@ type NewGatewayRequest struct {
 	Path        string
 	GatewayPath string
 	Body        []byte
+	// Subject is what the request concerns, for what follows from its outcome: the access
+	// code's id (an access-code hold, open or release), the gateway locker's id (an
+	// access-code close); empty for the cloud API's requests.
+	Subject string
 }
 
 // IdempotencyClaim binds an Idempotency-Key to the request being created.
@@ -37,17 +43,6 @@ type IdempotencyClaim struct {
 	Key  string
 	Hash []byte
 	TTL  time.Duration
-}
-
-// GatewayOutcome is the terminal outcome of a gateway request.
-type GatewayOutcome struct {
-	Status       string
-	HTTPStatus   int
-	Headers      map[string]string
-	Body         []byte
-	ErrorCode    string
-	ErrorMessage string
-	Details      map[string]any
 }
 
 // GatewayRequest is a stored gateway request with its outcome once terminal.
@@ -58,21 +53,48 @@ type GatewayRequest struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	CompletedAt *time.Time
-	Outcome     GatewayOutcome
+	Outcome     gatewayreq.Outcome
 }
 
 // Terminal reports whether the request has its outcome.
 func (r GatewayRequest) Terminal() bool { return r.CompletedAt != nil }
 
+// Result is a terminal request's outcome as its workflow reports it (zero CompletedAt while
+// it has none).
+func (r GatewayRequest) Result() gatewayreq.Result {
+	res := gatewayreq.Result{Outcome: r.Outcome, Attempts: r.Attempts, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if r.CompletedAt != nil {
+		res.CompletedAt = *r.CompletedAt
+	}
+	return res
+}
+
+// WithResult is the request with the outcome its workflow reported, as FinishGatewayRequest
+// stored it.
+func (r GatewayRequest) WithResult(res gatewayreq.Result) GatewayRequest {
+	completed := res.CompletedAt
+	r.Status, r.Outcome, r.Attempts, r.UpdatedAt, r.CompletedAt = res.Outcome.Status, res.Outcome, res.Attempts, res.UpdatedAt, &completed
+	return r
+}
+
+// Spec is the input of the request's workflow, dispatched under policy p.
+func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
+	return gatewayreq.Spec{
+		RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
+		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class,
+		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p,
+	}
+}
+
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
-	gateway_path, request_body, status, attempts, created_at, updated_at, completed_at,
+	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
 	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
 
 func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
 	var r GatewayRequest
 	var headers, details []byte
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
-		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
+		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
 		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
 		&r.Outcome.ErrorMessage, &details)
 	if err != nil {
@@ -140,11 +162,11 @@ func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, i
 		}
 		row := tx.db.QueryRow(ctx, `
 			INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
-			                              method, path, gateway_path, request_body)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			                              method, path, gateway_path, request_body, subject)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, ''))
 			RETURNING `+gatewayRequestColumns,
 			r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
-			r.Method, r.Path, r.GatewayPath, r.Body)
+			r.Method, r.Path, r.GatewayPath, r.Body, r.Subject)
 		var err error
 		if out, err = scanGatewayRequest(row); err != nil {
 			return fmt.Errorf("create gateway request: %w", translate(err))
@@ -274,7 +296,7 @@ const (
 // about the gateway (seen, one of the GatewaySeen constants) and whether its locker mirror
 // needs a refresh. It is idempotent: once a request has an outcome, later calls change
 // nothing and return the stored request.
-func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool) (GatewayRequest, error) {
+func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool) (GatewayRequest, error) {
 	headers, err := json.Marshal(orEmpty(o.Headers))
 	if err != nil {
 		return GatewayRequest{}, fmt.Errorf("encode response headers: %w", err)
@@ -328,7 +350,7 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o Gatewa
 
 // finishGatewayRequest is FinishGatewayRequest's statement; prior receives whether the
 // gateway was online before it (nil: unknown).
-func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o GatewayOutcome, seen int, syncMirror bool,
+func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool,
 	headers, details []byte, cause string, prior **bool) (GatewayRequest, error) {
 	return scanGatewayRequest(extraScan{row: s.db.QueryRow(ctx, `
 		WITH fin AS (

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
@@ -225,13 +226,13 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	assert.Equal(t, "dispatched", got.Status)
 	assert.Equal(t, 3, got.Attempts)
 
-	done, err := st.FinishGatewayRequest(ctx, r.ID, store.GatewayOutcome{Status: "completed", HTTPStatus: 200,
+	done, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200,
 		Headers: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"doorOpen":true}`)}, store.GatewaySeenAnswered, true)
 	require.NoError(t, err)
 	require.NotNil(t, done.CompletedAt)
 	assert.Equal(t, "completed", done.Status)
 
-	again, err := st.FinishGatewayRequest(ctx, r.ID, store.GatewayOutcome{Status: "rejected", HTTPStatus: 502, ErrorCode: "X"}, store.GatewaySeenUnknown, false)
+	again, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502, ErrorCode: "X"}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	assert.Equal(t, "completed", again.Status, "the first outcome stays")
 	assert.Equal(t, []byte(`{"doorOpen":true}`), again.Outcome.Body)
@@ -268,7 +269,7 @@ func TestPruneGatewayRequests(t *testing.T) {
 	pending, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
 	require.NoError(t, err)
 	for _, id := range []uuid.UUID{old.ID, keyed.ID} {
-		_, err := st.FinishGatewayRequest(ctx, id, store.GatewayOutcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+		_, err := st.FinishGatewayRequest(ctx, id, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 		require.NoError(t, err)
 	}
 	_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET completed_at = now() - interval '31 days', created_at = now() - interval '31 days'`+
@@ -306,7 +307,7 @@ func TestListenGatewayOutcomes(t *testing.T) {
 
 	r, _, err := st.CreateGatewayRequest(context.Background(), newRequest(res, g, "list-lockers"), nil)
 	require.NoError(t, err)
-	_, err = st.FinishGatewayRequest(context.Background(), r.ID, store.GatewayOutcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	select {
 	case id := <-got:
@@ -315,7 +316,7 @@ func TestListenGatewayOutcomes(t *testing.T) {
 		t.Fatal("no announcement")
 	}
 	// A second finish changes nothing and announces nothing.
-	_, err = st.FinishGatewayRequest(context.Background(), r.ID, store.GatewayOutcome{Status: "rejected", HTTPStatus: 502}, store.GatewaySeenUnknown, false)
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	cancel()
 	assert.Error(t, <-done)
@@ -351,4 +352,34 @@ func TestSeedKeepsTheGatewayKey(t *testing.T) {
 	assert.NotEqual(t, key, fresh.Credentials.GatewayAPIKey)
 	_, err = st.ActiveGatewayKeyByHash(ctx, credential.Hash(fresh.Credentials.GatewayAPIKey))
 	assert.NoError(t, err)
+}
+
+// A request keeps what it concerns (its subject) from creation to outcome, and its spec
+// rebuilds the workflow input from the row.
+func TestGatewayRequestSubject(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	codeID := uuid.NewString()
+	nr := newRequest(res, g, "access-code-open")
+	nr.GatewayPath, nr.Subject = "/transactions/"+codeID+"/open", codeID
+	r, _, err := st.CreateGatewayRequest(ctx, nr, nil)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, r.Subject)
+
+	done, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, done.Subject)
+	got, err := st.GatewayRequestByID(ctx, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, codeID, got.Subject)
+
+	cloud, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+	assert.Empty(t, cloud.Subject, "the cloud API's requests have none")
+
+	policy := gatewayreq.Policy{CallTimeout: time.Second}
+	assert.Equal(t, gatewayreq.Spec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
+		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: "access-code-open", Class: "hardware", Method: "POST",
+		Path: "/transactions/" + codeID + "/open", Policy: policy}, r.Spec(policy))
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
@@ -48,12 +49,13 @@ type Env struct {
 	// Webhooks are the worker's delivery settings (loopback receivers allowed).
 	Webhooks *activities.WebhookDeps
 
-	t          testing.TB
-	server     *apiserver.Server
-	stopWorker context.CancelFunc
-	ctx        context.Context
-	mu         sync.Mutex
-	metrics    map[string]string // API URL → its internal listener's URL
+	t             testing.TB
+	gatewayPolicy gatewayreq.Policy // the worker's, as the apiserver's
+	server        *apiserver.Server
+	stopWorker    context.CancelFunc
+	ctx           context.Context
+	mu            sync.Mutex
+	metrics       map[string]string // API URL → its internal listener's URL
 }
 
 // Options adjust Start.
@@ -151,7 +153,7 @@ func Start(t *testing.T, opts Options) *Env {
 	e := &Env{
 		URL: srv.URL, Creds: res.Credentials, Seed: res, Store: st, Keyring: ring, Auth: auth,
 		Temporal: tc, Namespace: ts.GetDefaultNamespace(), TaskQueue: taskQueue, Logger: logger,
-		t: t, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
+		t: t, gatewayPolicy: opts.Customer.Policy, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Schedule: opts.WebhookSchedule, Timeout: 5 * time.Second},
 	}
 	if !opts.NoWorker {
@@ -165,7 +167,7 @@ func (e *Env) StartWorker() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store,
-		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring}, Webhooks: e.Webhooks}
+		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring, Policy: e.gatewayPolicy}, Webhooks: e.Webhooks}
 	go func() {
 		_ = worker.Run(ctx, e.Temporal, e.TaskQueue, acts, worker.Options{})
 		close(done)

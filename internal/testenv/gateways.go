@@ -12,17 +12,17 @@ import (
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
 )
 
 // ScaledCustomerSettings are the gateway cloud API's settings for tests: the rules of
 // DESIGN §6.2 with deadlines and backoffs in (tens of) milliseconds and seconds, to match
 // gatewaytest's scaled open policy (a door open takes at most about a second there).
 func ScaledCustomerSettings() apiserver.CustomerSettings {
-	return apiserver.CustomerSettings{Policy: workflows.GatewayPolicy{
+	return apiserver.CustomerSettings{Policy: gatewayreq.Policy{
 		CallTimeout: 3 * time.Second, HardwareTimeout: 5 * time.Second,
 		DispatchAttempts: 3, DispatchBackoff: 50 * time.Millisecond,
 		ConflictRetries: 3, ConflictBackoff: 20 * time.Millisecond,

@@ -68,25 +68,17 @@ func (w *outcomeWaiters) setListening(on bool) {
 	w.listening = on
 }
 
-// RunGatewayCloud runs the gateway cloud API's background work until ctx is done: the
-// listener of request outcomes (listening again after a lost connection) and the
-// reconciler of requests whose workflow never started (ReconcileGatewayRequests).
-func (s *Server) RunGatewayCloud(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.ReconcileGatewayRequests(ctx, 10*time.Second, 30*time.Second)
-	}()
-	defer wg.Wait()
-	w := s.customer.outcomes
+// listen keeps the outcome listener running until ctx is done, listening again after a lost
+// connection; meanwhile waits end on workflow results alone.
+func (g *gatewayRequests) listen(ctx context.Context) {
+	w := g.outcomes
 	for {
-		err := s.deps.Store.ListenGatewayOutcomes(ctx, func() { w.setListening(true) }, w.notify)
+		err := g.store.ListenGatewayOutcomes(ctx, func() { w.setListening(true) }, w.notify)
 		w.setListening(false)
 		if ctx.Err() != nil {
 			return
 		}
-		s.logger.WarnContext(ctx, "listen for gateway request outcomes; answers wait for workflow results meanwhile", "err", err)
+		g.logger.WarnContext(ctx, "listen for gateway request outcomes; answers wait for workflow results meanwhile", "err", err)
 		select {
 		case <-ctx.Done():
 			return

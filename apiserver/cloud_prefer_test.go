@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 func TestParsePrefer(t *testing.T) {
@@ -46,9 +46,9 @@ func TestParsePrefer(t *testing.T) {
 func TestDefaultWaitsByClass(t *testing.T) {
 	t.Parallel()
 	c := &customer{settings: CustomerSettings{}.withDefaults("q")}
-	assert.Equal(t, 5*time.Second, c.defaultWait(activities.ClassRead))
-	assert.Equal(t, 10*time.Second, c.defaultWait(activities.ClassWrite))
-	assert.Equal(t, 15*time.Second, c.defaultWait(activities.ClassHardware))
+	assert.Equal(t, 5*time.Second, c.defaultWait(gatewayreq.ClassRead))
+	assert.Equal(t, 10*time.Second, c.defaultWait(gatewayreq.ClassWrite))
+	assert.Equal(t, 15*time.Second, c.defaultWait(gatewayreq.ClassHardware))
 	assert.Equal(t, 30*time.Second, c.settings.MaxWait)
 	assert.Equal(t, 120, c.settings.RateLimit)
 	assert.Equal(t, 30*24*time.Hour, c.settings.IdempotencyTTL)

@@ -1,0 +1,247 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// Opening and closing a locker through the app engine (DESIGN §5): each is a gateway request
+// run by the gateway-request component (gateway_requests.go) and answered in the app
+// engine's shape: 200 within the wait, else 202 and a request to poll.
+
+// DoorResult answers an open or a close the gateway settled within the wait.
+type DoorResult struct {
+	Success    *bool     `json:"success,omitempty" doc:"Open only: whether the gateway opened the door"`
+	LockerName string    `json:"locker_name"`
+	DoorOpen   bool      `json:"door_open"`
+	RequestID  uuid.UUID `json:"request_id"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// PendingDoor answers an open or a close still pending after the wait.
+type PendingDoor struct {
+	RequestID uuid.UUID `json:"request_id"`
+	Status    string    `json:"status" enum:"pending,dispatched"`
+}
+
+type doorOutput struct {
+	Status     int
+	Location   string `header:"Location"`
+	RetryAfter string `header:"Retry-After"`
+	Body       any
+}
+
+// holdDoorWaiter takes one of the instance's MaxWaiters slots for a door call that will wait for
+// its gateway, before anything is judged or stored: a 503 then changes nothing (no code used,
+// no attempt counted, no request stored).
+func (s *Server) holdDoorWaiter() (func(), error) {
+	release, ok := s.requests.holdWaiter()
+	if !ok {
+		return nil, huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(
+			"too many requests are waiting for gateways on this instance: try again shortly"), http.Header{"Retry-After": {"1"}})
+	}
+	return release, nil
+}
+
+// gatewayCall runs one of the app engine's gateway requests (kind, class, paths, body and
+// subject of r) at gw: it stores the request, starts its workflow and waits up to wait for
+// its outcome; it returns the request as it stands then (terminal, or still pending).
+func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewGatewayRequest, wait time.Duration) (store.GatewayRequest, error) {
+	r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial = uuid.New(), gw.OrganizationID, gw.LocationID, gw.ID, gw.Serial
+	row, _, err := s.requests.submit(ctx, r, nil)
+	if err != nil {
+		return store.GatewayRequest{}, err
+	}
+	return s.requests.await(ctx, row, wait, false)
+}
+
+func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
+	leave, err := s.holdDoorWaiter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	k := appKey(ctx)
+	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
+	if err != nil {
+		return nil, s.mapError(ctx, "location", err)
+	}
+	// The attempt is counted before the code is judged (atomically: of simultaneous guesses at
+	// most the limit are judged), and uncounted when it was not a wrong guess.
+	var endUser *string
+	if u := strings.TrimSpace(req.EndUserID); u != "" {
+		endUser = &u
+	}
+	att, err := s.deps.Store.ClaimCodeAttempt(ctx, k.ID, gw.LocationID, endUser,
+		store.CodeLimits{Window: CodeGuessWindow, PerEndUser: CodeGuessLimit, Ceiling: CodeGuessCeiling})
+	if err != nil {
+		return nil, s.mapError(ctx, "access code", err)
+	}
+	if !att.Allowed {
+		retry := max(int(time.Until(att.RetryAt).Seconds())+1, 1)
+		who := "at this location"
+		if att.PerEndUser && endUser != nil {
+			who = "by this end user at this location"
+		}
+		return nil, huma.ErrorWithHeaders(huma.Error429TooManyRequests(
+			fmt.Sprintf("%d wrong access codes %s within %s: try again in %d s", att.Count, who, CodeGuessWindow, retry)),
+			http.Header{"Retry-After": {strconv.Itoa(retry)}})
+	}
+	counted := true
+	release := func() {
+		if counted {
+			counted = false
+			if err := s.deps.Store.ReleaseCodeAttempt(context.WithoutCancel(ctx), att.ID); err != nil {
+				s.logger.WarnContext(ctx, "release access code attempt", "err", err)
+			}
+		}
+	}
+	invalid := func(count bool) error {
+		if !count {
+			release()
+		}
+		e := huma.Error403Forbidden("ACCESS_CODE_INVALID: the access code is not valid at this location")
+		if m, ok := e.(*huma.ErrorModel); ok {
+			m.Type = problemCodeInvald
+		}
+		return e
+	}
+	digits, ok := parseAccessCode(req.AccessCode)
+	if !ok {
+		return nil, invalid(true)
+	}
+	code, err := s.deps.Store.ActiveAccessCodeByHash(ctx, gw.LocationID, s.pickupCodeHash(digits))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalid(true)
+	}
+	if err != nil {
+		release()
+		return nil, s.mapError(ctx, "access code", err)
+	}
+	release() // a code that exists is not a wrong guess, even if a concurrent open wins it
+	if code.SingleUse {
+		// Consumed before the door is asked to open: of concurrent opens, one wins.
+		won, err := s.deps.Store.UseSingleUseCode(ctx, code.ID)
+		if err != nil {
+			return nil, s.mapError(ctx, "access code", err)
+		}
+		if !won {
+			return nil, invalid(false)
+		}
+	} else if err := s.deps.Store.TouchAccessCode(ctx, code.ID); err != nil {
+		return nil, s.mapError(ctx, "access code", err)
+	}
+	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeOpen, Class: gatewayreq.ClassHardware,
+		Method: http.MethodPost, Path: "/locker/open", GatewayPath: "/transactions/" + code.ID.String() + "/open",
+		Subject: code.ID.String()}, codeOpenWait)
+	if err != nil {
+		return nil, s.mapError(ctx, "open", err)
+	}
+	return s.doorAnswer(r, code.LockerName, true)
+}
+
+func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*doorOutput, error) {
+	leave, err := s.holdDoorWaiter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	k := appKey(ctx)
+	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
+	if err != nil {
+		return nil, s.mapError(ctx, "location", err)
+	}
+	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, k.OrganizationID, gw.LocationID, req.LockerName)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, huma.Error404NotFound(fmt.Sprintf("no locker named %q at location %d", req.LockerName, gw.LocationID))
+		}
+		return nil, s.mapError(ctx, "locker", err)
+	}
+	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeClose, Class: gatewayreq.ClassRead,
+		Method: http.MethodGet, Path: "/locker/close", GatewayPath: "/lockers/" + strconv.Itoa(locker.LockerID),
+		Subject: strconv.Itoa(locker.LockerID)}, codeCloseWait)
+	if err != nil {
+		return nil, s.mapError(ctx, "close", err)
+	}
+	return s.doorAnswer(r, locker.Name, false)
+}
+
+// pollDoorRequest answers GET /locker/requests/{request_id}: the outcome of an open or a
+// close that was still pending after its wait.
+func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput, error) {
+	id, err := uuid.Parse(rawID)
+	if err != nil {
+		return nil, huma.Error404NotFound("request: not found")
+	}
+	k := appKey(ctx)
+	r, err := s.requests.state(ctx, k.OrganizationID, id)
+	if err != nil || (r.Kind != gatewayreq.KindAccessCodeOpen && r.Kind != gatewayreq.KindAccessCodeClose) {
+		return nil, huma.Error404NotFound("request: not found")
+	}
+	// A sub-organization key sees the requests at its own locations only.
+	if k.SubOrganizationID != nil {
+		if _, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, r.LocationID); err != nil {
+			return nil, huma.Error404NotFound("request: not found")
+		}
+	}
+	name := ""
+	if r.Kind == gatewayreq.KindAccessCodeOpen {
+		// The open's subject is its code, whose hold it opened.
+		if codeID, err := uuid.Parse(r.Subject); err == nil {
+			if c, err := s.deps.Store.AccessCode(ctx, r.OrganizationID, codeID); err == nil {
+				name = c.LockerName
+			}
+		}
+	}
+	out, err := s.doorAnswer(r, name, r.Kind == gatewayreq.KindAccessCodeOpen)
+	if out != nil && out.Status == http.StatusAccepted {
+		out.Status = http.StatusOK
+	}
+	return out, err
+}
+
+// doorAnswer turns a gateway request of an open or close into the app engine's answer.
+func (s *Server) doorAnswer(r store.GatewayRequest, lockerName string, open bool) (*doorOutput, error) {
+	if !r.Terminal() {
+		return &doorOutput{Status: http.StatusAccepted, Location: "/locker/requests/" + r.ID.String(), RetryAfter: "1",
+			Body: PendingDoor{RequestID: r.ID, Status: r.Status}}, nil
+	}
+	if r.Status != gatewayreq.StateCompleted {
+		return nil, gatewayProblem(r)
+	}
+	door := gatewayreq.ReadDoor(r.Outcome)
+	res := DoorResult{LockerName: lockerName, DoorOpen: door.DoorOpen, RequestID: r.ID, Message: door.Message}
+	if open {
+		ok := gatewayreq.Opened(r.Outcome)
+		res.Success = &ok
+	} else if r.Outcome.HTTPStatus != http.StatusOK {
+		return nil, huma.Error409Conflict(fmt.Sprintf("the gateway answered %d reading locker %s", r.Outcome.HTTPStatus, lockerName))
+	}
+	return &doorOutput{Status: http.StatusOK, Body: res}, nil
+}
+
+// gatewayProblem is the problem+json of a gateway request that failed (§6.2 statuses).
+func gatewayProblem(r store.GatewayRequest) error {
+	status := r.Outcome.HTTPStatus
+	if status < 500 {
+		status = http.StatusBadGateway
+	}
+	e := huma.NewError(status, fmt.Sprintf("%s: %s", r.Outcome.ErrorCode, r.Outcome.ErrorMessage))
+	if m, ok := e.(*huma.ErrorModel); ok {
+		m.Type = "urn:lockernet:problem:" + r.Outcome.ErrorCode
+		m.Instance = "urn:lockernet:request:" + r.ID.String()
+	}
+	return e
+}

@@ -1,0 +1,165 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// The gateway cloud API's proxied operations and polls (DESIGN §6.2, §6.3): the handler
+// stores the request (and its Idempotency-Key) in one transaction, then the gateway-request
+// component (gateway_requests.go) starts its workflow and waits up to the request's wait;
+// the answer is the gateway's response verbatim, or 202 with the request to poll
+// (cloud_render.go).
+
+// proxy runs one proxied operation: store the request (claiming its Idempotency-Key), start
+// its workflow, wait, answer.
+func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamResponse, error) {
+	k := customerKey(ctx)
+	e := edgeOf(ctx)
+	began := time.Now()
+	gw, err := s.deps.Store.GatewayAtLocation(ctx, k.OrganizationID, call.locationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, customerError(http.StatusNotFound, "LOCATION_NOT_FOUND", "no location with a gateway has this id",
+			map[string]any{"locationId": call.locationID})
+	}
+	if err != nil {
+		return nil, s.customerInternal(ctx, "find gateway", err)
+	}
+	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
+	if prefs.wait > 0 {
+		release, ok := s.requests.holdWaiter()
+		if !ok {
+			return nil, tooManyWaiters()
+		}
+		defer release()
+	}
+
+	id := uuid.New()
+	body := call.body
+	if call.kind == gatewayreq.KindCreateTransaction {
+		body = withTransactionID(body, id.String())
+	}
+	var idem *store.IdempotencyClaim
+	if call.idemKey != "" && isMutating(call.method) {
+		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: idempotencyHash(call.method, e.uri, e.rawBody),
+			TTL: s.customer.settings.IdempotencyTTL}
+	}
+	row, created, err := s.requests.submit(ctx, store.NewGatewayRequest{
+		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
+		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
+	}, idem)
+	switch {
+	case errors.Is(err, store.ErrIdempotencyKeyReused):
+		return nil, customerError(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED",
+			"this Idempotency-Key was used for a request with another method, path or body", map[string]any{"idempotencyKey": call.idemKey})
+	case err != nil:
+		return nil, s.customerInternal(ctx, "create gateway request", err)
+	}
+	markTiming(ctx, "store", began)
+	replay := !created
+	if row.Terminal() {
+		return s.answerStored(row, replay, nil), nil
+	}
+	// A new request (or its replay): start its workflow, or meet the one started.
+	row, _ = s.requests.await(ctx, row, prefs.wait, false)
+	return s.answerRequest(row, prefs, replay, http.StatusAccepted), nil
+}
+
+// pollGatewayRequest answers GET /requests/{id}.
+func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.StreamResponse, error) {
+	notFound := customerError(http.StatusNotFound, "REQUEST_NOT_FOUND", "no request with this id", nil)
+	id, ok := parseRequestID(rawID)
+	if !ok {
+		return nil, notFound
+	}
+	row, err := s.requests.state(ctx, customerKey(ctx).OrganizationID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, s.customerInternal(ctx, "get gateway request", err)
+	}
+	prefs := parsePrefer(edgeOf(ctx).prefer, 0, s.customer.settings.MaxWait)
+	if row.Terminal() {
+		return s.answerStored(row, false, nil), nil
+	}
+	if prefs.wait > 0 {
+		release, ok := s.requests.holdWaiter()
+		if !ok {
+			return nil, tooManyWaiters()
+		}
+		defer release()
+	}
+	// A poll only waits on the run; it starts it again only if it is gone.
+	row, _ = s.requests.await(ctx, row, prefs.wait, true)
+	return s.answerRequest(row, prefs, false, http.StatusOK), nil
+}
+
+// parseRequestID reads a request id from the path; anything else is a request that does
+// not exist.
+func parseRequestID(raw string) (uuid.UUID, bool) {
+	id, err := uuid.Parse(raw)
+	return id, err == nil
+}
+
+// tooManyWaiters is the gateway cloud API's answer when the instance holds MaxWaiters
+// requests open already.
+func tooManyWaiters() error {
+	return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+		"too many requests are waiting for gateways on this instance: try again shortly, or send Prefer: respond-async", nil),
+		http.Header{"Retry-After": {"1"}})
+}
+
+// createTransactionBody is the body forwarded for a create: the caller's fields, with the
+// request id as transactionId when none was given (set later, see proxy).
+func createTransactionBody(ctx context.Context) ([]byte, error) {
+	e := edgeOf(ctx)
+	var in CreateTransactionBody
+	if raw := bytes.TrimSpace(e.rawBody); len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", "the request body is not valid", nil)
+		}
+	}
+	return json.Marshal(in)
+}
+
+// withTransactionID sets transactionId in a create body that has none.
+func withTransactionID(body []byte, id string) []byte {
+	var in CreateTransactionBody
+	if json.Unmarshal(body, &in) != nil || in.TransactionID != nil {
+		return body
+	}
+	ref := TransactionRef(id)
+	in.TransactionID = &ref
+	out, err := json.Marshal(in)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func isMutating(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead
+}
+
+// idempotencyHash is the SHA-256 of method, path (with query) and the raw body bytes.
+func idempotencyHash(method, uri string, body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(uri))
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
+}

@@ -1,0 +1,205 @@
+// Package gatewayreq is the vocabulary of gateway requests (DESIGN §6): the calls the cloud
+// forwards to a location's gateway local API through a gateway-request/<id> workflow. It
+// names their kinds, classes and states, the outcome a request settles in, the error codes
+// of the terminal states and the spec a workflow runs from, once, for the apiserver, the
+// workflows, the activities and the store. It imports nothing of the service's own, so any
+// of them may use it.
+package gatewayreq
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Classes (DESIGN §6.1) decide waits, deadlines and what may be re-sent.
+const (
+	ClassRead     = "read"
+	ClassWrite    = "write"
+	ClassHardware = "hardware"
+)
+
+// States (DESIGN §6.2): two pending ones, then exactly one terminal.
+const (
+	StatePending             = "pending"
+	StateDispatched          = "dispatched"
+	StateCompleted           = "completed"
+	StateRejected            = "rejected"
+	StateDispatchFailed      = "dispatch_failed"
+	StateGatewayUnresponsive = "gateway_unresponsive"
+)
+
+// Error codes of the terminal states other than completed (DESIGN §6.2).
+const (
+	CodeGatewayRejected     = "GATEWAY_REJECTED"
+	CodeDispatchFailed      = "DISPATCH_FAILED"
+	CodeGatewayUnresponsive = "GATEWAY_UNRESPONSIVE"
+)
+
+// Kinds of the gateway cloud API's proxied operations (DESIGN §6.1): PendingRequest.kind and
+// the RequestKind search attribute show them.
+const (
+	KindHealth             = "health"
+	KindSystem             = "system"
+	KindSystemLogs         = "system-logs"
+	KindListTransactions   = "list-transactions"
+	KindGetTransaction     = "get-transaction"
+	KindReleaseTransaction = "release-transaction"
+	KindOpenTransaction    = "open-transaction"
+	KindListLockers        = "list-lockers"
+	KindLockerConfig       = "locker-config"
+	KindGetLocker          = "get-locker"
+	KindOpenLocker         = "open-locker"
+	KindListLockerTypes    = "list-locker-types"
+	KindGetLockerType      = "get-locker-type"
+	KindListBankTypes      = "list-bank-types"
+	KindGetBankType        = "get-bank-type"
+	// KindCreateTransaction may be re-sent after a lost answer: it always carries a
+	// transactionId, and the gateway answers a repeat with 409 and that same transaction.
+	// A completed create is recorded as a transaction row.
+	KindCreateTransaction = "create-transaction"
+	// KindUpdateLocker may be re-sent after a lost answer: it sets an absolute state.
+	KindUpdateLocker = "update-locker"
+)
+
+// Kinds of the app engine's requests (DESIGN §5): an access code holds its locker through a
+// gateway transaction whose id is the code's. Their subject is the code's id, except a
+// close's, which is the gateway's locker id.
+const (
+	KindAccessCodeHold    = "access-code-hold"
+	KindAccessCodeRelease = "access-code-release"
+	KindAccessCodeOpen    = "access-code-open"
+	KindAccessCodeClose   = "access-code-close"
+)
+
+// Outcome is a request's terminal outcome: for completed, the gateway's answer verbatim;
+// otherwise the state's own HTTP status and error.
+type Outcome struct {
+	Status       string
+	HTTPStatus   int
+	Headers      map[string]string
+	Body         []byte
+	ErrorCode    string
+	ErrorMessage string
+	Details      map[string]any
+}
+
+// Result is a request's terminal outcome as stored, and the gateway-request workflow's
+// result.
+type Result struct {
+	Outcome     Outcome
+	Attempts    int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
+}
+
+// Spec is everything a gateway-request workflow runs from (its input): it is rebuilt from
+// the stored request, so any apiserver or worker can (re)start the workflow identically.
+type Spec struct {
+	RequestID      string
+	OrganizationID int64
+	LocationID     int64
+	GatewayID      int64
+	GatewaySerial  string
+	Kind           string
+	// Class is read, write or hardware (Class*).
+	Class  string
+	Method string
+	// Path is the gateway local-API path with its query.
+	Path   string
+	Body   []byte
+	Policy Policy
+}
+
+// Policy is how a request is dispatched; whoever starts the workflow fills it from its
+// settings and it is recorded with the run, so a change of settings never alters a run in
+// flight. Zero fields take DefaultPolicy's.
+type Policy struct {
+	// CallTimeout is the deadline for an answer to a read or write once delivered (10 s).
+	CallTimeout time.Duration
+	// HardwareTimeout is the deadline for a hardware call: it covers the gateway's own open
+	// policy of 3 attempts of 20 s, 1 s apart (65 s).
+	HardwareTimeout time.Duration
+	// DispatchAttempts is the dispatch budget: how many times delivery is tried (3).
+	DispatchAttempts int
+	// DispatchBackoff is the pause after the first failed delivery, doubled after each (500 ms).
+	DispatchBackoff time.Duration
+	// ConflictRetries is how often a create answered 503 LOCKER_ASSIGNMENT_CONFLICT is
+	// retried (3), ConflictBackoff the pause before each (200 ms).
+	ConflictRetries int
+	ConflictBackoff time.Duration
+}
+
+// DefaultPolicy is DESIGN §6.2's policy.
+func DefaultPolicy() Policy {
+	return Policy{
+		CallTimeout: 10 * time.Second, HardwareTimeout: 65 * time.Second,
+		DispatchAttempts: 3, DispatchBackoff: 500 * time.Millisecond,
+		ConflictRetries: 3, ConflictBackoff: 200 * time.Millisecond,
+	}
+}
+
+// WithDefaults fills the zero fields from DefaultPolicy.
+func (p Policy) WithDefaults() Policy {
+	d := DefaultPolicy()
+	if p.CallTimeout <= 0 {
+		p.CallTimeout = d.CallTimeout
+	}
+	if p.HardwareTimeout <= 0 {
+		p.HardwareTimeout = d.HardwareTimeout
+	}
+	if p.DispatchAttempts <= 0 {
+		p.DispatchAttempts = d.DispatchAttempts
+	}
+	if p.DispatchBackoff <= 0 {
+		p.DispatchBackoff = d.DispatchBackoff
+	}
+	if p.ConflictRetries < 0 {
+		p.ConflictRetries = 0
+	} else if p.ConflictRetries == 0 {
+		p.ConflictRetries = d.ConflictRetries
+	}
+	if p.ConflictBackoff <= 0 {
+		p.ConflictBackoff = d.ConflictBackoff
+	}
+	return p
+}
+
+// Timeout is the deadline of one call of the class.
+func (p Policy) Timeout(class string) time.Duration {
+	if class == ClassHardware {
+		return p.HardwareTimeout
+	}
+	return p.CallTimeout
+}
+
+// SearchKind is the RequestKind search attribute of a gateway request's workflow:
+// "gateway:<serial>:<kind>", so an operator finds all requests of a gateway with
+// RequestKind STARTS_WITH "gateway:GW-0001:".
+func SearchKind(serial, kind string) string { return "gateway:" + serial + ":" + kind }
+
+// Door is what the gateway says of a door in a completed open's LockerOperationResponse or
+// a close's Locker (hardware/gateway's bodies), as far as the service reads it.
+type Door struct {
+	Success  *bool  `json:"success"`
+	DoorOpen bool   `json:"doorOpen"`
+	Message  string `json:"message"`
+}
+
+// ReadDoor reads the door in an outcome's body; a body that says nothing of it reads as the
+// zero Door.
+func ReadDoor(o Outcome) Door {
+	var d Door
+	_ = json.Unmarshal(o.Body, &d)
+	return d
+}
+
+// Opened reports whether an open's outcome opened the door: completed with a 2xx whose body
+// does not say success false.
+func Opened(o Outcome) bool {
+	if o.Status != StateCompleted || o.HTTPStatus/100 != 2 {
+		return false
+	}
+	d := ReadDoor(o)
+	return d.Success == nil || *d.Success
+}
