@@ -339,7 +339,7 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 		if h.h.attempts > 1 {
 			t.retried++
 		}
-		if h.h.fires == 0 && !h.h.expiryAt.IsZero() {
+		if h.h.fires == 0 && !h.h.expiryAt.IsZero() && !h.h.expiryAt.Before(h.call.expires) {
 			t.startedLate++
 		}
 		if !h.h.expiryAt.IsZero() && h.h.expiryAt.Before(h.call.expires) {
