@@ -53,7 +53,7 @@ lint: ## gofmt, go vet, staticcheck and workflowcheck
 # make test-faults DRILLS=kill-worker runs one drill (or a comma-separated list) and prints its report;
 # FAULTS_REPORT= prints the report of all the drills instead of writing it (CI).
 FAULTS_REPORT ?= docs/reliability.md
-test-faults: dev-build ## Fault drills on real processes (worker killed, apiserver and Postgres restarted, gateway hang/down); writes docs/reliability.md
+test-faults: dev-build temporal-build ## Fault drills on real processes, on make run's shape and on the cluster shape (workers, apiservers, Temporal killed; Postgres restarted; gateway hang/down); writes docs/reliability.md
 	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-drill
 	$(BIN)/dev/lockernet-drill -command "make test-faults$(if $(DRILLS), DRILLS=$(DRILLS))" \
 		$(if $(DRILLS),-drills $(DRILLS),$(if $(FAULTS_REPORT),-out $(FAULTS_REPORT))) $(DRILL_ARGS)

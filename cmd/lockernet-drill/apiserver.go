@@ -181,23 +181,7 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 		r.verify(storedNow == o.apiClients, round+": one stored gateway request per client", "%d stored for %d clients", storedNow, o.apiClients)
 
 		// Replay each call once more: the identical answer, marked as a replay.
-		mismatch := 0
-		var mu sync.Mutex
-		parallel(len(outs), 16, func(i int) {
-			out := outs[i]
-			if !out.done {
-				return
-			}
-			a, err := c.do(ctx, out.method, out.path, out.body, map[string]string{"Idempotency-Key": out.key, "Prefer": "wait=0"})
-			if err != nil || a.status != out.final.status || !bytes.Equal(a.body, out.final.body) || a.requestID != out.final.requestID || !a.replayed {
-				mu.Lock()
-				mismatch++
-				mu.Unlock()
-				if err == nil {
-					logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, truncate(a.body), out.final.status, truncate(out.final.body))
-				}
-			}
-		})
+		mismatch := replayMismatches(ctx, c, outs)
 		r.verify(mismatch == 0, round+": a replay with the same key answers identically (status, body, X-Request-Id, Idempotent-Replayed)",
 			"%d of %d differ", mismatch, answered)
 
@@ -257,4 +241,28 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 	r.figure("Requests stored", "%d for %d clients", totalStored, totalClients)
 	r.figure("Time to recover (from the signal)", "%s", strings.Join(recoveries, "; "))
 	return r
+}
+
+// replayMismatches sends every answered call once more with its Idempotency-Key and counts
+// the replays that differ from the client's terminal answer (status, body, X-Request-Id)
+// or are not marked Idempotent-Replayed.
+func replayMismatches(ctx context.Context, c *cloud, outs []clientOutcome) int {
+	mismatch := 0
+	var mu sync.Mutex
+	parallel(len(outs), 16, func(i int) {
+		out := outs[i]
+		if !out.done {
+			return
+		}
+		a, err := c.do(ctx, out.method, out.path, out.body, map[string]string{"Idempotency-Key": out.key, "Prefer": "wait=0"})
+		if err != nil || a.status != out.final.status || !bytes.Equal(a.body, out.final.body) || a.requestID != out.final.requestID || !a.replayed {
+			mu.Lock()
+			mismatch++
+			mu.Unlock()
+			if err == nil {
+				logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, truncate(a.body), out.final.status, truncate(out.final.body))
+			}
+		}
+	})
+	return mismatch
 }

@@ -116,7 +116,7 @@ func (c *cloud) settle(ctx context.Context, id string, wait int) (answer, error)
 // retried with the same key, a 202 is sent again (a replay waits like the first call).
 // It records every exchange in the outcome.
 func (c *cloud) untilAnswered(ctx context.Context, method, path string, body []byte, key string, wait int) clientOutcome {
-	o := clientOutcome{key: key, method: method, path: path, body: body, started: time.Now(), ids: map[string]bool{}}
+	o := clientOutcome{key: key, method: method, path: path, body: body, started: time.Now(), ids: map[string]bool{}, failures: map[string]int{}}
 	h := map[string]string{"Idempotency-Key": key, "Prefer": "wait=" + strconv.Itoa(wait)}
 	for {
 		a, err := c.do(ctx, method, path, body, h)
@@ -125,10 +125,15 @@ func (c *cloud) untilAnswered(ctx context.Context, method, path string, body []b
 		case err != nil:
 			o.errors++
 			o.lastErr = err.Error()
+			o.failures[failureKind(0, nil)]++
 		case a.requestID == "":
 			o.errors++
 			o.lastErr = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+			o.failures[failureKind(a.status, a.header)]++
 		default:
+			if !a.terminal() && a.status >= 500 {
+				o.failures[failureKind(a.status, a.header)]++
+			}
 			o.ids[a.requestID] = true
 			if a.replayed {
 				o.replays++
@@ -159,9 +164,23 @@ type clientOutcome struct {
 	errors       int // exchanges that failed or had no request (outage)
 	replays      int // answers marked Idempotent-Replayed
 	ids          map[string]bool
+	failures     map[string]int // failed exchanges by kind (failureKind)
 	final        answer
 	done         bool
 	lastErr      string
+}
+
+// failureKind names a failed exchange for the census of what clients saw during a fault:
+// "no answer" (refused or cut), "HTTP 503 + Retry-After", "HTTP 500", ...
+func failureKind(status int, h http.Header) string {
+	switch {
+	case status == 0:
+		return "no answer"
+	case h.Get("Retry-After") != "":
+		return fmt.Sprintf("HTTP %d + Retry-After", status)
+	default:
+		return fmt.Sprintf("HTTP %d", status)
+	}
 }
 
 // sim is a gateway's simulator control and its local API, for the checks.

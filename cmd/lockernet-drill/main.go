@@ -4,8 +4,15 @@
 // two simulated gateways from bin/dev), drives it through its HTTP APIs as clients would,
 // breaks one component while requests are in flight, and then counts what every client got:
 // lost requests (must be 0), duplicate door actuations (must be 0) and the time to recover.
+// The cluster-* drills share one system of the production shape instead (make run-cluster:
+// bin/dev/devstack -cluster on a private PostgreSQL cluster, with the Temporal server as its
+// own process, two apiservers and two workers behind nginx, and its supervisor), kill its
+// processes by the pids the supervisor records, and check besides that the durable timers
+// of the tower holds fired once and late rather than never or twice.
 //
-//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,webhooks] [-out docs/reliability.md]
+//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,webhooks,
+//	                 cluster-kill-worker,cluster-kill-apiserver,cluster-kill-temporal,cluster-restart-postgres]
+//	                [-out docs/reliability.md]
 //
 // It exits non-zero when a drill loses a request, doubles a door actuation or another side
 // effect, breaks the API contract, or leaves a component that does not recover within a
@@ -61,19 +68,45 @@ type options struct {
 	whUp      int
 	whDownFor time.Duration
 	whSlow    time.Duration
+
+	ckwOpens int
+	ckwFlows int
+	ckwDelay time.Duration
+	ckwHold  time.Duration
+
+	ckaClients int
+	ckaDelay   time.Duration
+
+	cktLoad      time.Duration
+	cktRate      float64
+	cktKillAfter time.Duration
+	cktHold      time.Duration
+
+	cpgLoad      time.Duration
+	cpgStopAfter time.Duration
+	cpgDown      time.Duration
+	cpgFlowRate  float64
+	cpgOpenRate  float64
+	cpgHold      time.Duration
 }
 
 type drill struct {
 	name string
 	run  func(context.Context, options) *result
+	// onCluster drills run on the one cluster-shape system they share (clusterShape).
+	onCluster func(context.Context, options, *clusterShape) *result
 }
 
 var drills = []drill{
-	{"kill-worker", drillKillWorker},
-	{"restart-apiserver", drillRestartAPIServer},
-	{"restart-postgres", drillRestartPostgres},
-	{"gateway-faults", drillGatewayFaults},
-	{"webhooks", drillWebhooks},
+	{name: "kill-worker", run: drillKillWorker},
+	{name: "restart-apiserver", run: drillRestartAPIServer},
+	{name: "restart-postgres", run: drillRestartPostgres},
+	{name: "gateway-faults", run: drillGatewayFaults},
+	{name: "webhooks", run: drillWebhooks},
+	{name: "cluster-kill-worker", onCluster: drillClusterKillWorker},
+	{name: "cluster-kill-apiserver", onCluster: drillClusterKillAPIServer},
+	{name: "cluster-kill-temporal", onCluster: drillClusterKillTemporal},
+	{name: "cluster-restart-postgres", onCluster: drillClusterRestartPostgres},
 }
 
 func main() {
@@ -128,6 +161,23 @@ func run(ctx context.Context, args []string) (failed bool, err error) {
 	fs.IntVar(&o.whUp, "webhook-events-up", 100, "webhooks: events recorded once it is back")
 	fs.DurationVar(&o.whDownFor, "webhook-down", 6*time.Second, "webhooks: how long the receiver answers 503")
 	fs.DurationVar(&o.whSlow, "webhook-slow", 300*time.Millisecond, "webhooks: how long each of the receiver's answers takes once it is back")
+
+	fs.IntVar(&o.ckwOpens, "cluster-kill-worker-opens", 100, "cluster-kill-worker: door opens in flight when the worker is killed")
+	fs.IntVar(&o.ckwFlows, "cluster-kill-worker-flows", 40, "cluster-kill-worker: tower flows made just before the kill")
+	fs.DurationVar(&o.ckwDelay, "cluster-kill-worker-delay", 10*time.Second, "cluster-kill-worker: how long the simulated gateways take for each open")
+	fs.DurationVar(&o.ckwHold, "cluster-kill-worker-hold", 6*time.Second, "cluster-kill-worker: duration of each reservation and drop-off token")
+	fs.IntVar(&o.ckaClients, "cluster-apiserver-clients", 60, "cluster-kill-apiserver: clients waiting behind nginx")
+	fs.DurationVar(&o.ckaDelay, "cluster-apiserver-delay", 10*time.Second, "cluster-kill-apiserver: how long the simulated gateways take for each open")
+	fs.DurationVar(&o.cktLoad, "cluster-temporal-load", 30*time.Second, "cluster-kill-temporal: how long the load runs")
+	fs.Float64Var(&o.cktRate, "cluster-temporal-flow-rate", 4, "cluster-kill-temporal: tower flows per second")
+	fs.DurationVar(&o.cktKillAfter, "cluster-temporal-kill-after", 10*time.Second, "cluster-kill-temporal: when, into the load, the Temporal server is killed")
+	fs.DurationVar(&o.cktHold, "cluster-temporal-hold", 10*time.Second, "cluster-kill-temporal: duration of each reservation and drop-off token")
+	fs.DurationVar(&o.cpgLoad, "cluster-postgres-load", 40*time.Second, "cluster-restart-postgres: how long the load runs")
+	fs.DurationVar(&o.cpgStopAfter, "cluster-postgres-stop-after", 12*time.Second, "cluster-restart-postgres: when, into the load, Postgres stops")
+	fs.DurationVar(&o.cpgDown, "cluster-postgres-down", 8*time.Second, "cluster-restart-postgres: how long Postgres stays down")
+	fs.Float64Var(&o.cpgFlowRate, "cluster-postgres-flow-rate", 4, "cluster-restart-postgres: tower flows per second")
+	fs.Float64Var(&o.cpgOpenRate, "cluster-postgres-open-rate", 2, "cluster-restart-postgres: gateway door opens per second")
+	fs.DurationVar(&o.cpgHold, "cluster-postgres-hold", 15*time.Second, "cluster-restart-postgres: duration of each reservation and drop-off token")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -151,6 +201,8 @@ func run(ctx context.Context, args []string) (failed bool, err error) {
 		return false, err
 	}
 	rep := &report{started: time.Now(), commit: commit(), command: *command}
+	shape := &clusterShape{o: o}
+	defer shape.close()
 	if rep.command == "" {
 		rep.command = strings.Join(append([]string{"lockernet-drill"}, args...), " ")
 	}
@@ -159,7 +211,12 @@ func run(ctx context.Context, args []string) (failed bool, err error) {
 			return false, ctx.Err()
 		}
 		logf("drill %s: starting", d.name)
-		r := d.run(ctx, o)
+		var r *result
+		if d.onCluster != nil {
+			r = d.onCluster(ctx, o, shape)
+		} else {
+			r = d.run(ctx, o)
+		}
 		r.took = time.Since(r.started)
 		rep.results = append(rep.results, r)
 		verdict := "passed"
@@ -229,8 +286,12 @@ func finish(r *result, sys *system) {
 	if r.passed() {
 		return
 	}
+	n := 30
+	if sys.cluster != nil {
+		n = 80 // every child's output is in the dev stack's log
+	}
 	for _, p := range sys.procs() {
-		fmt.Fprintf(os.Stderr, "----- last lines of %s (%s)\n%s\n", p.name, p.logPath, p.logTail(30))
+		fmt.Fprintf(os.Stderr, "----- last lines of %s (%s)\n%s\n", p.name, p.logPath, p.logTail(n))
 	}
 }
 

@@ -22,12 +22,41 @@ type towerCall struct {
 	kind       string // reservation or dropoff-token
 	start, end time.Time
 	status     int
+	retryAfter bool // the answer carried Retry-After
 	err        string
 	id         string
 	expires    time.Time
 }
 
 func (c towerCall) ok() bool { return c.status == http.StatusCreated && c.id != "" }
+
+// postTower asks for a hold (a reservation or a drop-off token) on the tower API, once.
+func postTower(ctx context.Context, tower *towerAPI, kind, path string, body any) towerCall {
+	c := towerCall{kind: kind, start: time.Now()}
+	a, err := tower.post(ctx, path, body)
+	c.end = time.Now()
+	if err != nil {
+		c.err = err.Error()
+		return c
+	}
+	c.status = a.status
+	c.retryAfter = a.header.Get("Retry-After") != ""
+	if a.status != http.StatusCreated {
+		c.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+		return c
+	}
+	var v struct {
+		ID        string `json:"id"`
+		ExpiresAt string `json:"expiresAt"`
+	}
+	if err := json.Unmarshal(a.body, &v); err != nil {
+		c.err = "decode: " + err.Error()
+		return c
+	}
+	c.id = v.ID
+	c.expires, _ = time.Parse(time.RFC3339Nano, v.ExpiresAt)
+	return c
+}
 
 // drillRestartPostgres: tower flows and gateway requests run while the drill's private
 // Postgres is stopped and started again.
@@ -86,31 +115,6 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		calls = append(calls, c)
 		mu.Unlock()
 	}
-	towerPost := func(ctx context.Context, kind, path string, body any) towerCall {
-		c := towerCall{kind: kind, start: time.Now()}
-		a, err := tower.post(ctx, path, body)
-		c.end = time.Now()
-		if err != nil {
-			c.err = err.Error()
-			return c
-		}
-		c.status = a.status
-		if a.status != http.StatusCreated {
-			c.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
-			return c
-		}
-		var v struct {
-			ID        string `json:"id"`
-			ExpiresAt string `json:"expiresAt"`
-		}
-		if err := json.Unmarshal(a.body, &v); err != nil {
-			c.err = "decode: " + err.Error()
-			return c
-		}
-		c.id = v.ID
-		c.expires, _ = time.Parse(time.RFC3339Nano, v.ExpiresAt)
-		return c
-	}
 
 	lctx, lcancel := context.WithTimeout(ctx, o.pgLoad+o.settleLimit)
 	defer lcancel()
@@ -161,12 +165,12 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 			}
 			l := lockers[n]
 			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := towerPost(ctx, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
+			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
 			record(res)
 			if !res.ok() || n%2 == 1 {
 				return
 			}
-			record(towerPost(ctx, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"}))
+			record(postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"}))
 		})
 	}()
 	// Gateway opens.

@@ -61,6 +61,14 @@ type system struct {
 	worker  *proc
 	gws     []*gatewayProc
 	env     []string // every service process's environment
+
+	// cluster is set when the system is the cluster shape (make run-cluster) instead of the
+	// processes above; api and worker are then unset and the gateways are its children.
+	cluster *clusterStack
+	// pool and towerLockers are shared by the drills that run on one system in turn, so each
+	// gets lockers none before it touched.
+	pool         *lockerPool
+	towerLockers int
 }
 
 // gatewayProc is one simulated gateway.
@@ -272,6 +280,9 @@ func drillLayout(serial string, base, count int) (gateway.Layout, []int) {
 }
 
 func (s *system) procs() []*proc {
+	if s.cluster != nil {
+		return []*proc{s.cluster.stack}
+	}
 	ps := []*proc{s.api, s.worker}
 	for _, g := range s.gws {
 		ps = append(ps, g.proc)
@@ -281,6 +292,11 @@ func (s *system) procs() []*proc {
 
 // notRunning names the processes that are not running (none, when all are up).
 func (s *system) notRunning() []string {
+	if s.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return s.cluster.down(ctx)
+	}
 	var out []string
 	for _, p := range s.procs() {
 		if p != nil && !p.running() {
@@ -298,7 +314,12 @@ func (s *system) close() {
 		}
 	}
 	for _, g := range s.gws {
-		g.stop(10 * time.Second)
+		if g.proc != nil {
+			g.stop(10 * time.Second)
+		}
+	}
+	if s.cluster != nil {
+		s.cluster.stop()
 	}
 	if s.tc != nil {
 		s.tc.Close()
@@ -329,6 +350,25 @@ func (s *system) close() {
 			}
 		}
 	}
+}
+
+// lockers is the system's pool of gateway lockers, shared by the drills that use it.
+func (s *system) lockers() *lockerPool {
+	if s.pool == nil {
+		s.pool = newLockerPool(s)
+	}
+	return s.pool
+}
+
+// freshTowerLockers returns n tower lockers no drill on this system has used.
+func (s *system) freshTowerLockers(ctx context.Context, n int) ([]towerLocker, error) {
+	all, err := addDrillTowers(ctx, s, s.towerLockers+n)
+	if err != nil {
+		return nil, err
+	}
+	out := all[s.towerLockers:]
+	s.towerLockers += n
+	return out, nil
 }
 
 // stopPostgres stops the drill's private cluster (fast shutdown: every session is cut).

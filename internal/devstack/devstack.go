@@ -46,7 +46,9 @@ type Settings struct {
 
 // GatewaySettings place one simulated gateway.
 type GatewaySettings struct {
-	Serial  string
+	Serial string
+	// Layout is the gateway's -layout: a preset or a layout JSON file (LOCKERNET_GW1_LAYOUT /
+	// LOCKERNET_GW2_LAYOUT) [two-banks, one-bank]; the drills give each gateway more lockers.
 	Layout  string
 	Addr    string // LOCKERNET_GW1_ADDR / LOCKERNET_GW2_ADDR
 	SimAddr string // LOCKERNET_GW1_SIM_ADDR / LOCKERNET_GW2_SIM_ADDR
@@ -68,8 +70,8 @@ func LoadSettings() (Settings, error) {
 		APIAdminAddr:   envStr("LOCKERNET_ADMIN_ADDR", "127.0.0.1:8090"),
 		PrivatePGPort:  envInt("LOCKERNET_PG_PORT", 55433),
 		Gateways: []GatewaySettings{
-			{Serial: "GW-0001", Layout: "two-banks", Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
-			{Serial: "GW-0002", Layout: "one-bank", Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202")},
+			{Serial: "GW-0001", Layout: envStr("LOCKERNET_GW1_LAYOUT", "two-banks"), Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
+			{Serial: "GW-0002", Layout: envStr("LOCKERNET_GW2_LAYOUT", "one-bank"), Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202")},
 		},
 	}
 	if !cfg.TemporalIsSet {
