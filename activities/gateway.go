@@ -74,6 +74,10 @@ type GatewayDeps struct {
 	// Policy dispatches the gateway requests the worker starts itself (an access code's hold
 	// release); zero fields take the defaults.
 	Policy gatewayreq.Policy
+	// Stored, when set, is given each request whose outcome FinishGatewayRequest stored (and
+	// followed up): an apiserver running this worker hands it to its handlers waiting for
+	// that request, in-process (nothing when nil).
+	Stored func(store.GatewayRequest)
 }
 
 var defaultGatewayClient = &http.Client{
@@ -324,6 +328,9 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 		if usedCode, err = a.followUp(ctx, r); err != nil {
 			return FinishGatewayRequestResult{}, fmt.Errorf("follow up gateway request: %w", err)
 		}
+	}
+	if d.Stored != nil {
+		d.Stored(r)
 	}
 	d.Metrics.terminal(r.Class, r.Status)
 	activity.GetLogger(ctx).Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,

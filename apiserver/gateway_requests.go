@@ -84,7 +84,7 @@ func (g *gatewayRequests) state(ctx context.Context, orgID int64, id uuid.UUID) 
 // before it goes out. err reports a wait that failed (the client left, Temporal failed); the
 // request returned is then the best known.
 func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, wait time.Duration, poll bool) (store.GatewayRequest, error) {
-	announced, stop := g.outcomes.wait(row.ID)
+	stored, stop := g.outcomes.wait(row.ID)
 	defer stop()
 	var run client.WorkflowRun
 	var err error
@@ -103,7 +103,7 @@ func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, w
 		return row, nil
 	}
 	began := time.Now()
-	res, done, err := g.waitOutcome(ctx, run, &row, wait, announced)
+	res, done, err := g.waitOutcome(ctx, run, &row, wait, stored)
 	markTiming(ctx, "wait", began)
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -149,11 +149,11 @@ func (g *gatewayRequests) start(ctx context.Context, row store.GatewayRequest) (
 }
 
 // waitOutcome waits up to wait for the request's outcome: the workflow's result, or (sooner)
-// Postgres announcing that the outcome is stored. done is false when it did not finish in
+// the outcome stored: handed over in this process, or announced by Postgres. done is false when it did not finish in
 // time; with done, res is the workflow result, or nil when row now holds the stored outcome
 // instead.
 func (g *gatewayRequests) waitOutcome(ctx context.Context, run client.WorkflowRun, row *store.GatewayRequest, wait time.Duration,
-	announced <-chan struct{}) (*gatewayreq.Result, bool, error) {
+	stored *outcomeWaiter) (*gatewayreq.Result, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	type got struct {
@@ -167,6 +167,7 @@ func (g *gatewayRequests) waitOutcome(ctx context.Context, run client.WorkflowRu
 		results <- g
 	}
 	go getResult(run)
+	announced := stored.done
 	restarted := false
 	for {
 		select {
@@ -178,6 +179,12 @@ func (g *gatewayRequests) waitOutcome(ctx context.Context, run client.WorkflowRu
 			return nil, false, nil
 		case <-announced:
 			announced = nil
+			if stored.row != nil {
+				cancel()
+				<-results
+				*row = *stored.row
+				return nil, true, nil
+			}
 			fresh, err := g.store.GatewayRequest(ctx, row.OrganizationID, row.ID)
 			if err == nil && fresh.Terminal() {
 				cancel()

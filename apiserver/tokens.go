@@ -113,7 +113,10 @@ func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64,
 			Outbox: func(r store.IssueResult) []store.OutboxItem {
 				items := []store.OutboxItem{outbox.TokenItem(r.Token, "", "")}
 				if id := r.ConsumedReservation; id != nil {
-					rsv := store.Reservation{ID: *id, LockerID: r.Token.LockerID, TowerID: r.Token.TowerID, LocationID: r.Token.LocationID}
+					// With its expiry: should this signal reach Temporal before the
+					// reservation's own start, it starts the workflow with the right input.
+					rsv := store.Reservation{ID: *id, LockerID: r.Token.LockerID, TowerID: r.Token.TowerID, LocationID: r.Token.LocationID,
+						ExpiresAt: r.ConsumedReservationExpiresAt}
 					items = append(items, outbox.ReservationItem(rsv, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeConsumed))
 				}
 				return items

@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		// workflows this apiserver starts then start eagerly (their first task comes back
 		// with the start call), and a request the gateway answers at once settles here.
 		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring,
-			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()}}
+			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy(), Stored: srv.GatewayOutcomeStored}}
 		g.Go(func() error {
 			logger.Info("gateway-request worker polling", "task_queue", cfg.GatewayTaskQueue)
 			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})

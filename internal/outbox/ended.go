@@ -41,7 +41,7 @@ func EndTokens(ctx context.Context, tx *store.Store, orgID int64, ids []uuid.UUI
 func EndServiceChange(ctx context.Context, tx *store.Store, towerID string, lockerID int64, ch store.ServiceChange, grace time.Duration) ([]store.OutboxItem, error) {
 	var items []store.OutboxItem
 	if ch.CancelledReservation != nil {
-		r := store.Reservation{ID: *ch.CancelledReservation, TowerID: towerID, LockerID: lockerID}
+		r := store.Reservation{ID: *ch.CancelledReservation, TowerID: towerID, LockerID: lockerID, ExpiresAt: ch.CancelledReservationExpiresAt}
 		it, err := Enqueue(ctx, tx, ReservationItem(r, 0, workflows.SignalReservationEnded, workflows.OutcomeCancelled), grace)
 		if err != nil {
 			return nil, err

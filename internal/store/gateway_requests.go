@@ -214,9 +214,16 @@ type GatewaySend struct {
 // BeginGatewaySend records that the workflow's send number send is about to go out: the
 // request becomes dispatched and its attempts count up. It returns the gateway to send to
 // in the same statement. A terminal request never begins a send (ErrNotFound).
+//
+// A read's record does not wait for its WAL flush (synchronous_commit off for this one
+// statement): it is what makes a second run of the same send answer SendUnknown instead of
+// sending again, and a read may be sent again (DESIGN §6.2), so losing the record in a
+// Postgres crash costs at most a repeated read, while every read's answer saves a disk
+// flush. Writes and hardware calls, which must never go out twice blindly, wait for it.
 func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (GatewaySend, error) {
 	var out GatewaySend
 	g := &out.Gateway
+	var commit string
 	err := s.db.QueryRow(ctx, `
 		WITH old AS (
 		    SELECT id, last_send FROM gateway_requests WHERE id = $1 AND completed_at IS NULL FOR UPDATE
@@ -227,12 +234,14 @@ func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (G
 		        updated_at = now(),
 		        last_send = greatest(old.last_send, $2)
 		    FROM old WHERE r.id = old.id
-		    RETURNING r.gateway_id, r.attempts, old.last_send < $2 AS began
+		    RETURNING r.gateway_id, r.attempts, old.last_send < $2 AS began, r.class
 		)
-		SELECT upd.began, upd.attempts, `+gatewayColumns+`
-		FROM upd JOIN gateways g ON g.id = upd.gateway_id`, id, send).
+		SELECT upd.began, upd.attempts, `+gatewayColumns+`,
+		       set_config('synchronous_commit',
+		                  CASE WHEN upd.class = $3 THEN 'off' ELSE current_setting('synchronous_commit') END, true)
+		FROM upd JOIN gateways g ON g.id = upd.gateway_id`, id, send, gatewayreq.ClassRead).
 		Scan(&out.Began, &out.Attempts, &g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL,
-			&g.SecretSealed, &g.Disabled, &g.Online, &g.LastSeenAt)
+			&g.SecretSealed, &g.Disabled, &g.Online, &g.LastSeenAt, &commit)
 	if err != nil {
 		return GatewaySend{}, fmt.Errorf("begin gateway send: %w", translate(err))
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -101,4 +102,23 @@ func TestSaturatedPoolIsOverload(t *testing.T) {
 	release()
 	_, err = st.ListLocations(ctx, 1, 0, 10)
 	require.NoError(t, err, "the pool serves again once the connection is back")
+}
+
+// Nothing listening where Postgres should be: the pool's calls fail as ErrOverloaded.
+func TestUnreachablePostgresIsOverload(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, "postgres://postgres@"+addr+"/none?sslmode=disable&connect_timeout=2", store.Options{MaxConns: 1, AppName: "test"})
+	if err != nil {
+		assert.ErrorIs(t, err, store.ErrOverloaded)
+		return
+	}
+	defer st.Close()
+	err = st.WithTx(ctx, func(*store.Store) error { return nil })
+	assert.ErrorIs(t, err, store.ErrOverloaded)
 }

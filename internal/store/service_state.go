@@ -15,7 +15,9 @@ import (
 type ServiceChange struct {
 	From, To             LockerStatus
 	CancelledReservation *uuid.UUID
-	RevokedTokens        []uuid.UUID
+	// CancelledReservationExpiresAt is the cancelled reservation's expiry (its workflow's input).
+	CancelledReservationExpiresAt time.Time
+	RevokedTokens                 []uuid.UUID
 }
 
 // SetOutOfService takes a tower locker out of service (operators only). The possession
@@ -43,6 +45,9 @@ func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID in
 			}
 		case StatusReserved:
 			ch.CancelledReservation = k.ReservationID
+			if k.HoldExpiresAt != nil {
+				ch.CancelledReservationExpiresAt = *k.HoldExpiresAt
+			}
 			var r Reservation
 			err := tx.db.QueryRow(ctx, `
 				UPDATE reservations SET status = 'cancelled', ended_at = now() WHERE id = $1 AND status = 'active'

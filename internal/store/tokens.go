@@ -111,8 +111,11 @@ type IssueTokenParams struct {
 // IssueResult is a new token and what issuing it changed.
 type IssueResult struct {
 	Token LockerToken
-	// ConsumedReservation is the reservation a drop-off token used up, if any.
-	ConsumedReservation *uuid.UUID
+	// ConsumedReservation is the reservation a drop-off token used up, if any, and
+	// ConsumedReservationExpiresAt its expiry (its workflow's input, should the signal that
+	// it ended be the first the workflow hears).
+	ConsumedReservation          *uuid.UUID
+	ConsumedReservationExpiresAt time.Time
 	From, To            LockerStatus
 	// Outbox are the recorded outbox items, with their ids.
 	Outbox []OutboxItem
@@ -142,6 +145,9 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 				return IssueResult{}, conflict(k, "locker %d is reserved by another client", k.ID)
 			}
 			res.ConsumedReservation = k.ReservationID
+			if k.HoldExpiresAt != nil {
+				res.ConsumedReservationExpiresAt = *k.HoldExpiresAt
+			}
 			res.To = StatusRented
 		case StatusRented, StatusDeclined:
 			if !k.possessedBy(p.ClientID) {

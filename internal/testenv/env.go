@@ -167,7 +167,10 @@ func (e *Env) StartWorker() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store,
-		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring, Policy: e.gatewayPolicy}, Webhooks: e.Webhooks}
+		// As the apiserver's own gateway worker in make run: outcomes are handed to its
+		// waiting handlers in-process (other instances hear of them from Postgres).
+		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring, Policy: e.gatewayPolicy, Stored: e.server.GatewayOutcomeStored},
+		Webhooks: e.Webhooks}
 	go func() {
 		_ = worker.Run(ctx, e.Temporal, e.TaskQueue, acts, worker.Options{})
 		close(done)
