@@ -13,7 +13,9 @@ func TowerSecretPurpose(towerID string) string { return "tower:" + towerID }
 func GatewaySecretPurpose(serial string) string { return "gateway:" + serial }
 
 // WebhookSecretPurpose seals a webhook endpoint's signing secret.
-func WebhookSecretPurpose(endpointID uuid.UUID) string { return "webhook-secret:" + endpointID.String() }
+func WebhookSecretPurpose(endpointID uuid.UUID) string {
+	return "webhook-secret:" + endpointID.String()
+}
 
 // AccessCodePurpose seals an access code's digits.
 func AccessCodePurpose(codeID uuid.UUID) string { return "access-code:" + codeID.String() }

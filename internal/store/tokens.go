@@ -116,7 +116,7 @@ type IssueResult struct {
 	// it ended be the first the workflow hears).
 	ConsumedReservation          *uuid.UUID
 	ConsumedReservationExpiresAt time.Time
-	From, To            LockerStatus
+	From, To                     LockerStatus
 	// Outbox are the recorded outbox items, with their ids.
 	Outbox []OutboxItem
 }
