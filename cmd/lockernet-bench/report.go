@@ -373,7 +373,9 @@ func (t *bareResult) markdown(w writer) {
 	w("")
 	w("A workflow that runs one local activity and completes, started with `EnableEagerStart` by the bench's own worker and client on a task queue "+
 		"of its own (`%s`) against the shape's Temporal server, open loop, %s per offered rate. *start* is the start call's latency; "+
-		"*completed/s* counts the completions the server accepted during the step; *behind* is started less completed when the step ended.", bareQueue, t.Step)
+		"*completed/s* counts the completions the server accepted during the step; *behind* is started less completed when the step ended. It runs last on the shape: driving the server past its knee leaves it busy "+
+		"for minutes, which must not be measured as the tower flow's; so it may share the server with timers the flow and expiry scenarios left, "+
+		"and its figures are a lower bound.", bareQueue, t.Step)
 	w("")
 	w("| offered | started | eager | refused | not sent | start p50 | start p99 | completed/s | behind at the end | the rest done in | verdict |")
 	w("|---|---|---|---|---|---|---|---|---|---|---|")
