@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string) error {
 	var o options
 	fs.StringVar(&o.out, "out", "docs/benchmarks.md", "where to write the report (empty: print only)")
 	fs.DurationVar(&o.step, "step", time.Minute, "how long each offered rate of the flow and temporal scenarios runs (the sustained criterion needs ≥ 60s)")
-	flowRates := fs.String("flow-rates", "50,100,150,200,300", "tower flows per second offered, one step each, until one is not sustained")
+	flowRates := fs.String("flow-rates", "10,25,50,100,150,200,300", "tower flows per second offered, one step each, until one is not sustained")
 	temporalRates := fs.String("temporal-rates", "25,50,100,150,200,300", "bare workflow starts per second offered, one step each, until Temporal falls behind")
 	fs.IntVar(&o.expiryN, "expiry-n", 10000, "reservations expiring together")
 	fs.IntVar(&o.searchLocations, "search-locations", 100000, "generated locations to search")

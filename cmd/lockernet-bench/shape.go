@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/pgcluster"
 	"github.com/lockernet/lockernet/internal/seed"
@@ -66,7 +67,7 @@ type clusterOptions struct {
 
 func clusterFlags(fs *flag.FlagSet, o *clusterOptions) {
 	fs.StringVar(&o.database, "cluster-db", "", "database of the cluster shape, kept between runs [<DATABASE_URL's database>_bench_cluster]; "+
-		"Temporal's are <db>_temporal and <db>_temporal_visibility")
+		"Temporal's, <db>_temporal and <db>_temporal_visibility, are made afresh each run")
 	fs.StringVar(&o.dataDir, "cluster-data-dir", "", "data dir of the cluster shape [$LOCKERNET_DATA_DIR/bench-cluster]")
 	fs.IntVar(&o.portBase, "cluster-port-base", 27000, "the cluster shape listens on ports from here up to here + 280 (API at + 80, Temporal at + 233)")
 	fs.StringVar(&o.binDir, "cluster-bin-dir", "bin/dev", "where devstack and the binaries it starts are (make dev-build temporal-build)")
@@ -118,6 +119,12 @@ func startCluster(ctx context.Context, base config.Config, o clusterOptions) (*c
 	// Kept between runs, like make run's: the bench data (100,000 search locations) is made once.
 	if err := pgcluster.CreateDatabase(ctx, base.DatabaseURL, db); err != nil {
 		return nil, fmt.Errorf("create the cluster shape's database: %w", err)
+	}
+	// Temporal's are not: an earlier run's workflows (tower holds, 10,000 expiring
+	// reservations, bare workflows past the server's knee) would keep the server busy and be
+	// measured as this run's. devstack creates them afresh with Temporal's schema tool.
+	if err := dropDatabases(ctx, base.DatabaseURL, db+"_temporal", db+"_temporal_visibility"); err != nil {
+		return nil, fmt.Errorf("drop the cluster shape's Temporal databases of an earlier run: %w", err)
 	}
 	dir := o.dataDir
 	if dir == "" {
@@ -255,4 +262,19 @@ func tail(path string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// dropDatabases drops the named databases, if they exist, on the server of adminURL.
+func dropDatabases(ctx context.Context, adminURL string, names ...string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, n := range names {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop %s: %w", n, err)
+		}
+	}
+	return nil
 }
