@@ -190,20 +190,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 
 	waitOutboxDrained(ctx, r, sys, o.settleLimit)
-	if !waitPast(ctx, latestExpiry(flows.calls).Add(15*time.Second)) {
-		r.err = ctx.Err()
-		return r
-	}
-	if err := checkTimersOnce(ctx, r, sys, flows.calls, func(due time.Time) string {
-		switch {
-		case due.Before(tKill):
-			return "holds due before the kill"
-		case tBack.IsZero() || due.Before(tBack):
-			return "holds due while worker-1 was down"
-		default:
-			return "holds due after worker-1 was back"
-		}
-	}); err != nil {
+	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "worker-1 was"); err != nil {
 		r.err = err
 		return r
 	}
@@ -465,22 +452,7 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
 	waitOutboxDrained(ctx, r, sys, o.settleLimit)
 
-	settleAt := latestExpiry(flows.calls).Add(15 * time.Second)
-	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	if !waitPast(ctx, settleAt) {
-		r.err = ctx.Err()
-		return r
-	}
-	if err := checkTimersOnce(ctx, r, sys, flows.calls, func(due time.Time) string {
-		switch {
-		case due.Before(tKill):
-			return "holds due before the kill"
-		case due.Before(tBack):
-			return "holds due while Temporal was down"
-		default:
-			return "holds due after Temporal was back"
-		}
-	}); err != nil {
+	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "Temporal was"); err != nil {
 		r.err = err
 		return r
 	}
@@ -664,22 +636,7 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 	waitOutboxDrained(ctx, r, sys, o.settleLimit)
 
-	settleAt := latestExpiry(flows.calls).Add(15 * time.Second)
-	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	if !waitPast(ctx, settleAt) {
-		r.err = ctx.Err()
-		return r
-	}
-	if err := checkTimersOnce(ctx, r, sys, flows.calls, func(due time.Time) string {
-		switch {
-		case due.Before(tDown0):
-			return "holds due before the stop"
-		case due.Before(tUp):
-			return "holds due while Postgres was down"
-		default:
-			return "holds due after Postgres was back"
-		}
-	}); err != nil {
+	if err := settleHolds(ctx, r, sys, flows.calls, tDown0, tUp, "the stop", "Postgres was"); err != nil {
 		r.err = err
 		return r
 	}

@@ -469,3 +469,25 @@ func latestExpiry(calls []towerCall) time.Time {
 	}
 	return latest(ts)
 }
+
+// settleHolds waits until every tower hold of calls is past its expiry (plus 15 s), then
+// checks that each was released by its own workflow's timer exactly once, reporting the holds
+// by when they fell due: before the fault (event, at from), while it lasted (subject, until to;
+// a zero to means it never came back) or after.
+func settleHolds(ctx context.Context, r *result, sys *system, calls []towerCall, from, to time.Time, event, subject string) error {
+	settleAt := latestExpiry(calls).Add(15 * time.Second)
+	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
+	if !waitPast(ctx, settleAt) {
+		return ctx.Err()
+	}
+	return checkTimersOnce(ctx, r, sys, calls, func(due time.Time) string {
+		switch {
+		case due.Before(from):
+			return "holds due before " + event
+		case to.IsZero() || due.Before(to):
+			return "holds due while " + subject + " down"
+		default:
+			return "holds due after " + subject + " back"
+		}
+	})
+}
