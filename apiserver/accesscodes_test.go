@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // codeEnv is an env with the demo gateways running and their lockers mirrored.

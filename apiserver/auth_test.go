@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // tamperSignature flips one bit of the token's signature.

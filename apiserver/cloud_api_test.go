@@ -15,7 +15,7 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 func requireNoCORS(t *testing.T, r testenv.Response) {

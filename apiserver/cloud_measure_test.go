@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/lockernet/lockernet/activities"
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/worker"
 )
 

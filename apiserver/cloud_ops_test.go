@@ -19,8 +19,8 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 func TestCustomerRateLimitHoldsAcrossInstances(t *testing.T) {

@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
-// Demo towers (internal/seed): two at Union Station, one each at Santa Monica Pier and
+// Demo towers (internal/dev/seed): two at Union Station, one each at Santa Monica Pier and
 // Pasadena Old Town. Seed.Towers lists them in this order.
 const (
 	towerUnion1   = "0100000000000011"

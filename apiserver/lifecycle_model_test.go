@@ -21,10 +21,10 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/towersim"
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/internal/towerproto"
 	"github.com/lockernet/lockernet/workflows"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 var towerLocations = []string{"Pasadena Old Town", "Santa Monica Pier", "Union Station"}

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // Every operation of the served OpenAPI spec, every parameter set to malformed values, and

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 const formType = "application/x-www-form-urlencoded"

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // With every connection of the pool busy, a request is answered 503 + Retry-After within

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/towersim"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/internal/towerproto"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/worker"
 	"github.com/lockernet/lockernet/workflows"
 )

@@ -21,8 +21,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/workflows"
 )
 

@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/worker"
 	"github.com/lockernet/lockernet/workflows"
 )

@@ -16,8 +16,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/worker"
 	"github.com/lockernet/lockernet/workflows"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/config"
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 // startRun runs the apiserver as main does, on fresh ports, and stops it when the test ends.

@@ -1,7 +1,7 @@
 // Command devstack is the dev entrypoint behind `make run` and `make run-cluster`: the whole
 // Locker Network Service on this machine, with a real Temporal server embedded (make run),
 // or the production shape of docker/compose.yaml as separate processes (-cluster). It is the
-// only binary that links the Temporal server. Settings: see package internal/devstack.
+// only binary that links the Temporal server. Settings: see package internal/dev/devstack.
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/lockernet/lockernet/internal/devstack"
+	"github.com/lockernet/lockernet/internal/dev/devstack"
 )
 
 func main() {

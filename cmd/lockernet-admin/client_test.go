@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 // The client commands an operator uses: a per-client rate-limit override, and cutting a

@@ -18,8 +18,8 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/testenv"
 )
 
 // adminJSON runs lockernet-admin and decodes its JSON answer into v.

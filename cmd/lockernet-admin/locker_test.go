@@ -17,9 +17,9 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/towersim"
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/workflows"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/dev/seed"
 )
 
 // proxyResult compares the gateway cloud API with the gateway's own local API.

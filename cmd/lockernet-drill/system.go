@@ -17,10 +17,10 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/devtemporal"
+	"github.com/lockernet/lockernet/internal/dev/devtemporal"
+	"github.com/lockernet/lockernet/internal/dev/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/pgcluster"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/workflows"

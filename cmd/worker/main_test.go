@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/config"
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 // While the worker cannot reach Temporal, its health port answers 503 "starting" at once

@@ -17,8 +17,8 @@ func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	forbidden := []string{"go.temporal.io/server", "github.com/temporalio/ui-server", "github.com/lockernet/lockernet/internal/devstack",
-		"github.com/lockernet/lockernet/internal/devtemporal", "github.com/lockernet/lockernet/internal/testenv"}
+	forbidden := []string{"go.temporal.io/server", "github.com/temporalio/ui-server", "github.com/lockernet/lockernet/internal/dev/devstack",
+		"github.com/lockernet/lockernet/internal/dev/devtemporal", "github.com/lockernet/lockernet/internal/dev/testenv"}
 	for _, cmd := range []string{"apiserver", "worker", "gateway", "lockernet-admin"} {
 		t.Run(cmd, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", "github.com/lockernet/lockernet/cmd/"+cmd).CombinedOutput()
@@ -29,7 +29,7 @@ func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 				}
 				// The demo data belongs to the dev stack and the admin tool's seed command.
 				if cmd != "lockernet-admin" {
-					assert.NotEqual(t, "github.com/lockernet/lockernet/internal/seed", dep, "%s links the demo seed", cmd)
+					assert.NotEqual(t, "github.com/lockernet/lockernet/internal/dev/seed", dep, "%s links the demo seed", cmd)
 				}
 			}
 		})

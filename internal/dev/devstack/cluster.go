@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/devtemporal"
+	"github.com/lockernet/lockernet/internal/dev/devtemporal"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lockernet/lockernet/internal/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/pgcluster"
 	"github.com/lockernet/lockernet/internal/store"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/lockernet/lockernet/worker"
 )
 
-const dockerDir = "../../docker"
+const dockerDir = "../../../docker"
 
 // promtool finds promtool, or fails saying how to get it (.ci/run installs it).
 func promtool(t *testing.T) string {
@@ -161,7 +161,7 @@ func TestAlertRulesQueryExportedMetrics(t *testing.T) {
 		} `yaml:"groups"`
 	}
 	require.NoError(t, yaml.Unmarshal(b, &rules))
-	runbook, err := os.ReadFile("../../docs/runbook.md")
+	runbook, err := os.ReadFile("../../../docs/runbook.md")
 	require.NoError(t, err)
 	n := 0
 	for _, g := range rules.Groups {

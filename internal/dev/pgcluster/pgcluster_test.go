@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/pgcluster"
 )
 
 // The fallback when no server runs: a private cluster made with the machine's initdb and

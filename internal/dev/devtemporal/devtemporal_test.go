@@ -14,14 +14,14 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/lockernet/lockernet/activities"
-	"github.com/lockernet/lockernet/internal/devtemporal"
+	"github.com/lockernet/lockernet/internal/dev/devtemporal"
+	"github.com/lockernet/lockernet/internal/dev/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
-	"github.com/lockernet/lockernet/internal/pgcluster"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/internal/testenv"
 	"github.com/lockernet/lockernet/worker"
 	"github.com/lockernet/lockernet/workflows"
 )

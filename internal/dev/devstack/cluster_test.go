@@ -24,13 +24,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/pgcluster"
-	"github.com/lockernet/lockernet/internal/seed"
-	"github.com/lockernet/lockernet/internal/testenv"
+	"github.com/lockernet/lockernet/internal/dev/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 func TestNginxConfigIsComposesWithThisMachinesAddresses(t *testing.T) {
-	compose, err := os.ReadFile(filepath.Join("..", "..", "docker", "nginx.conf"))
+	compose, err := os.ReadFile(filepath.Join("..", "..", "..", "docker", "nginx.conf"))
 	require.NoError(t, err)
 	conf, err := nginxConfig(string(compose), []string{"127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"}, "127.0.0.1:9100", "/data/nginx", false)
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestClusterShape(t *testing.T) {
 	cs, err := LoadClusterSettings()
 	require.NoError(t, err)
 	cs.BinDir = binDir
-	cs.RepoDir = filepath.Join("..", "..")
+	cs.RepoDir = filepath.Join("..", "..", "..")
 	cs.SchemaDir = filepath.Join(goList(t, "-m", "-f", "{{.Dir}}", "go.temporal.io/server"), "schema", "postgresql", "v12")
 	// Admin listeners at port + 100 of each instance: keep them off the ports above.
 	require.NoError(t, checkClusterPorts(cs))
@@ -304,7 +304,7 @@ func buildClusterBinaries(t *testing.T) string {
 	}
 	for _, args := range builds {
 		cmd := exec.Command("go", args...)
-		cmd.Dir = filepath.Join("..", "..")
+		cmd.Dir = filepath.Join("..", "..", "..")
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %s: %s", strings.Join(args, " "), out)
 	}
