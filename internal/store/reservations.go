@@ -61,11 +61,21 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 	}
 	// One statement: claim the locker if it is available now, record the reservation, and
 	// (given) the outbox row of its workflow; then, in the same transaction, its event.
-	var outboxID, subOrg *int64
+	var outboxID, subOrg, locationID *int64
+	var createdAt, expiresAt *time.Time
+	var seen LockerStatus
 	claimed := false
 	err := s.atomically(ctx, p.OrgID, func(tx *Store) error {
 		err := tx.db.QueryRow(ctx, `
 		WITH t AS (SELECT coalesce($7::timestamptz, now()) AS start),
+		cur AS (
+		    -- the locker as the claim decides on it: a concurrent claim's row lock is waited
+		    -- for and its committed row read, so a lost claim names the status it lost to
+		    SELECT k.id, locker_status(k.status, k.hold_expires_at) AS status
+		    FROM lockers k
+		    WHERE k.id = $4 AND k.tower_id = $5 AND k.organization_id = $2
+		    FOR UPDATE
+		),
 		claimed AS (
 		    UPDATE lockers k SET
 		        status = 2,
@@ -76,9 +86,8 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		        -- a new possession: its generation makes every earlier customer's token stale
 		        generation = k.generation + 1,
 		        updated_at = now()
-		    FROM t
-		    WHERE k.id = $4 AND k.tower_id = $5 AND k.organization_id = $2
-		      AND locker_status(k.status, k.hold_expires_at) = 1
+		    FROM t, cur
+		    WHERE k.id = cur.id AND cur.status = 1
 		    RETURNING k.id, k.location_id, k.hold_expires_at, k.generation, t.start
 		), head AS (
 		    -- a new possession: the tower learns the generation floor with its next sync; the
@@ -100,17 +109,19 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		    RETURNING id
 		)
 		SELECT res.created_at, res.expires_at, c.location_id,
-		       (SELECT l.sub_organization_id FROM locations l WHERE l.id = c.location_id), (SELECT id FROM ob)
-		FROM res, claimed c`,
+		       (SELECT l.sub_organization_id FROM locations l WHERE l.id = c.location_id), (SELECT id FROM ob),
+		       cur.status
+		FROM cur LEFT JOIN claimed c ON true LEFT JOIN res ON true`,
 			p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start,
 			ob.workflowID, ob.workflowType, ob.input, ob.attrs, ob.signalName, ob.signalArg, ob.grace).
-			Scan(&r.CreatedAt, &r.ExpiresAt, &r.LocationID, &subOrg, &outboxID)
+			Scan(&createdAt, &expiresAt, &locationID, &subOrg, &outboxID, &seen)
 		if err != nil {
-			if err = translate(err); errors.Is(err, ErrNotFound) {
-				return nil // not claimed: nothing changed, no event
-			}
-			return err
+			return translate(err) // ErrNotFound: no such locker
 		}
+		if createdAt == nil {
+			return nil // not claimed: nothing changed, no event
+		}
+		r.CreatedAt, r.ExpiresAt, r.LocationID = *createdAt, *expiresAt, *locationID
 		claimed = true
 		_, err = tx.RecordEvent(ctx, Event{OrgID: p.OrgID, SubOrgID: subOrg, Type: EventTypeReservationCreated, Data: eventReservation(r)})
 		return err
@@ -124,12 +135,8 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		}
 		return r, nil
 	}
-	k, err := s.Locker(ctx, p.OrgID, p.TowerID, p.LockerID)
-	if err != nil {
-		return Reservation{}, fmt.Errorf("reserve locker: %w", err)
-	}
-	return Reservation{}, &StatusConflictError{Status: k.Status,
-		Msg: fmt.Sprintf("locker %d is %s, not available", k.ID, k.Status.Name())}
+	return Reservation{}, &StatusConflictError{Status: seen,
+		Msg: fmt.Sprintf("locker %d is %s, not available", p.LockerID, seen.Name())}
 }
 
 const reservationSelect = `

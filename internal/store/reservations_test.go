@@ -177,3 +177,50 @@ func TestReserveLocker(t *testing.T) {
 		assert.ErrorIs(t, err, store.ErrNotFound, name)
 	}
 }
+
+// TestReserveLockerLostToShortHold: a claim that waited for a concurrent holder's row lock and
+// lost names the holder's status as of the claim, even when that hold lapses a moment later
+// (a drop-off token of one second does); it never answers "available, not available".
+func TestReserveLockerLostToShortHold(t *testing.T) {
+	t.Parallel()
+	st, demo := seeded(t)
+	ctx := context.Background()
+	tower := demo.Towers[1]
+	lockerID := tower.LockerIDs[2]
+
+	// The holder: a transaction that has the locker's row lock.
+	holder, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // committed below; rollback after commit is a no-op
+	_, err = holder.Exec(ctx, `SELECT 1 FROM lockers WHERE id = $1 FOR UPDATE`, lockerID)
+	require.NoError(t, err)
+
+	// The claim starts and waits for the lock.
+	lost := make(chan error, 1)
+	go func() {
+		_, err := st.ReserveLocker(ctx, store.ReserveParams{ID: uuid.New(), OrgID: demo.Credentials.OrganizationID,
+			ClientID: seed.ClientID, TowerID: tower.ID, LockerID: lockerID, Duration: time.Minute})
+		lost <- err
+	}()
+	var claimStarted time.Time
+	require.Eventually(t, func() bool {
+		return st.Pool().QueryRow(ctx, `
+			SELECT xact_start FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%claimed AS%' AND datname = current_database()`).
+			Scan(&claimStarted) == nil
+	}, 10*time.Second, 10*time.Millisecond, "the claim waits for the holder's lock")
+
+	// The holder rents the locker with a hold that ends just after the claim's clock, and
+	// commits only once that hold has lapsed.
+	_, err = holder.Exec(ctx, `UPDATE lockers SET status = 3, hold_expires_at = $2::timestamptz + interval '20 milliseconds' WHERE id = $1`,
+		lockerID, claimStarted)
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, holder.Commit(ctx))
+
+	err = <-lost
+	var conflict *store.StatusConflictError
+	require.ErrorAs(t, err, &conflict)
+	assert.Equal(t, store.StatusRented, conflict.Status, "the status the claim lost to")
+	assert.Contains(t, err.Error(), "is rented, not available")
+}
