@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockernet/lockernet/cmd/lockernet-drill/doors"
+	"github.com/lockernet/lockernet/internal/dev/drill/doors"
 )
 
 // target is one locker of one gateway that a drill opens.
