@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // drillRestartAPIServer: clients wait on the apiserver (Prefer: wait=30) when it is stopped
@@ -260,7 +262,7 @@ func replayMismatches(ctx context.Context, c *cloud, outs []clientOutcome) int {
 			mismatch++
 			mu.Unlock()
 			if err == nil {
-				logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, truncate(a.body), out.final.status, truncate(out.final.body))
+				logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, loadclient.Excerpt(a.body), out.final.status, loadclient.Excerpt(out.final.body))
 			}
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -421,7 +422,7 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	}()
 	var next sync.Mutex
 	n := 0
-	openLoop(lctx, o.cktRate, o.cktLoad, func(ctx context.Context, _ int) {
+	loadclient.OpenLoop(lctx, o.cktRate, o.cktLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 		next.Lock()
 		i := n
 		n++
@@ -536,7 +537,7 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}()
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.cpgFlowRate, o.cpgLoad, func(ctx context.Context, _ int) {
+		loadclient.OpenLoop(lctx, o.cpgFlowRate, o.cpgLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 			next.Lock()
 			i := n
 			n++
@@ -549,7 +550,7 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}()
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.cpgOpenRate, o.cpgLoad, func(ctx context.Context, _ int) {
+		loadclient.OpenLoop(lctx, o.cpgOpenRate, o.cpgLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 			t, err := sys.lockers().take(-1)
 			if err != nil {
 				gmu.Lock()

@@ -184,8 +184,8 @@ func (f *flowCalls) summary() string {
 
 // tower returns a tower API client with the demo service provider.
 func (s *system) tower(ctx context.Context) (*towerAPI, error) {
-	t := &towerAPI{base: "http://" + s.apiAddr, clientID: s.creds.ServiceProvider.ClientID, secret: s.creds.ServiceProvider.ClientSecret}
-	_, err := t.bearer(ctx)
+	t := newTowerAPI("http://"+s.apiAddr, s.creds.ServiceProvider.ClientID, s.creds.ServiceProvider.ClientSecret)
+	_, err := t.token.Bearer(ctx)
 	return t, err
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // drillKillWorker: door opens in flight at the gateways, the worker is killed with SIGKILL,
@@ -205,7 +207,7 @@ func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens,
 			if err != nil {
 				q.err = err.Error()
 			} else {
-				q.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+				q.err = fmt.Sprintf("HTTP %d: %s", a.status, loadclient.Excerpt(a.body))
 			}
 			select {
 			case <-sctx.Done():

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
@@ -42,7 +43,7 @@ func postTower(ctx context.Context, tower *towerAPI, kind, path string, body any
 	c.status = a.status
 	c.retryAfter = a.header.Get("Retry-After") != ""
 	if a.status != http.StatusCreated {
-		c.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+		c.err = fmt.Sprintf("HTTP %d: %s", a.status, loadclient.Excerpt(a.body))
 		return c
 	}
 	var v struct {
@@ -83,8 +84,8 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	tower := &towerAPI{base: "http://" + sys.apiAddr, clientID: sys.creds.ServiceProvider.ClientID, secret: sys.creds.ServiceProvider.ClientSecret}
-	if _, err := tower.bearer(ctx); err != nil {
+	tower, err := sys.tower(ctx)
+	if err != nil {
 		r.err = err
 		return r
 	}
@@ -157,7 +158,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.pgFlowRate, o.pgLoad, func(ctx context.Context, i int) {
+		loadclient.OpenLoop(lctx, o.pgFlowRate, o.pgLoad, 0, func(ctx context.Context, i int, _ time.Time) {
 			n := int(nextFlow.Add(1)) - 1
 			if n >= len(lockers) {
 				flowsSkip.Add(1)
@@ -183,7 +184,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.pgOpenRate, o.pgLoad, func(ctx context.Context, _ int) {
+		loadclient.OpenLoop(lctx, o.pgOpenRate, o.pgLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 			t, err := pool.take(-1)
 			if err != nil {
 				gmu.Lock()
@@ -494,29 +495,4 @@ func addDrillTowers(ctx context.Context, sys *system, n int) ([]towerLocker, err
 		}
 	}
 	return out, nil
-}
-
-// openLoop calls fn rate times a second for d, each call in its own goroutine, and waits
-// for them all; the schedule never waits for a slow call (open loop).
-func openLoop(ctx context.Context, rate float64, d time.Duration, fn func(ctx context.Context, i int)) {
-	n := int(rate * d.Seconds())
-	interval := time.Duration(float64(time.Second) / rate)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			case <-time.After(wait):
-			}
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			fn(ctx, i)
-		}(i)
-	}
-	wg.Wait()
 }
