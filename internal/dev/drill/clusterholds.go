@@ -439,16 +439,6 @@ func readHoldHistory(ctx context.Context, sys *system, wfID, activity string) (h
 	return h, nil
 }
 
-// waitOutboxDrained waits until every workflow start and signal written to the outbox has
-// been dispatched to Temporal.
-func waitOutboxDrained(ctx context.Context, r *result, sys *system, limit time.Duration) {
-	var left int
-	_, ok := waitFor(ctx, limit, 250*time.Millisecond, func() bool {
-		return sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left) == nil && left == 0
-	})
-	r.verify(ok, "the workflow outbox drains (every workflow start and signal reached Temporal)", "%d rows left", left)
-}
-
 // waitPast sleeps until t; false if ctx ended first.
 func waitPast(ctx context.Context, t time.Time) bool {
 	select {
