@@ -224,6 +224,23 @@ func (s sim) transactions(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// slowGateways puts both gateways in a slow mode for the drill (GW-0001: each local-API
+// request waits d; GW-0002: each door open waits d at the lock controller), so opens are
+// genuinely in flight at the gateways, and returns what puts them back, so the next drill
+// on the same system finds them quick.
+func slowGateways(ctx context.Context, sys *system, d time.Duration) (func(), error) {
+	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
+	ms := int(d / time.Millisecond)
+	back := func() {
+		_ = gw1.setFaults(context.WithoutCancel(ctx), "none", 0)
+		_ = gw2.setFaults(context.WithoutCancel(ctx), "none", 0)
+	}
+	if err := gw1.setFaults(ctx, "slow", ms); err != nil {
+		return back, err
+	}
+	return back, gw2.setFaults(ctx, "controller_slow", ms)
+}
+
 // towerAPI is a service provider on the tower API.
 type towerAPI struct {
 	base  string

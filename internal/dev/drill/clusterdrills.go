@@ -19,22 +19,6 @@ import (
 // two workers behind nginx, and the dev stack's supervisor, which restarts what a drill
 // kills. Clients go through nginx, the one public address.
 
-// slowGateways puts both gateways in a slow mode for the drill (GW-0001: each local-API
-// request waits d; GW-0002: each door open waits d at the lock controller) and returns
-// what puts them back, so the next drill on the same system finds them quick.
-func slowGateways(ctx context.Context, sys *system, d time.Duration) (func(), error) {
-	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
-	ms := int(d / time.Millisecond)
-	back := func() {
-		_ = gw1.setFaults(context.WithoutCancel(ctx), "none", 0)
-		_ = gw2.setFaults(context.WithoutCancel(ctx), "none", 0)
-	}
-	if err := gw1.setFaults(ctx, "slow", ms); err != nil {
-		return back, err
-	}
-	return back, gw2.setFaults(ctx, "controller_slow", ms)
-}
-
 // restartFigure reports the supervisor's restarts during the drill and checks that the
 // killed child was restarted once and nothing else (reported only: a child that dies of
 // the fault and comes back is not a failure as long as nothing is lost).

@@ -12,7 +12,6 @@ import (
 // opened twice.
 func drillKillWorker(ctx context.Context, o options) (r *result) {
 	r = newResult("kill-worker", "kill -9 a worker with hardware opens in flight")
-	delayMs := int(o.kwDelay / time.Millisecond)
 	r.what = fmt.Sprintf("%d locker opens are sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` each), "+
 		"alternating between the two gateways, every one on a locker of its own. Both simulated gateways are slow: GW-0001 in "+
 		"`slow` mode (each local-API request waits %s before it is handled), GW-0002 in `controller_slow` mode (each door open "+
@@ -32,8 +31,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 	c := sys.cloud()
 	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
 	for _, step := range []func() error{
-		func() error { return gw1.setFaults(ctx, "slow", delayMs) },
-		func() error { return gw2.setFaults(ctx, "controller_slow", delayMs) },
+		func() error { _, err := slowGateways(ctx, sys, o.kwDelay); return err },
 		func() error { return gw1.resetStats(ctx) },
 		func() error { return gw2.resetStats(ctx) },
 	} {
