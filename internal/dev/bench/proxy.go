@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/dev/seed"
 )
 
@@ -55,7 +56,7 @@ func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (pro
 		for _, p := range phaseNames {
 			phases[p] = newSample(p)
 		}
-		openLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+		loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
 			r, err := b.api.do(ctx, method, url, headers, nil)
 			if err != nil || r.status != want {
 				s.fail()

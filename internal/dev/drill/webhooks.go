@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 
@@ -230,7 +231,7 @@ func (a *appClient) do(ctx context.Context, method, path string, body any, want 
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if ans.status != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, ans.status, truncate(ans.body))
+		return fmt.Errorf("%s %s: %d %s", method, path, ans.status, loadclient.Excerpt(ans.body))
 	}
 	if out != nil {
 		return json.Unmarshal(ans.body, out)

@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -89,28 +89,7 @@ func newSystem(ctx context.Context, opts systemOptions) (sys *system, err error)
 			s.close()
 		}
 	}()
-	if s.dir, err = os.MkdirTemp("", "lockernet-drill-"); err != nil {
-		return nil, fmt.Errorf("create drill dir: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o700); err != nil {
-		return nil, err
-	}
-
-	// PostgreSQL: a private cluster in a directory of its own (it is handed to the
-	// postgres user when running as root), on a free port.
-	if s.pgDir, err = os.MkdirTemp("", "lockernet-drill-pg-"); err != nil {
-		return nil, fmt.Errorf("create postgres dir: %w", err)
-	}
-	if s.pgPort, err = pgcluster.FreePort(); err != nil {
-		return nil, err
-	}
-	if s.pg, err = pgcluster.EnsureRunning(ctx, s.pgDir, s.pgPort); err != nil {
-		return nil, err
-	}
-	if err := pgcluster.CreateDatabase(ctx, s.pg.URL(), "lockernet"); err != nil {
-		return nil, err
-	}
-	if s.dbURL, err = pgcluster.WithDatabase(s.pg.URL(), "lockernet"); err != nil {
+	if err := s.startPrivatePostgres(ctx, "lockernet-drill-"); err != nil {
 		return nil, err
 	}
 
@@ -206,6 +185,32 @@ func newSystem(ctx context.Context, opts systemOptions) (sys *system, err error)
 		}
 	}
 	return s, nil
+}
+
+// startPrivatePostgres makes the system's directory (dirPattern names it; logs in logs/)
+// and starts its PostgreSQL: a private cluster in a directory of its own (it is handed to
+// the postgres user when running as root), on a free port, with the database lockernet.
+func (s *system) startPrivatePostgres(ctx context.Context, dirPattern string) (err error) {
+	if s.dir, err = os.MkdirTemp("", dirPattern); err != nil {
+		return fmt.Errorf("create drill dir: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o700); err != nil {
+		return err
+	}
+	if s.pgDir, err = os.MkdirTemp("", "lockernet-drill-pg-"); err != nil {
+		return fmt.Errorf("create postgres dir: %w", err)
+	}
+	if s.pgPort, err = pgcluster.FreePort(); err != nil {
+		return err
+	}
+	if s.pg, err = pgcluster.EnsureRunning(ctx, s.pgDir, s.pgPort); err != nil {
+		return err
+	}
+	if err := pgcluster.CreateDatabase(ctx, s.pg.URL(), "lockernet"); err != nil {
+		return err
+	}
+	s.dbURL, err = pgcluster.WithDatabase(s.pg.URL(), "lockernet")
+	return err
 }
 
 // prepareGateway writes the layout and secret of gateway n, registers it with the cloud
@@ -389,3 +394,34 @@ func (s *system) startPostgres(ctx context.Context) error {
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// pgOutage is when a drill's Postgres went down and came back (pgOutage.run).
+type pgOutage struct {
+	stop0   time.Time // stop issued
+	stopped time.Time // stopped
+	start0  time.Time // start issued
+	up      time.Time // answering again
+	err     error
+}
+
+// restartPostgres stops the system's Postgres after `after`, leaves it down for `down` and
+// starts it again, recording when.
+func (s *system) restartPostgres(ctx context.Context, after, down time.Duration) (o pgOutage) {
+	time.Sleep(after)
+	logf("  stopping postgres")
+	o.stop0 = time.Now()
+	if err := s.stopPostgres(ctx); err != nil {
+		o.err = fmt.Errorf("stop postgres: %w", err)
+		return o
+	}
+	o.stopped = time.Now()
+	time.Sleep(down)
+	logf("  starting postgres")
+	o.start0 = time.Now()
+	if err := s.startPostgres(ctx); err != nil {
+		o.err = fmt.Errorf("start postgres again: %w", err)
+		return o
+	}
+	o.up = time.Now()
+	return o
+}

@@ -1,9 +1,8 @@
-package main
+package drill
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 )
@@ -13,7 +12,6 @@ import (
 // opened twice.
 func drillKillWorker(ctx context.Context, o options) (r *result) {
 	r = newResult("kill-worker", "kill -9 a worker with hardware opens in flight")
-	delayMs := int(o.kwDelay / time.Millisecond)
 	r.what = fmt.Sprintf("%d locker opens are sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` each), "+
 		"alternating between the two gateways, every one on a locker of its own. Both simulated gateways are slow: GW-0001 in "+
 		"`slow` mode (each local-API request waits %s before it is handled), GW-0002 in `controller_slow` mode (each door open "+
@@ -33,8 +31,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 	c := sys.cloud()
 	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
 	for _, step := range []func() error{
-		func() error { return gw1.setFaults(ctx, "slow", delayMs) },
-		func() error { return gw2.setFaults(ctx, "controller_slow", delayMs) },
+		func() error { _, err := slowGateways(ctx, sys, o.kwDelay); return err },
 		func() error { return gw1.resetStats(ctx) },
 		func() error { return gw2.resetStats(ctx) },
 	} {
@@ -61,13 +58,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 	r.figure("Opens sent", "%d accepted in %s (%d never accepted)", len(ids), secs(time.Since(sendStart)), len(inflight)-len(ids))
 
 	// Wait until the worker has sent every one of them to its gateway.
-	var sent, settledBefore int
-	_, all := waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
-		err := sys.st.Pool().QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
-			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settledBefore)
-		return err == nil && sent+settledBefore >= len(ids)
-	})
+	sent, settledBefore, all := sys.waitSent(ctx, ids)
 	if !all {
 		r.note("Not every open had been sent to its gateway a minute after submission; the worker was killed anyway.")
 	}
@@ -151,71 +142,18 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 
 	// Door actuations, once nothing sent before the kill can still be on its way at a gateway.
 	time.Sleep(time.Until(tKill.Add(o.kwDelay + 2*time.Second)))
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	w := doorsOtherThanCompleted
+	w.duplicates = "no door opened more than once per open request, none opened unasked (/sim/stats)"
+	if err := checkDoors(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...), w); err != nil {
 		r.err = err
 		return r
 	}
-	d := accountDoors(acts, baseline, append(inflight.answers(), during.answers()...))
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open answered other than completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request, none opened unasked (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 	r.verify(sys.worker.running(), "the new worker keeps running", "worker starts: %d", sys.worker.runs)
 	r.note("Once delivered, a hardware call is never re-sent (DESIGN §6.2): an open whose send was cut by the kill " +
 		"is settled by the new worker as `gateway_unresponsive` (504) without a second send, since the door may have moved. " +
 		"The simulated gateway abandons an open whose caller hung up before the door moved, so those opens did not " +
 		"actuate; the check would catch a door that moved twice either way.")
 	return r
-}
-
-// opens are door opens sent asynchronously and then polled.
-type opens []*asyncOpen
-
-type asyncOpen struct {
-	t     target
-	id    string
-	err   string
-	final answer
-}
-
-// submitOpens sends n opens on fresh lockers with Prefer: respond-async, each retried with
-// its Idempotency-Key until it is accepted (or a minute passes).
-func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens, error) {
-	out := make(opens, n)
-	for i := range out {
-		t, err := pool.take(-1)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = &asyncOpen{t: t}
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	parallel(n, 32, func(i int) {
-		q, key := out[i], newKey()
-		for {
-			a, err := c.do(sctx, http.MethodPost, openPath(q.t.gw.locationID, q.t.locker), nil,
-				map[string]string{"Idempotency-Key": key, "Prefer": "respond-async"})
-			if err == nil && a.requestID != "" {
-				q.id = a.requestID
-				return
-			}
-			if err != nil {
-				q.err = err.Error()
-			} else {
-				q.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
-			}
-			select {
-			case <-sctx.Done():
-				logf("  an open was never accepted: %s", q.err)
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
-	return out, nil
 }
 
 func (b opens) ids() []string {

@@ -1,9 +1,8 @@
-package main
+package drill
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -18,22 +18,6 @@ import (
 // Temporal server as its own process on Postgres with 4 history shards, two apiservers and
 // two workers behind nginx, and the dev stack's supervisor, which restarts what a drill
 // kills. Clients go through nginx, the one public address.
-
-// slowGateways puts both gateways in a slow mode for the drill (GW-0001: each local-API
-// request waits d; GW-0002: each door open waits d at the lock controller) and returns
-// what puts them back, so the next drill on the same system finds them quick.
-func slowGateways(ctx context.Context, sys *system, d time.Duration) (func(), error) {
-	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
-	ms := int(d / time.Millisecond)
-	back := func() {
-		_ = gw1.setFaults(context.WithoutCancel(ctx), "none", 0)
-		_ = gw2.setFaults(context.WithoutCancel(ctx), "none", 0)
-	}
-	if err := gw1.setFaults(ctx, "slow", ms); err != nil {
-		return back, err
-	}
-	return back, gw2.setFaults(ctx, "controller_slow", ms)
-}
 
 // restartFigure reports the supervisor's restarts during the drill and checks that the
 // killed child was restarted once and nothing else (reported only: a child that dies of
@@ -114,13 +98,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	parallel(len(lockers), 8, func(i int) {
 		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
 	})
-	var sent, settledBefore int
-	waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
-		err := sys.st.Pool().QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
-			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settledBefore)
-		return err == nil && sent+settledBefore >= len(ids)
-	})
+	sent, settledBefore, _ := sys.waitSent(ctx, ids)
 	pids := map[string]int{}
 	for _, n := range []string{"apiserver-1", "apiserver-2", "worker-1", "worker-2"} {
 		pids[n], _ = sys.cluster.pid(n)
@@ -177,19 +155,12 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	r.figure("Opens whose workflow tasks ran on each process", "%s", counts(byProc))
 
 	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	d := accountDoors(acts, baseline, inflight.answers())
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open answered other than completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 
-	waitOutboxDrained(ctx, r, sys, o.settleLimit)
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
 	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "worker-1 was"); err != nil {
 		r.err = err
 		return r
@@ -261,24 +232,11 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 			return r
 		}
 	}
-	outs := make([]clientOutcome, o.ckaClients)
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, o.settleLimit)
 	defer cancel()
-	var wg sync.WaitGroup
-	for i := range outs {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			t := targets[i]
-			outs[i] = c.untilAnswered(cctx, http.MethodPost, openPath(t.gw.locationID, t.locker), nil, newKey(), 30)
-		}(i)
-	}
-	var stored int
-	waitFor(ctx, 20*time.Second, 100*time.Millisecond, func() bool {
-		err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE created_at >= $1`, start).Scan(&stored)
-		return err == nil && stored >= o.ckaClients
-	})
+	clients := startWaiting(cctx, c, targets, 30, nil)
+	stored := sys.waitStored(ctx, start, o.ckaClients, 20*time.Second)
 	time.Sleep(time.Second)
 	tKill := time.Now()
 	pid, err := sys.cluster.kill("apiserver-1")
@@ -287,38 +245,18 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		return r
 	}
 	tBack, restartErr := sys.cluster.waitRestarted(ctx, "apiserver-1", pid, 90*time.Second)
-	wg.Wait()
+	outs := clients.wait()
 	back()
 
-	answered, hit, sends, multi := 0, 0, 0, 0
-	states := map[string]int{}
+	tl := tallyOutcomes(outs)
 	var cs census
-	var settled, waits []time.Duration
-	var last time.Time
-	for i, out := range outs {
-		sends += out.sends
-		cs.addAll(out.failures)
-		if out.errors > 0 {
-			hit++
-		}
-		if len(out.ids) > 1 {
-			multi++
-		}
-		if !out.done {
-			logf("  client %d never got an answer: %s", i, out.lastErr)
-			continue
-		}
-		answered++
-		states[out.final.state]++
-		waits = append(waits, out.settled.Sub(out.started))
-		if out.errors > 0 {
-			settled = append(settled, out.settled.Sub(tKill))
-		}
-		if out.settled.After(last) {
-			last = out.settled
-		}
+	cs.addAll(tl.failures)
+	var settled []time.Duration
+	for _, t := range tl.retried {
+		settled = append(settled, t.Sub(tKill))
 	}
-	r.lost = o.ckaClients - answered
+	last := latest(tl.settled)
+	r.lost = o.ckaClients - tl.answered
 	r.figure("Clients waiting when apiserver-1 was killed", "%d (%d of their requests stored)", o.ckaClients, stored)
 	r.verify(restartErr == nil, "the supervisor restarts apiserver-1 and it answers /healthz", "%v", orOK(restartErr))
 	if restartErr == nil {
@@ -328,13 +266,13 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		r.figure("Time to recover (kill → last client answered)", "%s (the gateways alone take %s)", secs(last.Sub(tKill)), human(o.ckaDelay))
 	}
 	r.figure("What the clients saw", "%d of %d had their call cut or refused and sent it again; %d HTTP exchanges in all; "+
-		"failed exchanges: %s; answers: %s", hit, o.ckaClients, sends, counts(cs.counts()), counts(states))
+		"failed exchanges: %s; answers: %s", tl.hit, o.ckaClients, tl.sends, counts(cs.counts()), counts(tl.states))
 	r.figure("Kill → terminal answer, clients whose call was cut", "%s", durations(settled))
-	r.figure("Client time to the terminal answer", "%s", durations(waits))
+	r.figure("Client time to the terminal answer", "%s", durations(tl.waits))
 	r.verify(r.lost == 0, "every client got its terminal answer (lost requests)", "%d of %d without one", r.lost, o.ckaClients)
-	r.verify(multi == 0, "each Idempotency-Key stood for one request throughout (one X-Request-Id)", "%d keys saw more than one", multi)
-	var storedNow int
-	if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE created_at >= $1`, start).Scan(&storedNow); err != nil {
+	r.verify(tl.multi == 0, "each Idempotency-Key stood for one request throughout (one X-Request-Id)", "%d keys saw more than one", tl.multi)
+	storedNow, err := sys.storedSince(ctx, start)
+	if err != nil {
 		r.err = err
 		return r
 	}
@@ -343,24 +281,13 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
 	mismatch := replayMismatches(ctx, c, outs)
 	r.verify(mismatch == 0, "a replay with the same key answers identically (status, body, X-Request-Id, Idempotent-Replayed)",
-		"%d of %d differ", mismatch, answered)
+		"%d of %d differ", mismatch, tl.answered)
 
 	time.Sleep(2 * time.Second)
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	if err := checkDoors(ctx, r, sys, baseline, openAnswers(outs, targets), doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	opens := make([]openAnswer, len(outs))
-	for i, out := range outs {
-		opens[i] = openAnswer{t: targets[i], answered: out.done, state: out.final.state, body: out.final.body}
-	}
-	d := accountDoors(acts, baseline, opens)
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open not answered completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 	restartFigure(r, sys, restartsBefore, "apiserver-1")
 	r.note("nginx (docker/nginx.conf) never re-sends a POST to the other apiserver once it was sent: a client whose " +
 		"connection to apiserver-1 was cut gets a 502 from nginx or a cut connection, and sends its call again with the " +
@@ -421,7 +348,7 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	}()
 	var next sync.Mutex
 	n := 0
-	openLoop(lctx, o.cktRate, o.cktLoad, func(ctx context.Context, _ int) {
+	loadclient.OpenLoop(lctx, o.cktRate, o.cktLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 		next.Lock()
 		i := n
 		n++
@@ -450,7 +377,7 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	r.verify(flows.lost == 0, "every tower flow was answered 201 (lost requests)", "%d of %d not", flows.lost, flows.flows)
 	of500, _ := cs.tally(true)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
-	waitOutboxDrained(ctx, r, sys, o.settleLimit)
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
 
 	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "Temporal was"); err != nil {
 		r.err = err
@@ -499,44 +426,26 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 		return r
 	}
 	var (
-		cs                        census
-		flows                     flowCalls
-		tDown0, tUp0, tUp         time.Time
-		pgErr                     error
-		gmu                       sync.Mutex
-		gOuts                     []clientOutcome
-		gTargets                  []target
-		gErr                      error
-		next                      sync.Mutex
-		n                         int
-		hold                      = int(o.cpgHold / time.Second)
-		lctx, lcancel             = context.WithTimeout(ctx, o.cpgLoad+o.settleLimit)
-		wg                        sync.WaitGroup
-		firstOKAfter, lastFailure time.Time
+		cs            census
+		flows         flowCalls
+		out           pgOutage
+		gl            openLoad
+		next          sync.Mutex
+		n             int
+		hold          = int(o.cpgHold / time.Second)
+		lctx, lcancel = context.WithTimeout(ctx, o.cpgLoad+o.settleLimit)
+		wg            sync.WaitGroup
+		firstOKAfter  time.Time
 	)
 	defer lcancel()
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		time.Sleep(o.cpgStopAfter)
-		logf("  stopping postgres")
-		tDown0 = time.Now()
-		if err := sys.stopPostgres(lctx); err != nil {
-			pgErr = fmt.Errorf("stop postgres: %w", err)
-			return
-		}
-		time.Sleep(o.cpgDown)
-		logf("  starting postgres")
-		tUp0 = time.Now()
-		if err := sys.startPostgres(lctx); err != nil {
-			pgErr = fmt.Errorf("start postgres again: %w", err)
-			return
-		}
-		tUp = time.Now()
+		out = sys.restartPostgres(lctx, o.cpgStopAfter, o.cpgDown)
 	}()
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.cpgFlowRate, o.cpgLoad, func(ctx context.Context, _ int) {
+		loadclient.OpenLoop(lctx, o.cpgFlowRate, o.cpgLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
 			next.Lock()
 			i := n
 			n++
@@ -549,57 +458,28 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}()
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.cpgOpenRate, o.cpgLoad, func(ctx context.Context, _ int) {
-			t, err := sys.lockers().take(-1)
-			if err != nil {
-				gmu.Lock()
-				gErr = err
-				gmu.Unlock()
-				return
-			}
-			out := c.untilAnswered(ctx, http.MethodPost, openPath(t.gw.locationID, t.locker), nil, newKey(), 10)
-			gmu.Lock()
-			gOuts, gTargets = append(gOuts, out), append(gTargets, t)
-			gmu.Unlock()
-		})
+		gl.run(lctx, c, sys.lockers(), o.cpgOpenRate, o.cpgLoad)
 	}()
 	wg.Wait()
-	if pgErr != nil {
-		r.err = pgErr
+	if out.err != nil {
+		r.err = out.err
 		return r
 	}
-	if gErr != nil {
-		r.err = gErr
+	if gl.err != nil {
+		r.err = gl.err
 		return r
 	}
+	tDown0, tUp0, tUp, gOuts := out.stop0, out.start0, out.up, gl.outs
 	r.figure("Postgres down (stop issued → start returned)", "%s", secs(tUp.Sub(tDown0)))
 	for _, call := range flows.calls {
 		if call.ok() && call.end.After(tUp0) && (firstOKAfter.IsZero() || call.end.Before(firstOKAfter)) {
 			firstOKAfter = call.end
 		}
 	}
-	lost, multi, retried := 0, 0, 0
-	states := map[string]int{}
-	var opens []openAnswer
-	for i, out := range gOuts {
-		cs.addAll(out.failures)
-		if len(out.ids) > 1 {
-			multi++
-		}
-		if out.errors > 0 {
-			retried++
-			if out.done && out.settled.After(lastFailure) {
-				lastFailure = out.settled
-			}
-		}
-		if !out.done {
-			lost++
-			logf("  gateway client never got an answer: %s", out.lastErr)
-		} else {
-			states[out.final.state]++
-		}
-		opens = append(opens, openAnswer{t: gTargets[i], answered: out.done, state: out.final.state, body: out.final.body})
-	}
+	tl := tallyOutcomes(gOuts)
+	cs.addAll(tl.failures)
+	lastFailure := latest(tl.retried)
+	lost, multi, retried, states := tl.lost, tl.multi, tl.hit, tl.states
 	if !firstOKAfter.IsZero() {
 		r.figure("Time to recover (Postgres start issued → first tower hold answered 201)", "%s", secs(firstOKAfter.Sub(tUp0)))
 	}
@@ -616,25 +496,18 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	of500, others := cs.tally(false)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d answers were 500", of500)
 	r.verify(others == 0, "every refused call was answered 503 with Retry-After (no other status, no cut connection)", "%d were not", others)
-	var stored int
-	if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE created_at >= $1`, r.started).Scan(&stored); err != nil {
+	stored, err := sys.storedSince(ctx, r.started)
+	if err != nil {
 		r.err = err
 		return r
 	}
 	r.verify(stored == len(gOuts), "one stored gateway request per open", "%d stored for %d opens", stored, len(gOuts))
 	time.Sleep(2 * time.Second)
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	if err := checkDoors(ctx, r, sys, baseline, openAnswers(gOuts, gl.targets), doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	d := accountDoors(acts, baseline, opens)
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open not answered completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
-	waitOutboxDrained(ctx, r, sys, o.settleLimit)
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
 
 	if err := settleHolds(ctx, r, sys, flows.calls, tDown0, tUp, "the stop", "Postgres was"); err != nil {
 		r.err = err

@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
@@ -42,7 +43,7 @@ func postTower(ctx context.Context, tower *towerAPI, kind, path string, body any
 	c.status = a.status
 	c.retryAfter = a.header.Get("Retry-After") != ""
 	if a.status != http.StatusCreated {
-		c.err = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+		c.err = fmt.Sprintf("HTTP %d: %s", a.status, loadclient.Excerpt(a.body))
 		return c
 	}
 	var v struct {
@@ -83,8 +84,8 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	tower := &towerAPI{base: "http://" + sys.apiAddr, clientID: sys.creds.ServiceProvider.ClientID, secret: sys.creds.ServiceProvider.ClientSecret}
-	if _, err := tower.bearer(ctx); err != nil {
+	tower, err := sys.tower(ctx)
+	if err != nil {
 		r.err = err
 		return r
 	}
@@ -100,11 +101,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	var (
 		mu        sync.Mutex
 		calls     []towerCall
-		tDown0    time.Time // stop requested
-		tDown     time.Time // stopped
-		tUp0      time.Time // start requested
-		tUp       time.Time // answering again
-		pgErr     error
+		out       pgOutage
 		backlog   = -1 // outbox rows written before the restart, at the first look after it
 		drainedAt time.Time
 		nextFlow  atomic.Int64
@@ -124,22 +121,10 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		time.Sleep(o.pgStopAfter)
-		logf("  stopping postgres")
-		tDown0 = time.Now()
-		if err := sys.stopPostgres(lctx); err != nil {
-			pgErr = fmt.Errorf("stop postgres: %w", err)
+		if out = sys.restartPostgres(lctx, o.pgStopAfter, o.pgDown); out.err != nil {
 			return
 		}
-		tDown = time.Now()
-		time.Sleep(o.pgDown)
-		logf("  starting postgres")
-		tUp0 = time.Now()
-		if err := sys.startPostgres(lctx); err != nil {
-			pgErr = fmt.Errorf("start postgres again: %w", err)
-			return
-		}
-		tUp = time.Now()
+		tUp0 := out.start0
 		// The workflows of holds written before the stop start through the outbox: how long
 		// until the last of them is dispatched?
 		drainedAt, _ = waitFor(lctx, o.settleLimit, 100*time.Millisecond, func() bool {
@@ -157,7 +142,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.pgFlowRate, o.pgLoad, func(ctx context.Context, i int) {
+		loadclient.OpenLoop(lctx, o.pgFlowRate, o.pgLoad, 0, func(ctx context.Context, i int, _ time.Time) {
 			n := int(nextFlow.Add(1)) - 1
 			if n >= len(lockers) {
 				flowsSkip.Add(1)
@@ -174,40 +159,24 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		})
 	}()
 	// Gateway opens.
-	var (
-		gmu     sync.Mutex
-		gOuts   []clientOutcome
-		gTarget []target
-		gErr    error
-	)
+	var gl openLoad
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		openLoop(lctx, o.pgOpenRate, o.pgLoad, func(ctx context.Context, _ int) {
-			t, err := pool.take(-1)
-			if err != nil {
-				gmu.Lock()
-				gErr = err
-				gmu.Unlock()
-				return
-			}
-			out := c.untilAnswered(ctx, http.MethodPost, openPath(t.gw.locationID, t.locker), nil, newKey(), 10)
-			gmu.Lock()
-			gOuts, gTarget = append(gOuts, out), append(gTarget, t)
-			gmu.Unlock()
-		})
+		gl.run(lctx, c, pool, o.pgOpenRate, o.pgLoad)
 	}()
 	wg.Wait()
 	loadEnd := time.Now()
-	if pgErr != nil {
-		r.verify(false, "Postgres stops and starts again", "%v", pgErr)
-		r.err = pgErr
+	if out.err != nil {
+		r.verify(false, "Postgres stops and starts again", "%v", out.err)
+		r.err = out.err
 		return r
 	}
-	if gErr != nil {
-		r.err = gErr
+	if gl.err != nil {
+		r.err = gl.err
 		return r
 	}
+	tDown0, tDown, tUp0, tUp, gOuts := out.stop0, out.stopped, out.start0, out.up, gl.outs
 	r.figure("Postgres down (stop issued → answering again)", "%s (the stop took %s, the start %s)", secs(tUp.Sub(tDown0)),
 		secs(tDown.Sub(tDown0)), secs(tUp.Sub(tUp0)))
 
@@ -265,26 +234,9 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	r.observe(failedOutside == 0, "no tower call failed more than 5 s away from the outage", "%d did", failedOutside)
 
 	// Gateway requests.
-	lost, multi, gErrs := 0, 0, 0
-	states := map[string]int{}
-	var opens []openAnswer
-	var gSettled []time.Time
-	for i, out := range gOuts {
-		gErrs += out.errors
-		if len(out.ids) > 1 {
-			multi++
-		}
-		if !out.done {
-			lost++
-			logf("  gateway client never got an answer: %s", out.lastErr)
-		} else {
-			states[out.final.state]++
-			if out.errors > 0 {
-				gSettled = append(gSettled, out.settled)
-			}
-		}
-		opens = append(opens, openAnswer{t: gTarget[i], answered: out.done, state: out.final.state, body: out.final.body})
-	}
+	tl := tallyOutcomes(gOuts)
+	lost, multi, gErrs, states, gSettled := tl.lost, tl.multi, tl.errors, tl.states, tl.retried
+	opens := openAnswers(gOuts, gl.targets)
 	r.lost = lost
 	r.figure("Gateway opens", "%d sent; answers: %s; %d exchanges failed during the outage and were retried with the same key",
 		len(gOuts), counts(states), gErrs)
@@ -323,24 +275,13 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	}
 	r.verify(stored == len(gOuts), "one stored gateway request per open", "%d stored for %d opens", stored, len(gOuts))
 	time.Sleep(2 * time.Second)
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	if err := checkDoors(ctx, r, sys, baseline, opens, doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	d := accountDoors(acts, baseline, opens)
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open not answered completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 
 	// Every workflow start and signal written to the outbox has gone out.
-	var left int
-	_, ok := waitFor(ctx, o.settleLimit, 250*time.Millisecond, func() bool {
-		return sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left) == nil && left == 0
-	})
-	r.verify(ok, "the workflow outbox drains", "%d rows left", left)
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, "the workflow outbox drains")
 
 	// Every hold must have been released by its workflow: wait past the last expiry.
 	var expiries []time.Time
@@ -494,29 +435,4 @@ func addDrillTowers(ctx context.Context, sys *system, n int) ([]towerLocker, err
 		}
 	}
 	return out, nil
-}
-
-// openLoop calls fn rate times a second for d, each call in its own goroutine, and waits
-// for them all; the schedule never waits for a slow call (open loop).
-func openLoop(ctx context.Context, rate float64, d time.Duration, fn func(ctx context.Context, i int)) {
-	n := int(rate * d.Seconds())
-	interval := time.Duration(float64(time.Second) / rate)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				wg.Wait()
-				return
-			case <-time.After(wait):
-			}
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			fn(ctx, i)
-		}(i)
-	}
-	wg.Wait()
 }

@@ -1,29 +1,24 @@
-package main
+package drill
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // Terminal states of a gateway request (DESIGN §6.2).
 var terminalStates = map[string]bool{"completed": true, "rejected": true, "dispatch_failed": true, "gateway_unresponsive": true}
 
-var httpClient = &http.Client{
-	Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute},
-	Timeout:   90 * time.Second,
-}
+// httpClient is every drill client's: its long polls wait up to 30 s, and an outage may
+// hold a call until its timeout.
+var httpClient = loadclient.New(90 * time.Second)
 
 // answer is one HTTP exchange with the system.
 type answer struct {
@@ -39,32 +34,14 @@ type answer struct {
 // terminal reports whether the answer is a gateway request's terminal outcome.
 func (a answer) terminal() bool { return terminalStates[a.state] }
 
+// send is one exchange with the system.
 func send(ctx context.Context, method, u string, headers map[string]string, body []byte) (answer, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	a, err := httpClient.Do(ctx, method, u, headers, body)
 	if err != nil {
 		return answer{}, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return answer{}, fmt.Errorf("read answer: %w", err)
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: b, requestID: resp.Header.Get("X-Request-Id"),
-		state: resp.Header.Get("X-Request-State"), replayed: resp.Header.Get("Idempotent-Replayed") == "true", at: time.Now()}, nil
+	return answer{status: a.Status, header: a.Header, body: a.Body, requestID: a.Header.Get("X-Request-Id"),
+		state: a.Header.Get("X-Request-State"), replayed: a.Header.Get("Idempotent-Replayed") == "true", at: a.At}, nil
 }
 
 // cloud is a customer's backend on the gateway cloud API.
@@ -99,7 +76,7 @@ func (c *cloud) settle(ctx context.Context, id string, wait int) (answer, error)
 			// Still pending: the long poll ran out; ask again at once.
 			continue
 		case err == nil:
-			last = fmt.Errorf("poll %s: HTTP %d: %s", id, a.status, truncate(a.body))
+			last = fmt.Errorf("poll %s: HTTP %d: %s", id, a.status, loadclient.Excerpt(a.body))
 		default:
 			last = err
 		}
@@ -128,7 +105,7 @@ func (c *cloud) untilAnswered(ctx context.Context, method, path string, body []b
 			o.failures[failureKind(0, nil)]++
 		case a.requestID == "":
 			o.errors++
-			o.lastErr = fmt.Sprintf("HTTP %d: %s", a.status, truncate(a.body))
+			o.lastErr = fmt.Sprintf("HTTP %d: %s", a.status, loadclient.Excerpt(a.body))
 			o.failures[failureKind(a.status, a.header)]++
 		default:
 			if !a.terminal() && a.status >= 500 {
@@ -200,7 +177,7 @@ func (s sim) setFaults(ctx context.Context, mode string, delayMs int) error {
 		return fmt.Errorf("set %s faults: %w", s.g.serial, err)
 	}
 	if a.status != http.StatusOK {
-		return fmt.Errorf("set %s faults: HTTP %d: %s", s.g.serial, a.status, truncate(a.body))
+		return fmt.Errorf("set %s faults: HTTP %d: %s", s.g.serial, a.status, loadclient.Excerpt(a.body))
 	}
 	return nil
 }
@@ -238,7 +215,7 @@ func (s sim) transactions(ctx context.Context) ([]string, error) {
 		TransactionID string `json:"transactionId"`
 	}
 	if err := json.Unmarshal(a.body, &txs); err != nil {
-		return nil, fmt.Errorf("decode %s transactions: %w: %s", s.g.serial, err, truncate(a.body))
+		return nil, fmt.Errorf("decode %s transactions: %w: %s", s.g.serial, err, loadclient.Excerpt(a.body))
 	}
 	out := make([]string, len(txs))
 	for i, t := range txs {
@@ -247,42 +224,35 @@ func (s sim) transactions(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// towerAPI is a service provider on the tower API.
-type towerAPI struct {
-	base, clientID, secret string
-
-	mu      sync.Mutex
-	token   string
-	tokenAt time.Time
+// slowGateways puts both gateways in a slow mode for the drill (GW-0001: each local-API
+// request waits d; GW-0002: each door open waits d at the lock controller), so opens are
+// genuinely in flight at the gateways, and returns what puts them back, so the next drill
+// on the same system finds them quick.
+func slowGateways(ctx context.Context, sys *system, d time.Duration) (func(), error) {
+	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
+	ms := int(d / time.Millisecond)
+	back := func() {
+		_ = gw1.setFaults(context.WithoutCancel(ctx), "none", 0)
+		_ = gw2.setFaults(context.WithoutCancel(ctx), "none", 0)
+	}
+	if err := gw1.setFaults(ctx, "slow", ms); err != nil {
+		return back, err
+	}
+	return back, gw2.setFaults(ctx, "controller_slow", ms)
 }
 
-func (t *towerAPI) bearer(ctx context.Context) (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.token != "" && time.Since(t.tokenAt) < 4*time.Minute {
-		return t.token, nil
-	}
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {t.clientID}, "client_secret": {t.secret}}
-	a, err := send(ctx, http.MethodPost, t.base+"/oauth/token", map[string]string{"Content-Type": "application/x-www-form-urlencoded"},
-		[]byte(form.Encode()))
-	if err != nil {
-		return "", fmt.Errorf("get token: %w", err)
-	}
-	if a.status != http.StatusOK {
-		return "", fmt.Errorf("get token: HTTP %d: %s", a.status, truncate(a.body))
-	}
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.Unmarshal(a.body, &tok); err != nil {
-		return "", fmt.Errorf("decode token: %w", err)
-	}
-	t.token, t.tokenAt = tok.AccessToken, time.Now()
-	return t.token, nil
+// towerAPI is a service provider on the tower API.
+type towerAPI struct {
+	base  string
+	token *loadclient.Token
+}
+
+func newTowerAPI(base, clientID, secret string) *towerAPI {
+	return &towerAPI{base: base, token: loadclient.NewToken(httpClient, base, clientID, secret)}
 }
 
 func (t *towerAPI) post(ctx context.Context, path string, body any) (answer, error) {
-	tok, err := t.bearer(ctx)
+	h, err := t.token.Authorization(ctx)
 	if err != nil {
 		return answer{}, err
 	}
@@ -290,7 +260,7 @@ func (t *towerAPI) post(ctx context.Context, path string, body any) (answer, err
 	if err != nil {
 		return answer{}, err
 	}
-	return send(ctx, http.MethodPost, t.base+path, map[string]string{"Authorization": "Bearer " + tok}, b)
+	return send(ctx, http.MethodPost, t.base+path, h, b)
 }
 
 // gatewayOnline reads the gateway cloud API's view of a gateway (GET /locations).
@@ -300,7 +270,7 @@ func (c *cloud) gatewayOnline(ctx context.Context, serial string) (bool, error) 
 		return false, err
 	}
 	if a.status != http.StatusOK {
-		return false, fmt.Errorf("list locations: HTTP %d: %s", a.status, truncate(a.body))
+		return false, fmt.Errorf("list locations: HTTP %d: %s", a.status, loadclient.Excerpt(a.body))
 	}
 	var l struct {
 		Data []struct {
@@ -338,11 +308,3 @@ func waitFor(ctx context.Context, limit, interval time.Duration, cond func() boo
 }
 
 func newKey() string { return uuid.NewString() }
-
-func truncate(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 300 {
-		return s[:300] + "..."
-	}
-	return s
-}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // sustainWindow is how long a rate must hold before the report calls it sustained.
@@ -100,7 +102,7 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 	sampled := make(chan error, 1)
 	go func() { sampled <- sampleOutboxLag(sctx, b, lag) }()
 	start := time.Now()
-	_, skipped := openLoop(ctx, rate, d, 512, func(ctx context.Context, _ int, scheduled time.Time) {
+	_, skipped := loadclient.OpenLoop(ctx, rate, d, 512, func(ctx context.Context, _ int, scheduled time.Time) {
 		i := int(next.Add(1)) - 1
 		if i >= len(lockers) {
 			flow.fail()

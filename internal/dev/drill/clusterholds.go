@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -184,8 +184,8 @@ func (f *flowCalls) summary() string {
 
 // tower returns a tower API client with the demo service provider.
 func (s *system) tower(ctx context.Context) (*towerAPI, error) {
-	t := &towerAPI{base: "http://" + s.apiAddr, clientID: s.creds.ServiceProvider.ClientID, secret: s.creds.ServiceProvider.ClientSecret}
-	_, err := t.bearer(ctx)
+	t := newTowerAPI("http://"+s.apiAddr, s.creds.ServiceProvider.ClientID, s.creds.ServiceProvider.ClientSecret)
+	_, err := t.token.Bearer(ctx)
 	return t, err
 }
 
@@ -437,16 +437,6 @@ func readHoldHistory(ctx context.Context, sys *system, wfID, activity string) (h
 		}
 	}
 	return h, nil
-}
-
-// waitOutboxDrained waits until every workflow start and signal written to the outbox has
-// been dispatched to Temporal.
-func waitOutboxDrained(ctx context.Context, r *result, sys *system, limit time.Duration) {
-	var left int
-	_, ok := waitFor(ctx, limit, 250*time.Millisecond, func() bool {
-		return sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left) == nil && left == 0
-	})
-	r.verify(ok, "the workflow outbox drains (every workflow start and signal reached Temporal)", "%d rows left", left)
 }
 
 // waitPast sleeps until t; false if ctx ended first.

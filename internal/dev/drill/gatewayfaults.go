@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockernet/lockernet/cmd/lockernet-drill/doors"
+	"github.com/lockernet/lockernet/internal/dev/drill/doors"
 )
 
 // drillGatewayFaults: a gateway that hangs, one that is unreachable, and one whose process

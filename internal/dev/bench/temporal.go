@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -124,7 +125,7 @@ func runBare(ctx context.Context, b *bench, rates []float64, d time.Duration) (b
 		lat := newSample(fmt.Sprintf("bare eager start at %.0f/s", rate))
 		var started, failed atomic.Int64
 		eager0, done0 := counter.eager.Load(), counter.completed.Load()
-		_, st.Skipped = openLoop(ctx, rate, d, 512, func(ctx context.Context, n int, _ time.Time) {
+		_, st.Skipped = loadclient.OpenLoop(ctx, rate, d, 512, func(ctx context.Context, n int, _ time.Time) {
 			t0 := time.Now()
 			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("bench-bare-%d-%d-%d", run, i, n),
 				TaskQueue: bareQueue, EnableEagerStart: true, WorkflowExecutionTimeout: 5 * time.Minute}, "BenchBare")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
@@ -217,7 +218,7 @@ func tracingPhase(ctx context.Context, b *bench, ring *keyring.Keyring, c tracin
 		{"open", http.MethodPost, base + "/open"},
 	} {
 		s := samples[op.name]
-		n, _ := openLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+		n, _ := loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
 			r, err := b.api.do(ctx, op.method, op.url, h, nil)
 			if err != nil || r.status != http.StatusOK {
 				s.fail()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -106,7 +107,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 	record := newSample("record a test event (API)")
 	var recMu sync.Mutex
 	start := time.Now()
-	openLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+	loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
 		r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID+"/test", hdr, nil)
 		if err != nil || r.status != http.StatusAccepted {
 			record.fail()

@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // drillRestartAPIServer: clients wait on the apiserver (Prefer: wait=30) when it is stopped
@@ -67,10 +69,9 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 			r.err = err
 			return r
 		}
-		outs := make([]clientOutcome, o.apiClients)
 		targets := make([]target, o.apiClients)
 		isCreate := func(i int) bool { return i%3 == 2 }
-		for i := range outs {
+		for i := range targets {
 			if !isCreate(i) {
 				if targets[i], err = pool.take(-1); err != nil {
 					r.err = err
@@ -80,26 +81,11 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 		}
 		roundStart := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, o.settleLimit)
-		var wg sync.WaitGroup
-		for i := range outs {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				if isCreate(i) {
-					outs[i] = c.untilAnswered(cctx, http.MethodPost, fmt.Sprintf("/locations/%d/transactions", sys.gws[0].locationID),
-						[]byte(`{}`), newKey(), 30)
-					return
-				}
-				t := targets[i]
-				outs[i] = c.untilAnswered(cctx, http.MethodPost, openPath(t.gw.locationID, t.locker), nil, newKey(), 30)
-			}(i)
-		}
-		// Stop the apiserver once every call is stored and waiting on the slow gateways.
-		var stored int
-		waitFor(ctx, 20*time.Second, 100*time.Millisecond, func() bool {
-			err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE created_at >= $1`, roundStart).Scan(&stored)
-			return err == nil && stored >= o.apiClients
+		clients := startWaiting(cctx, c, targets, 30, func(i int) (string, []byte, bool) {
+			return fmt.Sprintf("/locations/%d/transactions", sys.gws[0].locationID), []byte(`{}`), isCreate(i)
 		})
+		// Stop the apiserver once every call is stored and waiting on the slow gateways.
+		stored := sys.waitStored(ctx, roundStart, o.apiClients, 20*time.Second)
 		time.Sleep(time.Second)
 		tStop := time.Now()
 		if round == "SIGTERM" {
@@ -111,7 +97,7 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 		time.Sleep(o.apiDown)
 		restartErr := sys.api.start(ctx, 90*time.Second)
 		tReady := time.Now()
-		wg.Wait()
+		outs := clients.wait()
 		cancel()
 		if restartErr != nil {
 			r.verify(false, round+": the apiserver starts again", "%v", restartErr)
@@ -126,33 +112,13 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 		}
 
 		// What the clients got.
-		answered, errs, sends, multi, hit := 0, 0, 0, 0, 0
-		states := map[string]int{}
-		var settled []time.Time
-		var waits []time.Duration
-		for i, out := range outs {
-			errs += out.errors
-			sends += out.sends
-			if out.errors > 0 {
-				hit++
-			}
-			if len(out.ids) > 1 {
-				multi++
-			}
-			if !out.done {
-				logf("  client %d never got an answer: %s", i, out.lastErr)
-				continue
-			}
-			answered++
-			states[out.final.state]++
-			settled = append(settled, out.settled)
-			waits = append(waits, out.settled.Sub(out.started))
-		}
+		tl := tallyOutcomes(outs)
+		answered, errs, sends, multi, hit, states, settled, waits := tl.answered, tl.errors, tl.sends, tl.multi, tl.hit, tl.states, tl.settled, tl.waits
 		lost := o.apiClients - answered
 		r.lost += lost
 		totalClients += o.apiClients
-		var storedNow int
-		if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE created_at >= $1`, roundStart).Scan(&storedNow); err != nil {
+		storedNow, err := sys.storedSince(ctx, roundStart)
+		if err != nil {
 			r.err = err
 			return r
 		}
@@ -227,17 +193,12 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 	}
 
 	time.Sleep(2 * time.Second)
-	acts, err := sys.actuations(ctx)
-	if err != nil {
+	w := doorsNotCompleted
+	w.figure = "Door actuations (both rounds)"
+	if err := checkDoors(ctx, r, sys, baseline, allOpens, w); err != nil {
 		r.err = err
 		return r
 	}
-	d := accountDoors(acts, baseline, allOpens)
-	r.duplicates = d.Duplicates
-	r.figure("Door actuations (both rounds)", "%d of %d opens moved their door once; %d extra actuations; %d doors moved for an open not answered completed",
-		d.Actuated, d.Sent, d.Duplicates, d.MovedUnconfirmed)
-	r.verify(d.Duplicates == 0, "no door opened more than once per open request (/sim/stats)", "%d extra actuations", d.Duplicates)
-	r.verify(d.FalseOpen == 0, "every open answered completed with doorOpen true actuated its door", "%d did not", d.FalseOpen)
 	r.figure("Requests stored", "%d for %d clients", totalStored, totalClients)
 	r.figure("Time to recover (from the signal)", "%s", strings.Join(recoveries, "; "))
 	return r
@@ -260,7 +221,7 @@ func replayMismatches(ctx context.Context, c *cloud, outs []clientOutcome) int {
 			mismatch++
 			mu.Unlock()
 			if err == nil {
-				logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, truncate(a.body), out.final.status, truncate(out.final.body))
+				logf("  replay of %s differs: HTTP %d %q vs HTTP %d %q", out.key, a.status, loadclient.Excerpt(a.body), out.final.status, loadclient.Excerpt(out.final.body))
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ func rss(ctx context.Context, a *api, metricsURL string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := a.client.Do(req)
+	resp, err := a.http.HTTP().Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package main
+package drill
 
 import (
 	"bufio"
@@ -57,25 +57,7 @@ func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
 			s.close()
 		}
 	}()
-	if s.dir, err = os.MkdirTemp("", "lockernet-drill-cluster-"); err != nil {
-		return nil, fmt.Errorf("create drill dir: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(s.dir, "logs"), 0o700); err != nil {
-		return nil, err
-	}
-	if s.pgDir, err = os.MkdirTemp("", "lockernet-drill-pg-"); err != nil {
-		return nil, fmt.Errorf("create postgres dir: %w", err)
-	}
-	if s.pgPort, err = pgcluster.FreePort(); err != nil {
-		return nil, err
-	}
-	if s.pg, err = pgcluster.EnsureRunning(ctx, s.pgDir, s.pgPort); err != nil {
-		return nil, err
-	}
-	if err := pgcluster.CreateDatabase(ctx, s.pg.URL(), "lockernet"); err != nil {
-		return nil, err
-	}
-	if s.dbURL, err = pgcluster.WithDatabase(s.pg.URL(), "lockernet"); err != nil {
+	if err := s.startPrivatePostgres(ctx, "lockernet-drill-cluster-"); err != nil {
 		return nil, err
 	}
 	bins, err := findBinaries(o.binDir)
