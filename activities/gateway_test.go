@@ -3,7 +3,6 @@ package activities_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
@@ -195,10 +195,7 @@ func TestSendGatewayRequestTooLargeAnAnswer(t *testing.T) {
 
 func TestSendGatewayRequestNotDelivered(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closed := "http://" + testenv.FreeAddr(t)
 
 	f := fakeAt(closed)
 	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open", Send: 2})

@@ -15,16 +15,23 @@ import (
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// Register adds every workflow and activity to a worker (or a replayer).
+// Register adds every workflow and activity to a worker.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
+	RegisterWorkflows(r)
+	if acts != nil {
+		r.RegisterActivity(acts)
+	}
+}
+
+// RegisterWorkflows adds every workflow to a worker or a replayer: the replay test
+// (workflows/replay_test.go) registers this same list, and fails for a workflow that has no
+// recorded history.
+func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Reservation, workflow.RegisterOptions{Name: workflows.ReservationWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.LockerToken, workflow.RegisterOptions{Name: workflows.LockerTokenWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: workflows.WebhookDeliveryWorkflowName})
-	if acts != nil {
-		r.RegisterActivity(acts)
-	}
 }
 
 // Options tune the worker; zero values take the SDK defaults.

@@ -15,10 +15,19 @@ import (
 const (
 	AccessCodeWorkflowName = "AccessCode"
 	// SignalCodeEnded tells the workflow the code ended before its expiry; the argument is
-	// the reason ("removed" or "used").
+	// the reason (CodeOutcomeRemoved or CodeOutcomeUsed).
 	SignalCodeEnded = "code-ended"
 	// QueryAccessCodeState answers the workflow's current AccessCodeState.
 	QueryAccessCodeState = "state"
+)
+
+// Access-code outcomes (AccessCodeState.Outcome). They are recorded in the workflows'
+// histories (signals, results, continue-as-new inputs): never change a value.
+const (
+	CodeOutcomeActive  = "active"
+	CodeOutcomeExpired = "expired"
+	CodeOutcomeRemoved = "removed"
+	CodeOutcomeUsed    = "used"
 )
 
 // AccessCodeWorkflowID is the workflow ID of an access code.
@@ -44,7 +53,7 @@ type AccessCodeInput struct {
 
 // AccessCodeState is the workflow's answer to QueryAccessCodeState and its result.
 type AccessCodeState struct {
-	Outcome  string // active, expired, removed, used
+	Outcome  string // CodeOutcomeActive, CodeOutcomeExpired, CodeOutcomeRemoved or CodeOutcomeUsed
 	Released bool   // the gateway confirmed the locker's hold is gone
 	Releases int    // release attempts (gateway requests) made
 }
@@ -54,7 +63,7 @@ type AccessCodeState struct {
 // removed or is used up, the workflow releases the hold through a gateway request, trying
 // again until the gateway confirms.
 func AccessCode(ctx workflow.Context, in AccessCodeInput) (AccessCodeState, error) {
-	wf := &accessCodeImpl{state: AccessCodeState{Outcome: "active"}}
+	wf := &accessCodeImpl{state: AccessCodeState{Outcome: CodeOutcomeActive}}
 	if err := workflow.SetQueryHandler(ctx, QueryAccessCodeState, func() (AccessCodeState, error) { return wf.state, nil }); err != nil {
 		return AccessCodeState{}, err
 	}
@@ -78,7 +87,7 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 		}
 	}
 	if in.Ended {
-		wf.state.Outcome = "removed"
+		wf.state.Outcome = CodeOutcomeRemoved
 		if in.Outcome != "" {
 			wf.state.Outcome, wf.state.Releases = in.Outcome, in.Releases
 		}
@@ -91,14 +100,14 @@ func (wf *accessCodeImpl) run(ctx workflow.Context, in AccessCodeInput) (AccessC
 			if err := workflow.ExecuteActivity(withExpiryActivity(ctx), a.ExpireAccessCode, activities.ExpireAccessCodeInput{CodeID: in.CodeID}).Get(ctx, &res); err != nil {
 				return AccessCodeState{}, err
 			}
-			wf.state.Outcome = "expired"
+			wf.state.Outcome = CodeOutcomeExpired
 			if !res.Expired {
 				wf.state.Outcome = res.Status // it ended otherwise just before the timer
 			}
-		case reason == "used":
-			wf.state.Outcome = "used"
+		case reason == CodeOutcomeUsed:
+			wf.state.Outcome = CodeOutcomeUsed
 		default:
-			wf.state.Outcome = "removed"
+			wf.state.Outcome = CodeOutcomeRemoved
 		}
 	}
 	return wf.release(ctx, waitCtx, in)
@@ -132,7 +141,7 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 		if err := workflow.ExecuteChildWorkflow(child, GatewayRequestWorkflowName, req).Get(ctx, &res); err != nil {
 			return AccessCodeState{}, err
 		}
-		if res.Outcome.Status == gatewayreq.StateCompleted && (res.Outcome.HTTPStatus/100 == 2 || res.Outcome.HTTPStatus == 404) {
+		if res.Outcome.Status == gatewayreq.StateCompleted && (res.Outcome.HTTPStatus/100 == 2 || res.Outcome.HTTPStatus == gatewayStatusNotFound) {
 			wf.state.Released = true
 			return wf.state, nil
 		}

@@ -13,16 +13,14 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
-	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
 )
 
@@ -97,21 +95,30 @@ func (f *codeFakes) register(r interface {
 func newCodeEnv(f *codeFakes) *testsuite.TestWorkflowEnvironment {
 	env := newTestEnv()
 	f.register(env)
-	env.SetStartTime(start)
 	return env
 }
 
-func codeResult(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.AccessCodeState {
-	t.Helper()
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var st workflows.AccessCodeState
-	require.NoError(t, env.GetWorkflowResult(&st))
-	return st
-}
+// codeResult is the finished workflow's AccessCodeState.
+var codeResult = resultOf[workflows.AccessCodeState]
 
 func TestAccessCodeWorkflowID(t *testing.T) {
 	assert.Equal(t, "access-code/"+codeID, workflows.AccessCodeWorkflowID(codeID))
+}
+
+// The outcomes are in recorded histories, in the signals the apiserver sends through the
+// outbox, and they are the store's access-code statuses (an expiry that found the code
+// ended reports its status): their values never change.
+func TestAccessCodeOutcomesAgree(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ outcome, value, status string }{
+		{workflows.CodeOutcomeActive, "active", store.CodeActive},
+		{workflows.CodeOutcomeExpired, "expired", store.CodeExpired},
+		{workflows.CodeOutcomeRemoved, "removed", store.CodeRemoved},
+		{workflows.CodeOutcomeUsed, "used", store.CodeUsed},
+	} {
+		assert.Equal(t, tc.value, tc.outcome)
+		assert.Equal(t, tc.status, tc.outcome)
+	}
 }
 
 func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
@@ -121,9 +128,7 @@ func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
 	expiresAt := start.Add(24 * time.Hour)
 	var activeBefore workflows.AccessCodeState
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(workflows.QueryAccessCodeState)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&activeBefore))
+		activeBefore = queryOf[workflows.AccessCodeState](t, env, workflows.QueryAccessCodeState)
 	}, 23*time.Hour)
 	var expiredAt time.Time
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -134,8 +139,8 @@ func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: expiresAt})
 
 	st := codeResult(t, env)
-	assert.Equal(t, "active", activeBefore.Outcome, "active until its expiry")
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "expired", Released: true, Releases: 1}, st)
+	assert.Equal(t, workflows.CodeOutcomeActive, activeBefore.Outcome, "active until its expiry")
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeExpired, Released: true, Releases: 1}, st)
 	assert.False(t, expiredAt.Before(expiresAt), "not expired before its time")
 	assert.WithinDuration(t, expiresAt, expiredAt, time.Second)
 	assert.Equal(t, []string{"expire " + codeID, "prepare release", "gateway DELETE /transactions/" + codeID}, f.calls)
@@ -147,12 +152,12 @@ func TestAccessCodeExpiryFindsItAlreadyEnded(t *testing.T) {
 	f := &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: false, Status: "used"}}
 	env := newCodeEnv(f)
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(time.Hour)})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "used", Released: true, Releases: 1}, codeResult(t, env))
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeUsed, Released: true, Releases: 1}, codeResult(t, env))
 }
 
 func TestAccessCodeEndsEarlyOnSignal(t *testing.T) {
 	t.Parallel()
-	for _, reason := range []string{"removed", "used"} {
+	for _, reason := range []string{workflows.CodeOutcomeRemoved, workflows.CodeOutcomeUsed} {
 		t.Run(reason, func(t *testing.T) {
 			t.Parallel()
 			f := &codeFakes{releases: []int{204}}
@@ -173,7 +178,7 @@ func TestAccessCodeRetriesTheReleaseUntilTheGatewayConfirms(t *testing.T) {
 	env := newCodeEnv(f)
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
 	st := codeResult(t, env)
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 3}, st)
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 3}, st)
 	assert.GreaterOrEqual(t, env.Now().Sub(start), 45*time.Second, "backs off 15 s, then 30 s")
 }
 
@@ -184,21 +189,20 @@ func TestAccessCodeReleaseContinuesAsNew(t *testing.T) {
 	f := &codeFakes{releases: []int{503}}
 	env := newCodeEnv(f)
 	env.SetContinueAsNewSuggested(true)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: "used", Releases: 4, Backoff: 2 * time.Minute})
-	require.True(t, env.IsWorkflowCompleted())
+	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: workflows.CodeOutcomeUsed, Releases: 4, Backoff: 2 * time.Minute})
 	var can *workflow.ContinueAsNewError
-	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	require.ErrorAs(t, failureOf(t, env), &can)
 	assert.Equal(t, workflows.AccessCodeWorkflowName, can.WorkflowType.Name)
 	var next workflows.AccessCodeInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	assert.Equal(t, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: "used", Releases: 5, Backoff: 4 * time.Minute}, next)
+	assert.Equal(t, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: workflows.CodeOutcomeUsed, Releases: 5, Backoff: 4 * time.Minute}, next)
 	assert.GreaterOrEqual(t, env.Now().Sub(start), 2*time.Minute, "it waited the carried back-off first")
 
 	// The next run goes on from there and reports the whole count.
 	f = &codeFakes{releases: []int{204}}
 	env = newCodeEnv(f)
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, next)
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "used", Released: true, Releases: 6}, codeResult(t, env))
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeUsed, Released: true, Releases: 6}, codeResult(t, env))
 }
 
 // The release runs under the policy PrepareHoldRelease put in its spec (the worker's
@@ -209,7 +213,7 @@ func TestAccessCodeReleaseRunsUnderThePreparedPolicy(t *testing.T) {
 	f := &codeFakes{releases: []int{503, 204}, policy: policy}
 	env := newCodeEnv(f)
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 2}, codeResult(t, env))
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 2}, codeResult(t, env))
 	assert.Equal(t, []gatewayreq.Policy{policy, policy}, f.policies)
 }
 
@@ -219,7 +223,7 @@ func TestAccessCodeWaitsForALateHold(t *testing.T) {
 	f := &codeFakes{releases: []int{204}, notYet: 2}
 	env := newCodeEnv(f)
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, HoldRequestID: hold, Ended: true})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: "removed", Released: true, Releases: 1}, codeResult(t, env))
+	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 1}, codeResult(t, env))
 	require.Len(t, f.calls, 5)
 	assert.Equal(t, []string{"await " + hold, "await " + hold, "await " + hold}, f.calls[:3], "the release waits until the hold settled")
 }
@@ -227,77 +231,11 @@ func TestAccessCodeWaitsForALateHold(t *testing.T) {
 func TestAccessCodeFailsOnBadInput(t *testing.T) {
 	t.Parallel()
 	f := &codeFakes{releases: []int{204}}
-	env := newTestEnv()
-	f.register(env)
-	env.SetStartTime(start)
+	env := newCodeEnv(f)
 	env.OnActivity("PrepareHoldRelease", mock.Anything, mock.Anything).Return(gatewayreq.Spec{},
 		temporal.NewNonRetryableApplicationError("no such code", "InvalidInput", nil))
 	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
-	require.True(t, env.IsWorkflowCompleted())
 	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
+	require.True(t, errors.As(failureOf(t, env), &appErr))
 	assert.Equal(t, "InvalidInput", appErr.Type())
-}
-
-// Recorded histories of real AccessCode runs (see TestRecordAccessCodeHistories).
-var codeHistories = []string{"accesscode_expired.json", "accesscode_removed.json", "accesscode_release_retried.json"}
-
-func TestReplayAccessCode(t *testing.T) {
-	t.Parallel()
-	replayHistories(t, workflows.AccessCode, workflows.AccessCodeWorkflowName, codeHistories)
-}
-
-// changedAccessCode releases without waiting for the expiry: the kind of edit the replay
-// test exists to catch.
-func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (workflows.AccessCodeState, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
-	var spec gatewayreq.Spec
-	err := workflow.ExecuteActivity(ctx, "PrepareHoldRelease", activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: 1}).Get(ctx, &spec)
-	return workflows.AccessCodeState{Outcome: "removed"}, err
-}
-
-func TestReplayCatchesAChangedAccessCode(t *testing.T) {
-	t.Parallel()
-	requireReplayFails(t, changedAccessCode, workflows.AccessCodeWorkflowName, "accesscode_expired.json")
-}
-
-// TestRecordAccessCodeHistories runs the workflow on an embedded Temporal server, with the
-// activities and the release's gateway request played by codeFakes, and writes its histories
-// to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
-func TestRecordAccessCodeHistories(t *testing.T) {
-	recordHistories(t)
-	_, c := testenv.Temporal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	run := func(taskQueue string, f *codeFakes, in workflows.AccessCodeInput, signal string) (client.WorkflowRun, workflows.AccessCodeState) {
-		w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-		f.register(w)
-		require.NoError(t, w.Start())
-		defer w.Stop()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.AccessCodeWorkflowID(in.CodeID), TaskQueue: taskQueue},
-			workflows.AccessCodeWorkflowName, in)
-		require.NoError(t, err)
-		if signal != "" {
-			require.NoError(t, c.SignalWorkflow(ctx, r.GetID(), r.GetRunID(), workflows.SignalCodeEnded, signal))
-		}
-		var st workflows.AccessCodeState
-		require.NoError(t, r.Get(ctx, &st))
-		return r, st
-	}
-
-	r, st := run("record-code-expired", &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Second)}, "")
-	assert.Equal(t, "expired", st.Outcome)
-	writeHistory(ctx, t, c, r, "accesscode_expired.json")
-
-	r, st = run("record-code-removed", &codeFakes{releases: []int{204}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour), HoldRequestID: uuid.NewString()}, "removed")
-	assert.Equal(t, "removed", st.Outcome)
-	writeHistory(ctx, t, c, r, "accesscode_removed.json")
-
-	// One failed release, then the 15 s backoff and a confirmed one.
-	r, st = run("record-code-release-retried", &codeFakes{releases: []int{503, 204}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now(), Ended: true}, "")
-	assert.Equal(t, 2, st.Releases)
-	writeHistory(ctx, t, c, r, "accesscode_release_retried.json")
 }

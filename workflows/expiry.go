@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// awaitEnd is the shape shared by the reservation and locker-token workflows: wait for the
-// durable expiry timer, or for the signal that the thing ended first. It returns the
+// awaitEnd is the shape shared by the reservation, locker-token and access-code workflows:
+// wait for the durable expiry timer, or for the signal that the thing ended first. It returns the
 // signal's value, or expired = true when the timer fired.
 func awaitEnd(ctx workflow.Context, expiresAt time.Time, signal, summary string) (ended string, expired bool) {
 	timerCtx, cancelTimer := workflow.WithCancel(ctx)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -26,6 +25,16 @@ const (
 	gatewayCodeAuthFailed         = "GATEWAY_AUTH_FAILED"
 	gatewayCodeTransactionExists  = "TRANSACTION_EXISTS"
 	gatewayCodeAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
+)
+
+// HTTP statuses of the local API's answers that the workflows tell apart. Plain numbers:
+// workflows does not import net/http.
+const (
+	gatewayStatusCreated            = 201
+	gatewayStatusUnauthorized       = 401
+	gatewayStatusNotFound           = 404
+	gatewayStatusConflict           = 409
+	gatewayStatusServiceUnavailable = 503
 )
 
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
@@ -177,7 +186,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				logger.Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
 				continue
 			}
-			if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == http.StatusServiceUnavailable &&
+			if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == gatewayStatusServiceUnavailable &&
 				res.ErrorCode == gatewayCodeAssignmentConflict && conflictRetries < wf.policy.ConflictRetries {
 				conflictRetries++
 				wf.state.LastError = gatewayCodeAssignmentConflict
@@ -208,15 +217,15 @@ func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, ma
 		o := rejected(res)
 		o.ErrorMessage = fmt.Sprintf("the gateway answered %d, which its API never does", res.Status)
 		return o, true
-	case res.Status == http.StatusUnauthorized && res.ErrorCode == gatewayCodeAuthFailed:
+	case res.Status == gatewayStatusUnauthorized && res.ErrorCode == gatewayCodeAuthFailed:
 		o := rejected(res)
 		o.ErrorMessage = "the gateway refused the cloud's credential"
 		return o, true
-	case res.Status == http.StatusConflict && res.ErrorCode == gatewayCodeTransactionExists &&
+	case res.Status == gatewayStatusConflict && res.ErrorCode == gatewayCodeTransactionExists &&
 		wf.in.Kind == gatewayreq.KindCreateTransaction && mayHaveArrived:
 		if body, ok := sameTransaction(wf.in.Body, res.Body); ok {
 			// The earlier, unanswered send created it: this is the original 201.
-			return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: http.StatusCreated,
+			return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: gatewayStatusCreated,
 				Headers: map[string]string{"Content-Type": "application/json"}, Body: body}, true
 		}
 	}
@@ -267,12 +276,12 @@ func rejected(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
 	if res.Error != "" {
 		details["reason"] = res.Error
 	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateRejected, HTTPStatus: http.StatusBadGateway,
+	return gatewayreq.Outcome{Status: gatewayreq.StateRejected, HTTPStatus: gatewayreq.HTTPStatusRejected,
 		ErrorCode: gatewayreq.CodeGatewayRejected, ErrorMessage: msg, Details: details}
 }
 
 func dispatchFailed(cause string) gatewayreq.Outcome {
-	return gatewayreq.Outcome{Status: gatewayreq.StateDispatchFailed, HTTPStatus: http.StatusServiceUnavailable,
+	return gatewayreq.Outcome{Status: gatewayreq.StateDispatchFailed, HTTPStatus: gatewayreq.HTTPStatusDispatchFailed,
 		ErrorCode: gatewayreq.CodeDispatchFailed, ErrorMessage: "the request could not be delivered to the gateway",
 		Details: map[string]any{"gatewayStatus": nil, "error": cause}}
 }
@@ -282,7 +291,7 @@ func unresponsive(timeout time.Duration, cause string) gatewayreq.Outcome {
 	if timeout > 0 {
 		details["timeoutSeconds"] = timeout.Seconds()
 	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: http.StatusGatewayTimeout,
+	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: gatewayreq.HTTPStatusGatewayUnresponsive,
 		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway did not answer in time", Details: details}
 }
 
@@ -311,7 +320,7 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome,
 	if res.UsedCode != "" {
 		// A single-use access code opened its locker: its workflow releases the hold. A
 		// workflow that is already over has nothing left to release.
-		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(res.UsedCode), "", SignalCodeEnded, "used").Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(res.UsedCode), "", SignalCodeEnded, CodeOutcomeUsed).Get(ctx, nil)
 	}
 	return res.Result, nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
@@ -20,13 +19,9 @@ import (
 
 const gatewayRequestID = "0b9a6c1e-3f2d-4e5a-8b7c-6d5e4f3a2b1c"
 
-func newGatewayEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
-	t.Helper()
-	env := newTestEnv()
-	env.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
-	env.RegisterActivity(&activities.Activities{})
-	env.SetStartTime(start)
-	return env
+// newGatewayEnv runs the gateway-request workflow; its activities are mocked.
+func newGatewayEnv() *testsuite.TestWorkflowEnvironment {
+	return newWorkflowEnv(workflows.GatewayRequest, workflows.GatewayRequestWorkflowName, &activities.Activities{})
 }
 
 func gatewayInput(kind, class, method, path string, body []byte) gatewayreq.Spec {
@@ -87,15 +82,12 @@ func (f *finishes) mock(env *testsuite.TestWorkflowEnvironment) {
 
 func runGateway(t *testing.T, in gatewayreq.Spec, results ...activities.SendGatewayRequestResult) (*sends, activities.FinishGatewayRequestInput, gatewayreq.Result) {
 	t.Helper()
-	env := newGatewayEnv(t)
+	env := newGatewayEnv()
 	s, f := &sends{results: results}, &finishes{}
 	s.mock(env)
 	f.mock(env)
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
-	var res gatewayreq.Result
-	require.NoError(t, env.GetWorkflowResult(&res))
+	res := resultOf[gatewayreq.Result](t, env)
 	require.Len(t, f.got, 1, "the outcome is stored once, last")
 	for i, in := range s.got {
 		assert.Equal(t, i+1, in.Send, "sends are numbered")
@@ -229,7 +221,7 @@ func TestGatewayRequestDispatchFailed(t *testing.T) {
 
 func TestGatewayRequestMisconfiguredGatewayFailsToDispatch(t *testing.T) {
 	t.Parallel()
-	env := newGatewayEnv(t)
+	env := newGatewayEnv()
 	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.Anything).Return(activities.SendGatewayRequestResult{},
 		temporal.NewNonRetryableApplicationError("secret does not open", activities.ErrTypeGatewayMisconfigured, nil)).Once()
 	f := &finishes{}
@@ -298,7 +290,7 @@ func TestGatewayRequestAlreadySettledElsewhere(t *testing.T) {
 
 func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 	t.Parallel()
-	env := newGatewayEnv(t)
+	env := newGatewayEnv()
 	notDelivered := activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "connection refused", Attempts: 1}
 	env.OnActivity(acts.SendGatewayRequest, mock.Anything, mock.MatchedBy(func(in activities.SendGatewayRequestInput) bool { return in.Send == 1 })).
 		After(50*time.Millisecond).Return(notDelivered, nil).Once()
@@ -308,11 +300,7 @@ func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 
 	var states []workflows.GatewayRequestState
 	q := func() {
-		v, err := env.QueryWorkflow(workflows.QueryGatewayRequestState)
-		require.NoError(t, err)
-		var st workflows.GatewayRequestState
-		require.NoError(t, v.Get(&st))
-		states = append(states, st)
+		states = append(states, queryOf[workflows.GatewayRequestState](t, env, workflows.QueryGatewayRequestState))
 	}
 	env.RegisterDelayedCallback(q, 600*time.Millisecond) // backing off after the refused delivery
 	env.RegisterDelayedCallback(q, 5*time.Second)        // the second send is out
@@ -329,9 +317,9 @@ func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 
 func TestGatewayRequestRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	env := newGatewayEnv(t)
+	env := newGatewayEnv()
 	in := readLockers
 	in.Class = "sometimes"
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
-	require.Error(t, env.GetWorkflowError())
+	failureOf(t, env)
 }

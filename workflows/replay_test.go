@@ -1,75 +1,163 @@
 package workflows_test
 
 import (
-	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/activities"
-	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/worker"
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// Recorded histories of real runs. A change to the workflow that would break the runs in
-// flight fails TestReplayReservation; re-record only for a change made behind
-// workflow.GetVersion (and keep the old files).
-var histories = []string{"reservation_expired.json", "reservation_cancelled.json"}
+// Replay: every history in testdata/ is a real run, recorded on an embedded Temporal server
+// by the TestRecord* tests in record_test.go:
+//
+//	LOCKERNET_RECORD_HISTORIES=1 go test ./workflows/ -run 'TestRecord'
+//
+// TestReplay replays each against the workflows the worker registers
+// (worker.RegisterWorkflows): a change to a workflow that would break the runs in flight
+// fails it. Such a change goes behind workflow.GetVersion, and the old histories stay,
+// renamed for the change they predate (<name>_before_<change>.json); the recorder then
+// writes the new path's under the current names. TestEveryWorkflowHasARecordedHistory fails
+// for a workflow the worker registers with no history here, so a new workflow cannot ship
+// without one, and for a file in testdata/ missing from the table.
 
-func TestReplayReservation(t *testing.T) {
-	t.Parallel()
-	replayHistories(t, workflows.Reservation, workflows.ReservationWorkflowName, histories)
+// recordedHistory is a file in testdata/ and the workflow type it is a run of.
+type recordedHistory struct{ workflowType, file string }
+
+// histories is every recorded history.
+var histories = []recordedHistory{
+	{workflows.ReservationWorkflowName, "reservation_expired.json"},
+	{workflows.ReservationWorkflowName, "reservation_cancelled.json"},
+	{workflows.LockerTokenWorkflowName, "lockertoken_expired.json"},
+	{workflows.LockerTokenWorkflowName, "lockertoken_used.json"},
+	{workflows.LockerTokenWorkflowName, "lockertoken_revoked.json"},
+	{workflows.AccessCodeWorkflowName, "accesscode_expired.json"},
+	{workflows.AccessCodeWorkflowName, "accesscode_removed.json"},
+	{workflows.AccessCodeWorkflowName, "accesscode_release_retried.json"},
+	// Runs from before the hold-release loop's continue-as-new (changeHoldReleaseContinueAsNew).
+	{workflows.AccessCodeWorkflowName, "accesscode_expired_before_continue_as_new.json"},
+	{workflows.AccessCodeWorkflowName, "accesscode_removed_before_continue_as_new.json"},
+	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
 }
 
-// expireAlways is the store behind the recording worker's activities.
-type expireAlways struct{}
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	for _, h := range histories {
+		t.Run(h.file, func(t *testing.T) {
+			t.Parallel()
+			hist := readHistory(t, h.file)
+			started := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes()
+			require.NotNil(t, started, "a history starts with its workflow's start")
+			require.Equal(t, h.workflowType, started.GetWorkflowType().GetName(), "the table names the workflow the history is a run of")
 
-func (expireAlways) ExpireReservation(context.Context, uuid.UUID) (bool, error) { return true, nil }
+			rp := sdkworker.NewWorkflowReplayer()
+			worker.RegisterWorkflows(rp)
+			require.NoError(t, rp.ReplayWorkflowHistory(nil, hist))
+		})
+	}
+}
 
-// TestRecordReservationHistories runs the workflow on an embedded Temporal server and writes
-// its histories to testdata/. Run it with LOCKERNET_RECORD_HISTORIES=1.
-func TestRecordReservationHistories(t *testing.T) {
-	recordHistories(t)
-	_, c := testenv.Temporal(t)
-	const taskQueue = "record-reservation-histories"
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{})
-	worker.Register(w, &activities.Activities{Reservations: expireAlways{}})
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run := func(expiresIn time.Duration, signal string) (client.WorkflowRun, workflows.ReservationState) {
-		id := uuid.NewString()
-		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.ReservationWorkflowID(id), TaskQueue: taskQueue},
-			workflows.ReservationWorkflowName, workflows.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(expiresIn)})
-		require.NoError(t, err)
-		if signal != "" {
-			require.NoError(t, c.SignalWorkflow(ctx, r.GetID(), r.GetRunID(), workflows.SignalReservationEnded, signal))
-		}
-		var st workflows.ReservationState
-		require.NoError(t, r.Get(ctx, &st))
-		return r, st
+func TestEveryWorkflowHasARecordedHistory(t *testing.T) {
+	t.Parallel()
+	var reg workflowTypes
+	worker.RegisterWorkflows(&reg)
+	require.NotEmpty(t, reg.names)
+	recorded := map[string]bool{}
+	var inTable []string
+	for _, h := range histories {
+		recorded[h.workflowType] = true
+		inTable = append(inTable, h.file)
+	}
+	for _, name := range reg.names {
+		assert.True(t, recorded[name], "the worker registers workflow %s, which has no recorded history: record one (record_test.go) and add it to histories", name)
 	}
 
-	r, st := run(time.Second, "")
-	assert.Equal(t, workflows.OutcomeExpired, st.Outcome)
-	writeHistory(ctx, t, c, r, "reservation_expired.json")
-
-	r, st = run(time.Hour, workflows.OutcomeCancelled)
-	assert.Equal(t, workflows.OutcomeCancelled, st.Outcome)
-	writeHistory(ctx, t, c, r, "reservation_cancelled.json")
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	require.NoError(t, err)
+	for i, f := range files {
+		files[i] = filepath.Base(f)
+	}
+	assert.ElementsMatch(t, files, inTable, "every history in testdata/ is in the table, and every one in the table is there")
 }
 
-// changedReservation is the workflow with its expiry timer taken out: the kind of edit the
-// replay test exists to catch.
+// workflowTypes collects the workflow types registered on it.
+type workflowTypes struct{ names []string }
+
+func (r *workflowTypes) RegisterWorkflow(w any) {
+	// Registered without a name, a workflow's type is its function's name.
+	full := runtime.FuncForPC(reflect.ValueOf(w).Pointer()).Name()
+	r.names = append(r.names, full[strings.LastIndex(full, ".")+1:])
+}
+
+func (r *workflowTypes) RegisterWorkflowWithOptions(w any, o workflow.RegisterOptions) {
+	if o.Name == "" {
+		r.RegisterWorkflow(w)
+		return
+	}
+	r.names = append(r.names, o.Name)
+}
+
+func (r *workflowTypes) RegisterDynamicWorkflow(any, workflow.DynamicRegisterOptions) {
+	// No history can show what a dynamic workflow replays: its name is no workflow type.
+	r.names = append(r.names, "(a dynamic workflow)")
+}
+
+// readHistory reads the recorded history testdata/file.
+func readHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", file))
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, h.GetEvents())
+	return h
+}
+
+// Workflows changed in the ways the replay test exists to catch: each must fail to replay a
+// history of the workflow it stands in for.
+func TestReplayCatchesAChangedWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, workflowType, file string
+		changed                  any
+	}{
+		{"a reservation without its expiry timer", workflows.ReservationWorkflowName, "reservation_expired.json", changedReservation},
+		{"a locker token without its expiry timer", workflows.LockerTokenWorkflowName, "lockertoken_expired.json", changedLockerToken},
+		{"an access code released without waiting for its expiry", workflows.AccessCodeWorkflowName, "accesscode_expired.json", changedAccessCode},
+		{"a gateway request that skips the dispatch", workflows.GatewayRequestWorkflowName, "gateway_request_completed.json", changedGatewayRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.True(t, slices.ContainsFunc(histories, func(h recordedHistory) bool {
+				return h.workflowType == tc.workflowType && h.file == tc.file
+			}), "%s is a recorded history of %s", tc.file, tc.workflowType)
+			rp := sdkworker.NewWorkflowReplayer()
+			rp.RegisterWorkflowWithOptions(tc.changed, workflow.RegisterOptions{Name: tc.workflowType})
+			require.Error(t, rp.ReplayWorkflowHistory(nil, readHistory(t, tc.file)))
+		})
+	}
+}
+
 func changedReservation(ctx workflow.Context, in workflows.ReservationInput) (workflows.ReservationState, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var res activities.ExpireReservationResult
@@ -77,7 +165,20 @@ func changedReservation(ctx workflow.Context, in workflows.ReservationInput) (wo
 	return workflows.ReservationState{Outcome: workflows.OutcomeExpired, ExpiryApplied: res.Expired}, err
 }
 
-func TestReplayCatchesAChangedWorkflow(t *testing.T) {
-	t.Parallel()
-	requireReplayFails(t, changedReservation, workflows.ReservationWorkflowName, "reservation_expired.json")
+func changedLockerToken(ctx workflow.Context, in workflows.LockerTokenInput) (workflows.LockerTokenState, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	var res activities.ExpireTokenResult
+	err := workflow.ExecuteActivity(ctx, "ExpireToken", activities.ExpireTokenInput{TokenID: in.TokenID}).Get(ctx, &res)
+	return workflows.LockerTokenState{Outcome: workflows.TokenOutcomeExpired}, err
+}
+
+func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (workflows.AccessCodeState, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	var spec gatewayreq.Spec
+	err := workflow.ExecuteActivity(ctx, "PrepareHoldRelease", activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: 1}).Get(ctx, &spec)
+	return workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved}, err
+}
+
+func changedGatewayRequest(workflow.Context, gatewayreq.Spec) (gatewayreq.Result, error) {
+	return gatewayreq.Result{}, nil
 }

@@ -44,8 +44,6 @@ type ReservationState struct {
 	ExpiryApplied bool
 }
 
-var a *activities.Activities
-
 // Reservation waits for the reservation's expiry, or for the signal that it ended first.
 // On expiry it frees the locker through an activity, which does nothing if the
 // reservation no longer holds it.

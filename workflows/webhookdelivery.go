@@ -12,7 +12,7 @@ import (
 // WebhookDeliveryWorkflowName is the workflow type of one webhook delivery (DESIGN §10).
 const WebhookDeliveryWorkflowName = "WebhookDelivery"
 
-// WebhookDeliveryWorkflowID is the workflow of a delivery's first round; a redelivery asked
+// WebhookDeliveryWorkflowID is the workflow ID of a delivery's first round; a redelivery asked
 // for through the API runs as "<id>/retry-<n>" (store.WebhookDeliveryWorkflowID).
 func WebhookDeliveryWorkflowID(deliveryID string) string { return "webhook-delivery/" + deliveryID }
 

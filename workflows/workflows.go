@@ -4,10 +4,18 @@
 // the existing run instead of making a second one.
 package workflows
 
-import "go.temporal.io/sdk/temporal"
+import (
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/lockernet/lockernet/activities"
+)
 
 // DefaultTaskQueue is the task queue the worker polls unless configured otherwise.
 const DefaultTaskQueue = "lockernet"
+
+// a names the activities for ExecuteActivity and ExecuteLocalActivity (a.ExpireToken, ...):
+// the workers' Activities run them; no method is ever called on this nil value.
+var a *activities.Activities
 
 // Search attributes set on every workflow so operators can filter in the Temporal UI.
 var (

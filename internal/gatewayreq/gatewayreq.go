@@ -35,6 +35,15 @@ const (
 	CodeGatewayUnresponsive = "GATEWAY_UNRESPONSIVE"
 )
 
+// HTTP statuses of the terminal states other than completed (DESIGN §6.2); a completed
+// request answers with the gateway's own status. Plain numbers: the workflow that sets them
+// does not import net/http.
+const (
+	HTTPStatusRejected            = 502
+	HTTPStatusDispatchFailed      = 503
+	HTTPStatusGatewayUnresponsive = 504
+)
+
 // Kinds of the gateway cloud API's proxied operations (DESIGN §6.1): PendingRequest.kind and
 // the RequestKind search attribute show them.
 const (
