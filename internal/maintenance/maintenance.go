@@ -47,6 +47,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Runs is the counter of a loop's passes.
+func (m *Metrics) Runs(loop string) prometheus.Counter { return m.runs.WithLabelValues(loop) }
+
+// Errors is the counter of a loop's failed passes.
+func (m *Metrics) Errors(loop string) prometheus.Counter { return m.errors.WithLabelValues(loop) }
+
 // Run runs every loop, each in its own goroutine, until ctx is done, and waits for the
 // passes in progress. m may be nil (not measured).
 func Run(ctx context.Context, m *Metrics, logger *slog.Logger, loops ...Loop) {
