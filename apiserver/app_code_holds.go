@@ -81,9 +81,10 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 		return nil, s.mapError(ctx, "access code", err)
 	}
 	for attempt := 0; ; attempt++ {
-		digits, err := newCodeDigits()
-		if err != nil {
-			return nil, s.mapError(ctx, "access code", err)
+		// Not err: the transaction's error below must reach the check after the loop.
+		digits, derr := newCodeDigits()
+		if derr != nil {
+			return nil, s.mapError(ctx, "access code", derr)
 		}
 		code.CodeSealed, code.CodeHash, code.CodeLast2 = ring.Seal(keyring.AccessCodePurpose(codeID), []byte(digits)), s.pickupCodeHash(digits), digits[4:]
 		if !held {
