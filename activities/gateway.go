@@ -47,9 +47,9 @@ const (
 // not open); retrying cannot help, so the request fails to dispatch.
 const ErrTypeGatewayMisconfigured = "GatewayMisconfigured"
 
-// maxGatewayResponse bounds what the cloud keeps of an answer; larger ones are rejected
+// MaxGatewayResponse bounds what the cloud keeps of an answer; larger ones are rejected
 // (a log query with limit=1000 is a few hundred KiB).
-const maxGatewayResponse = 1 << 20
+const MaxGatewayResponse = 1 << 20
 
 // GatewayRequestStore is what the gateway-request activities need from Postgres.
 type GatewayRequestStore interface {
@@ -95,6 +95,9 @@ var defaultGatewayClient = &http.Client{
 	// it would send the request (a door open) somewhere it was not meant to go.
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
+
+// GatewayClient is the HTTP client that calls gateways' local APIs (GatewayDeps.HTTP unset).
+func GatewayClient() *http.Client { return defaultGatewayClient }
 
 func (d GatewayDeps) client() *http.Client {
 	if d.HTTP != nil {
@@ -235,7 +238,7 @@ func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGa
 		return SendGatewayRequestResult{}, wrote.Load(), err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayResponse+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxGatewayResponse+1))
 	if err != nil {
 		return SendGatewayRequestResult{}, true, fmt.Errorf("read gateway answer: %w", err)
 	}
@@ -246,8 +249,8 @@ func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGa
 	if v := resp.Header.Get("X-Response-Truncated"); v != "" {
 		res.Headers["X-Response-Truncated"] = v
 	}
-	if len(data) > maxGatewayResponse {
-		res.Error = fmt.Sprintf("the gateway's answer is larger than %d bytes", maxGatewayResponse)
+	if len(data) > MaxGatewayResponse {
+		res.Error = fmt.Sprintf("the gateway's answer is larger than %d bytes", MaxGatewayResponse)
 		return res, true, nil
 	}
 	res.Body = data

@@ -17,8 +17,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/lockernet/lockernet/activities"
-	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -267,54 +265,4 @@ func TestSendGatewayRequestWithASecretThatDoesNotOpen(t *testing.T) {
 	assert.Equal(t, activities.ErrTypeGatewayMisconfigured, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Equal(t, []int{1}, f.abandoned)
-}
-
-// fakeSync stands in for Postgres behind the gateway sync.
-type fakeSync struct {
-	mu      sync.Mutex
-	health  []bool
-	lockers []store.GatewayLocker
-}
-
-func (f *fakeSync) ClaimDueGatewaySyncs(context.Context, int, time.Duration) ([]store.Gateway, error) {
-	return nil, nil
-}
-func (f *fakeSync) ScheduleGatewaySync(context.Context, int64, time.Duration) error { return nil }
-func (f *fakeSync) RecordGatewayHealth(_ context.Context, _ int64, online bool, _ string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.health = append(f.health, online)
-	return nil
-}
-func (f *fakeSync) SyncGatewayLockers(_ context.Context, _ int64, lockers []store.GatewayLocker) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lockers = lockers
-	return nil
-}
-func (f *fakeSync) PruneGatewayRequests(context.Context, time.Duration) (int64, int64, error) {
-	return 0, 0, nil
-}
-
-func TestGatewaySyncMirrorsLockersAndHealth(t *testing.T) {
-	t.Parallel()
-	gw := gatewaytest.Start(t, gatewaytest.Options{Preset: gateway.PresetOneBank})
-	f := &fakeSync{}
-	sync := &activities.GatewaySync{Store: f, Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0002"): gw.Secret}}
-	require.NoError(t, sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL}))
-	assert.Equal(t, []bool{true}, f.health)
-	require.Len(t, f.lockers, 8)
-	l := f.lockers[0]
-	assert.Equal(t, 201, l.LockerID)
-	assert.Equal(t, "1", l.Name)
-	assert.Equal(t, 1, l.BankID)
-	require.NotNil(t, l.LockerTypeName)
-	assert.Equal(t, "small", *l.LockerTypeName)
-
-	// A gateway that does not answer is recorded offline and its mirror is kept.
-	gw.Close()
-	err := sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL})
-	assert.Error(t, err)
-	assert.Equal(t, []bool{true, false}, f.health)
-	assert.Len(t, f.lockers, 8)
 }

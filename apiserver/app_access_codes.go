@@ -212,21 +212,16 @@ func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ B
 	if _, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, c.LocationID); err != nil {
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	var changed bool
-	var item store.OutboxItem
-	err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+		var changed bool
 		var err error
 		if c, changed, err = tx.RemoveAccessCode(ctx, k.OrganizationID, id); err != nil || !changed {
-			return err
+			return nil, err
 		}
-		item, err = enqueue(ctx, tx, outbox.AccessCodeItem(c, workflows.SignalCodeEnded, "removed"))
-		return err
+		return []store.OutboxItem{outbox.AccessCodeItem(c, workflows.SignalCodeEnded, "removed")}, nil
 	})
 	if err != nil {
 		return nil, s.mapError(ctx, "access code", err)
-	}
-	if changed {
-		s.deps.Workflows.Dispatch(item)
 	}
 	if c.Status != store.CodeRemoved {
 		return nil, huma.Error409Conflict("the access code is " + c.Status)

@@ -80,11 +80,11 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	if err != nil {
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	var item store.OutboxItem
 	for attempt := 0; ; attempt++ {
-		digits, err := newCodeDigits()
-		if err != nil {
-			return nil, s.mapError(ctx, "access code", err)
+		// Not err: the transaction's error below must reach the check after the loop.
+		digits, derr := newCodeDigits()
+		if derr != nil {
+			return nil, s.mapError(ctx, "access code", derr)
 		}
 		code.CodeSealed, code.CodeHash, code.CodeLast2 = ring.Seal(keyring.AccessCodePurpose(codeID), []byte(digits)), s.pickupCodeHash(digits), digits[4:]
 		if !held {
@@ -92,18 +92,16 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 			// the hold request to settle and releases whatever it left.
 			code.Status = store.CodeRemoved
 		}
-		err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 			created, err := tx.CreateAccessCode(ctx, code)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			code = created
-			it := outbox.AccessCodeItem(code, "", nil)
 			if !held {
-				it = outbox.AccessCodeCleanupItem(code, hold.ID)
+				return []store.OutboxItem{outbox.AccessCodeCleanupItem(code, hold.ID)}, nil
 			}
-			item, err = enqueue(ctx, tx, it)
-			return err
+			return []store.OutboxItem{outbox.AccessCodeItem(code, "", nil)}, nil
 		})
 		if errors.Is(err, store.ErrCodeTaken) && attempt < 20 {
 			continue
@@ -116,7 +114,6 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 		}
 		return nil, s.mapError(ctx, "access code", err)
 	}
-	s.deps.Workflows.Dispatch(item)
 	if !held {
 		return nil, holdFailure(hold, locker.Name)
 	}

@@ -124,27 +124,25 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		return EventsResult{}, nil
 	}
 	var res store.ApplyResult
-	var items []store.OutboxItem
-	err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 		var err error
 		if res, err = tx.ApplyTowerEvents(ctx, tower.ID, events); err != nil {
-			return err
+			return nil, err
 		}
 		used := make([]uuid.UUID, len(res.Uses))
 		for i, u := range res.Uses {
 			used[i] = u.TokenID
 		}
-		if items, err = outbox.EndTokens(ctx, tx, p.OrgID, used, workflows.TokenOutcomeUsed, outboxGrace); err != nil {
-			return err
+		items, err := outbox.EndTokens(ctx, tx, p.OrgID, used, workflows.TokenOutcomeUsed)
+		if err != nil {
+			return nil, err
 		}
-		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, workflows.TokenOutcomeRevoked, outboxGrace)
-		items = append(items, revoked...)
-		return err
+		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, workflows.TokenOutcomeRevoked)
+		return append(items, revoked...), err
 	})
 	if err != nil {
 		return EventsResult{}, s.mapError(ctx, "tower events", err)
 	}
-	s.deps.Workflows.Dispatch(items...)
 	for _, u := range res.Uses {
 		s.metrics.tokenUses.WithLabelValues(u.Outcome).Inc()
 		if u.Outcome == store.UseAnomaly {

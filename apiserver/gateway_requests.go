@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
@@ -134,11 +132,8 @@ func (g *gatewayRequests) start(ctx context.Context, row store.GatewayRequest) (
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		EnableEagerStart:         g.eager,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrOrganizationID.ValueSet(strconv.FormatInt(row.OrganizationID, 10)),
-			workflows.AttrLocationID.ValueSet(strconv.FormatInt(row.LocationID, 10)),
-			workflows.AttrRequestKind.ValueSet(gatewayreq.SearchKind(row.GatewaySerial, row.Kind)),
-		),
+		TypedSearchAttributes: workflows.SearchAttrs{OrganizationID: row.OrganizationID, LocationID: row.LocationID,
+			RequestKind: gatewayreq.SearchKind(row.GatewaySerial, row.Kind)}.Typed(),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},
 	}
 	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, row.Spec(g.policy))

@@ -26,7 +26,6 @@ import (
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/towerproto"
-	"github.com/lockernet/lockernet/workflows"
 )
 
 // The model-based test of DESIGN §4.1: a small reference state machine of every locker
@@ -808,27 +807,12 @@ func (m *lockerModel) opOutOfService() {
 	eff := l.effective(m.now)
 	m.lastOp = fmt.Sprintf("operator takes locker %d (%s) out of service, force %v", l.id, mNames[eff], force)
 	ctx := context.Background()
-	err := m.e.Store.WithTx(ctx, func(tx *store.Store) error {
+	_, err := outbox.Record(ctx, m.e.Store, 0, nil, func(tx *store.Store) ([]store.OutboxItem, error) {
 		ch, err := tx.SetOutOfService(ctx, l.tower, l.id, "model", force)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if r := ch.CancelledReservation; r != nil {
-			item := outbox.ReservationItem(store.Reservation{ID: *r, TowerID: l.tower, LockerID: l.id}, 0, workflows.SignalReservationEnded, workflows.OutcomeCancelled)
-			if _, err := tx.EnqueueWorkflow(ctx, item, 0); err != nil {
-				return err
-			}
-		}
-		for _, id := range ch.RevokedTokens {
-			tok, err := tx.Token(ctx, 0, id)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.EnqueueWorkflow(ctx, outbox.TokenItem(tok, workflows.SignalTokenEnded, workflows.TokenOutcomeRevoked), 0); err != nil {
-				return err
-			}
-		}
-		return nil
+		return outbox.EndServiceChange(ctx, tx, l.tower, l.id, ch)
 	})
 	if m.stalled([]*mLocker{l}) {
 		return

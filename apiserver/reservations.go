@@ -72,15 +72,16 @@ func (s *Server) registerReservations(api huma.API) {
 		start := time.Now().UTC().Truncate(time.Microsecond)
 		r := store.Reservation{ID: uuid.New(), LockerID: in.LockerID, TowerID: tower.ID, LocationID: tower.LocationID, ExpiresAt: start.Add(d)}
 		item := outbox.ReservationItem(r, p.OrgID, "", nil)
-		// One statement: the locker, the reservation and its workflow's outbox row.
-		r, err = s.deps.Store.ReserveLocker(ctx, store.ReserveParams{
-			ID: r.ID, OrgID: p.OrgID, ClientID: p.ClientID, TowerID: tower.ID, LockerID: in.LockerID,
-			Duration: d, Start: start, Outbox: &item, OutboxGrace: outboxGrace,
+		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+			var err error
+			r, err = tx.ReserveLocker(ctx, store.ReserveParams{
+				ID: r.ID, OrgID: p.OrgID, ClientID: p.ClientID, TowerID: tower.ID, LockerID: in.LockerID, Duration: d, Start: start,
+			})
+			return []store.OutboxItem{item}, err
 		})
 		if err != nil {
 			return nil, s.mapError(ctx, "locker", err)
 		}
-		s.deps.Workflows.Dispatch(item)
 		return &reservationOutput{Location: "/api/v1/reservations/" + r.ID.String(), Body: reservationBody(r)}, nil
 	})
 
@@ -99,22 +100,15 @@ func (s *Server) registerReservations(api huma.API) {
 		if err != nil {
 			return nil, huma.Error404NotFound("reservation: not found")
 		}
-		var item store.OutboxItem
-		cancelled := false
-		err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 			r, ok, err := tx.CancelReservation(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, id)
 			if err != nil || !ok {
-				return err
+				return nil, err
 			}
-			cancelled = true
-			item, err = enqueue(ctx, tx, outbox.ReservationItem(r, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeCancelled))
-			return err
+			return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeCancelled)}, nil
 		})
 		if err != nil {
 			return nil, s.mapError(ctx, "reservation", err)
-		}
-		if cancelled {
-			s.deps.Workflows.Dispatch(item)
 		}
 		return nil, nil
 	})
@@ -137,7 +131,9 @@ func (s *Server) registerReservations(api huma.API) {
 	})
 }
 
-// enqueue records an outbox item in the transaction and returns it with its id.
-func enqueue(ctx context.Context, tx *store.Store, item store.OutboxItem) (store.OutboxItem, error) {
-	return outbox.Enqueue(ctx, tx, item, outboxGrace)
+// record makes a state change in one transaction with the workflow starts and signals it
+// returns (outbox.Record), dispatching them at once after the commit.
+func (s *Server) record(ctx context.Context, change outbox.Change) error {
+	_, err := outbox.Record(ctx, s.deps.Store, outboxGrace, s.deps.Workflows, change)
+	return err
 }

@@ -104,40 +104,34 @@ func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64,
 	}
 	var res store.IssueResult
 	var payload, auth string
-	err = s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 		var err error
 		res, err = tx.IssueToken(ctx, store.IssueTokenParams{
 			ID: uuid.New(), OrgID: p.OrgID, ClientID: p.ClientID, TowerID: tower.ID, LockerID: lockerID,
 			Type: typ, Duration: time.Duration(req.Duration) * time.Second, ClientInfo: req.ClientInfo,
-			OutboxGrace: outboxGrace,
-			Outbox: func(r store.IssueResult) []store.OutboxItem {
-				items := []store.OutboxItem{outbox.TokenItem(r.Token, "", "")}
-				if id := r.ConsumedReservation; id != nil {
-					// With its expiry: should this signal reach Temporal before the
-					// reservation's own start, it starts the workflow with the right input.
-					rsv := store.Reservation{ID: *id, LockerID: r.Token.LockerID, TowerID: r.Token.TowerID, LocationID: r.Token.LocationID,
-						ExpiresAt: r.ConsumedReservationExpiresAt}
-					items = append(items, outbox.ReservationItem(rsv, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeConsumed))
-				}
-				return items
-			},
 		})
 		if err != nil {
-			return err
+			return nil, err
+		}
+		items := []store.OutboxItem{outbox.TokenItem(res.Token, "", "")}
+		if id := res.ConsumedReservation; id != nil {
+			// With its expiry: should this signal reach Temporal before the reservation's
+			// own start, it starts the workflow with the right input.
+			rsv := store.Reservation{ID: *id, LockerID: res.Token.LockerID, TowerID: res.Token.TowerID, LocationID: res.Token.LocationID,
+				ExpiresAt: res.ConsumedReservationExpiresAt}
+			items = append(items, outbox.ReservationItem(rsv, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeConsumed))
 		}
 		if payload, auth, err = encodeToken(res.Token, secret); err != nil {
-			return err
+			return nil, err
 		}
 		if extra != nil {
-			return extra(tx, res.Token, payload, auth)
+			return items, extra(tx, res.Token, payload, auth)
 		}
-		return nil
+		return items, nil
 	})
 	if err != nil {
 		return TokenBody{}, s.mapError(ctx, "locker", err)
 	}
-	items := res.Outbox
-	s.deps.Workflows.Dispatch(items...)
 	t := res.Token
 	return TokenBody{ID: t.ID, Type: t.Type, LockerID: t.LockerID, TowerID: t.TowerID, ClientInfo: t.ClientInfo,
 		CreatedAt: ts(t.CreatedAt), ExpiresAt: ts(t.ExpiresAt), Payload: payload, PayloadAuth: auth}, nil

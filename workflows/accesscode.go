@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -131,11 +130,8 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 		}
 		child := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID: GatewayRequestWorkflowID(req.RequestID),
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				AttrOrganizationID.ValueSet(itoa(req.OrganizationID)),
-				AttrLocationID.ValueSet(itoa(req.LocationID)),
-				AttrRequestKind.ValueSet(gatewayreq.SearchKind(req.GatewaySerial, req.Kind)),
-			),
+			TypedSearchAttributes: SearchAttrs{OrganizationID: req.OrganizationID, LocationID: req.LocationID,
+				RequestKind: gatewayreq.SearchKind(req.GatewaySerial, req.Kind)}.Typed(),
 		})
 		var res gatewayreq.Result
 		if err := workflow.ExecuteChildWorkflow(child, GatewayRequestWorkflowName, req).Get(ctx, &res); err != nil {
@@ -163,5 +159,3 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 // changeHoldReleaseContinueAsNew versions the hold-release loop's continue-as-new: runs
 // recorded before it replay without it.
 const changeHoldReleaseContinueAsNew = "hold-release-continue-as-new"
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

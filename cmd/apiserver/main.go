@@ -22,6 +22,7 @@ import (
 	"github.com/lockernet/lockernet/internal/httpserve"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry"
@@ -118,6 +119,10 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
 	g.Go(func() error { return httpserve.ServeAdmin(gctx, cfg.AdminAddr, srv.MetricsHandler(), logger) })
 	g.Go(func() error { srv.RunGatewayCloud(gctx); return nil })
+	g.Go(func() error {
+		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.APIServer(cfg, disp, srv)...)
+		return nil
+	})
 	if cfg.APIGatewayWorker {
 		// A worker on this process's own client for the gateway-request queue only: the
 		// workflows this apiserver starts then start eagerly (their first task comes back

@@ -46,24 +46,23 @@ func locker(ctx context.Context, env *adminEnv, args []string) error {
 		}
 	}
 	var ch store.ServiceChange
-	err = st.WithTx(ctx, func(tx *store.Store) error {
+	// The workflows are told through the outbox; the apiservers' sweep dispatches them.
+	_, err = outbox.Record(ctx, st, 0, nil, func(tx *store.Store) ([]store.OutboxItem, error) {
 		switch verb {
 		case "out-of-service":
 			if *reason == "" {
-				return errors.New("-reason is required")
+				return nil, errors.New("-reason is required")
 			}
 			ch, err = tx.SetOutOfService(ctx, *tower, id, *reason, *force)
 		case "in-service":
 			ch, err = tx.SetInService(ctx, *tower, id)
 		default:
-			return fmt.Errorf("unknown locker command %q", verb)
+			return nil, fmt.Errorf("unknown locker command %q", verb)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		// The workflows are told through the outbox; the apiservers' sweep dispatches them.
-		_, err = outbox.EndServiceChange(ctx, tx, *tower, id, ch, 0)
-		return err
+		return outbox.EndServiceChange(ctx, tx, *tower, id, ch)
 	})
 	if err != nil {
 		return err

@@ -20,8 +20,10 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/httpserve"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
 	"github.com/lockernet/lockernet/internal/telemetry"
@@ -113,11 +115,8 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		})
 	}
 	g.Go(func() error {
-		sync := &activities.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.IdempotencyTTL}
-		return sync.Run(gctx)
-	})
-	g.Go(func() error {
-		sweeper.Run(gctx, st, logger, 30*time.Second, time.Minute)
+		sync := &gatewaysync.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.IdempotencyTTL}
+		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.Worker(cfg, sync, st, logger)...)
 		return nil
 	})
 	latch.Ready(worker.HealthHandler(st, tc, reg))

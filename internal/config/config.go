@@ -123,6 +123,13 @@ type Config struct {
 	// Webhook deliveries (webhooks.go).
 	WebhookSchedule []time.Duration
 	WebhookTimeout  time.Duration
+
+	// The background loops' intervals (internal/maintenance).
+	OutboxSweepInterval      time.Duration // the apiserver's sweep of outbox items not yet dispatched
+	GatewayReconcileInterval time.Duration // the apiserver's start of stalled gateway requests
+	GatewaySyncTick          time.Duration // how often the worker claims the gateways due a sync
+	GatewayPruneInterval     time.Duration // the worker's prune of old gateway requests and keys
+	ExpirySweepInterval      time.Duration // the worker's write-back of lapsed holds and prune of old webhook events
 }
 
 // DefaultDatabaseURL is the local server's database the dev stack uses when DATABASE_URL is empty.
@@ -241,6 +248,11 @@ func (c *Config) loadGateway() error {
 		{"LOCKERNET_GATEWAY_HARDWARE_TIMEOUT", "65s", &c.GatewayHardwareTimeout},
 		{"LOCKERNET_IDEMPOTENCY_TTL", "720h", &c.IdempotencyTTL},
 		{"LOCKERNET_GATEWAY_SYNC_INTERVAL", "30s", &c.GatewaySyncInterval},
+		{"LOCKERNET_OUTBOX_SWEEP_INTERVAL", "1s", &c.OutboxSweepInterval},
+		{"LOCKERNET_GATEWAY_RECONCILE_INTERVAL", "10s", &c.GatewayReconcileInterval},
+		{"LOCKERNET_GATEWAY_SYNC_TICK", "1s", &c.GatewaySyncTick},
+		{"LOCKERNET_GATEWAY_PRUNE_INTERVAL", "10m", &c.GatewayPruneInterval},
+		{"LOCKERNET_EXPIRY_SWEEP_INTERVAL", "30s", &c.ExpirySweepInterval},
 	}
 	for _, v := range durations {
 		d, err := time.ParseDuration(env(v.name, v.def))

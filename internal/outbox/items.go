@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/google/uuid"
 
@@ -10,26 +9,11 @@ import (
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// scope is what an operator filters a workflow by in the Temporal UI.
-type scope struct {
-	orgID, locationID, lockerID int64
-	towerID, kind               string
-}
-
-func item(workflowID, workflowType string, input any, sc scope, signal string, arg any) store.OutboxItem {
+// item is a workflow start (and, with a signal, signal) with the attributes an operator
+// filters it by in the Temporal UI.
+func item(workflowID, workflowType string, input any, attrs workflows.SearchAttrs, signal string, arg any) store.OutboxItem {
 	in, _ := json.Marshal(input)
-	it := store.OutboxItem{
-		WorkflowID:   workflowID,
-		WorkflowType: workflowType,
-		Input:        in,
-		SearchAttributes: map[string]string{
-			workflows.AttrOrganizationID.GetName(): strconv.FormatInt(sc.orgID, 10),
-			workflows.AttrLocationID.GetName():     strconv.FormatInt(sc.locationID, 10),
-			workflows.AttrTowerID.GetName():        sc.towerID,
-			workflows.AttrLockerID.GetName():       strconv.FormatInt(sc.lockerID, 10),
-			workflows.AttrRequestKind.GetName():    sc.kind,
-		},
-	}
+	it := store.OutboxItem{WorkflowID: workflowID, WorkflowType: workflowType, Input: in, SearchAttributes: attrs.Map()}
 	if signal != "" {
 		it.SignalName = signal
 		it.SignalArg, _ = json.Marshal(arg)
@@ -42,7 +26,7 @@ func item(workflowID, workflowType string, input any, sc scope, signal string, a
 func ReservationItem(r store.Reservation, orgID int64, signal string, arg any) store.OutboxItem {
 	return item(workflows.ReservationWorkflowID(r.ID.String()), workflows.ReservationWorkflowName,
 		workflows.ReservationInput{ReservationID: r.ID.String(), ExpiresAt: r.ExpiresAt},
-		scope{orgID: orgID, locationID: r.LocationID, lockerID: r.LockerID, towerID: r.TowerID, kind: "reservation"}, signal, arg)
+		workflows.SearchAttrs{OrganizationID: orgID, LocationID: r.LocationID, TowerID: r.TowerID, LockerID: r.LockerID, RequestKind: "reservation"}, signal, arg)
 }
 
 // TokenItem is the outbox item that starts (and, with a signal, signals) a token's expiry
@@ -50,7 +34,7 @@ func ReservationItem(r store.Reservation, orgID int64, signal string, arg any) s
 func TokenItem(t store.LockerToken, signal string, arg any) store.OutboxItem {
 	return item(workflows.LockerTokenWorkflowID(t.ID.String()), workflows.LockerTokenWorkflowName,
 		workflows.LockerTokenInput{TokenID: t.ID.String(), Type: t.Type, ExpiresAt: t.ExpiresAt},
-		scope{orgID: t.OrgID, locationID: t.LocationID, lockerID: t.LockerID, towerID: t.TowerID, kind: t.Type + "-token"}, signal, arg)
+		workflows.SearchAttrs{OrganizationID: t.OrgID, LocationID: t.LocationID, TowerID: t.TowerID, LockerID: t.LockerID, RequestKind: t.Type + "-token"}, signal, arg)
 }
 
 // AccessCodeItem is the outbox item that starts (and, with a signal, signals) an access
@@ -58,7 +42,7 @@ func TokenItem(t store.LockerToken, signal string, arg any) store.OutboxItem {
 func AccessCodeItem(c store.AccessCode, signal string, arg any) store.OutboxItem {
 	return item(workflows.AccessCodeWorkflowID(c.ID.String()), workflows.AccessCodeWorkflowName,
 		workflows.AccessCodeInput{CodeID: c.ID.String(), ExpiresAt: c.ExpiresAt},
-		scope{orgID: c.OrganizationID, locationID: c.LocationID, lockerID: int64(c.LockerID), kind: "access-code"}, signal, arg)
+		codeAttrs(c), signal, arg)
 }
 
 // AccessCodeCleanupItem starts the workflow of a code that never became active: it waits
@@ -66,5 +50,9 @@ func AccessCodeItem(c store.AccessCode, signal string, arg any) store.OutboxItem
 func AccessCodeCleanupItem(c store.AccessCode, holdRequest uuid.UUID) store.OutboxItem {
 	return item(workflows.AccessCodeWorkflowID(c.ID.String()), workflows.AccessCodeWorkflowName,
 		workflows.AccessCodeInput{CodeID: c.ID.String(), ExpiresAt: c.ExpiresAt, HoldRequestID: holdRequest.String(), Ended: true},
-		scope{orgID: c.OrganizationID, locationID: c.LocationID, lockerID: int64(c.LockerID), kind: "access-code"}, "", nil)
+		codeAttrs(c), "", nil)
+}
+
+func codeAttrs(c store.AccessCode) workflows.SearchAttrs {
+	return workflows.SearchAttrs{OrganizationID: c.OrganizationID, LocationID: c.LocationID, LockerID: int64(c.LockerID), RequestKind: "access-code"}
 }

@@ -7,17 +7,17 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows"
 )
 
 // Store is the outbox persistence the dispatcher needs.
@@ -36,16 +36,15 @@ type Dispatcher struct {
 
 	queue *fairQueue
 	wg    sync.WaitGroup
-	// SweepEvery is how often due items are claimed; Lease how long a claim lasts.
-	SweepEvery time.Duration
-	Lease      time.Duration
-	Workers    int
+	// Lease is how long a sweep's claim lasts; Workers how many dispatches run at once.
+	Lease   time.Duration
+	Workers int
 }
 
 // New returns a dispatcher; call Run to start it.
 func New(st Store, c client.Client, taskQueue string, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: st, temporal: c, taskQueue: taskQueue, logger: logger,
-		queue: newFairQueue(4096), SweepEvery: time.Second, Lease: 30 * time.Second, Workers: 16}
+		queue: newFairQueue(4096), Lease: 30 * time.Second, Workers: 16}
 }
 
 // Dispatch hands committed items to the dispatch workers without waiting, fairly between
@@ -57,7 +56,8 @@ func (d *Dispatcher) Dispatch(items ...store.OutboxItem) {
 	}
 }
 
-// Run dispatches until ctx is done, then waits for in-flight dispatches.
+// Run runs the dispatch workers until ctx is done, then waits for in-flight dispatches.
+// The sweep (Sweep) is a background loop of its own (internal/maintenance).
 func (d *Dispatcher) Run(ctx context.Context) error {
 	for range d.Workers {
 		d.wg.Add(1)
@@ -72,30 +72,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	t := time.NewTicker(d.SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			d.wg.Wait()
-			return nil
-		case <-t.C:
-			d.sweep(ctx)
-		}
-	}
+	<-ctx.Done()
+	d.wg.Wait()
+	return nil
 }
 
-func (d *Dispatcher) sweep(ctx context.Context) {
+// Sweep dispatches every due item: those whose first dispatch was lost, or is older than
+// its grace, and those rescheduled after a failure.
+func (d *Dispatcher) Sweep(ctx context.Context) error {
 	for {
 		items, err := d.store.ClaimDueOutbox(ctx, 100, d.Lease)
 		if err != nil {
-			if ctx.Err() == nil {
-				d.logger.WarnContext(ctx, "claim outbox", "err", err)
-			}
-			return
+			return fmt.Errorf("claim outbox: %w", err)
 		}
 		if len(items) == 0 {
-			return
+			return nil
 		}
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, d.Workers)
@@ -109,7 +100,7 @@ func (d *Dispatcher) sweep(ctx context.Context) {
 		}
 		wg.Wait()
 		if len(items) < 100 {
-			return
+			return nil
 		}
 	}
 }
@@ -139,7 +130,7 @@ func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) error {
 		ID:                    it.WorkflowID,
 		TaskQueue:             d.taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: searchAttributes(it.SearchAttributes),
+		TypedSearchAttributes: workflows.KeywordAttributes(it.SearchAttributes),
 	}
 	if it.SignalName == "" {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
@@ -153,17 +144,4 @@ func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) error {
 		return nil
 	}
 	return err
-}
-
-func searchAttributes(m map[string]string) temporal.SearchAttributes {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	updates := make([]temporal.SearchAttributeUpdate, 0, len(names))
-	for _, k := range names {
-		updates = append(updates, temporal.NewSearchAttributeKeyKeyword(k).ValueSet(m[k]))
-	}
-	return temporal.NewSearchAttributes(updates...)
 }

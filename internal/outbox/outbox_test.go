@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
@@ -35,11 +37,17 @@ func setup(t *testing.T) fixture {
 	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
-	disp := outbox.New(st, tc, taskQueue, slog.New(slog.DiscardHandler))
-	disp.SweepEvery = 100 * time.Millisecond
+	logger := slog.New(slog.DiscardHandler)
+	disp := outbox.New(st, tc, taskQueue, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = disp.Run(ctx); close(done) }()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = disp.Run(ctx) })
+		maintenance.Run(ctx, nil, logger, maintenance.OutboxSweep(100*time.Millisecond, disp))
+		wg.Wait()
+		close(done)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return fixture{st: st, tc: tc, disp: disp}
 }

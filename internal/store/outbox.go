@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // OutboxItem is a workflow start (and optional signal) recorded with the state change it
@@ -21,46 +23,50 @@ type OutboxItem struct {
 	CreatedAt        time.Time
 }
 
-// EnqueueWorkflow records an outbox item; the dispatcher picks it up at once, and the
-// periodic sweep after grace if that first attempt was lost.
+// EnqueueWorkflows records items in the outbox, in one round trip, and sets their ids; the
+// sweep dispatches an item after grace unless the first dispatch (outbox.Record's, after
+// the commit) did. Call it inside the transaction of the change the items belong to:
+// outbox.Record does.
+func (s *Store) EnqueueWorkflows(ctx context.Context, grace time.Duration, items []OutboxItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, it := range items {
+		attrs, err := json.Marshal(it.SearchAttributes)
+		if err != nil {
+			return fmt.Errorf("encode search attributes: %w", err)
+		}
+		var signalName, signalArg any
+		if it.SignalName != "" {
+			signalName = it.SignalName
+		}
+		if it.SignalArg != nil {
+			signalArg = []byte(it.SignalArg)
+		}
+		b.Queue(`
+			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
+			VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+			RETURNING id`,
+			it.WorkflowID, it.WorkflowType, []byte(it.Input), attrs, signalName, signalArg, grace.Seconds())
+	}
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+	for i := range items {
+		if err := br.QueryRow().Scan(&items[i].ID); err != nil {
+			return fmt.Errorf("enqueue workflow: %w", translate(err))
+		}
+	}
+	return nil
+}
+
+// EnqueueWorkflow records one item (EnqueueWorkflows) and returns its id.
 func (s *Store) EnqueueWorkflow(ctx context.Context, item OutboxItem, grace time.Duration) (int64, error) {
-	a, err := outboxArgsOf(item, grace)
-	if err != nil {
+	items := []OutboxItem{item}
+	if err := s.EnqueueWorkflows(ctx, grace, items); err != nil {
 		return 0, err
 	}
-	var id int64
-	err = s.db.QueryRow(ctx, `
-		INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
-		VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
-		RETURNING id`,
-		a.workflowID, a.workflowType, a.input, a.attrs, a.signalName, a.signalArg, a.grace).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue workflow: %w", translate(err))
-	}
-	return id, nil
-}
-
-// outboxArgs are an outbox item's column values (nil workflowID: no item).
-type outboxArgs struct {
-	workflowID, workflowType, signalName any
-	input, attrs, signalArg              any
-	grace                                float64
-}
-
-func outboxArgsOf(item OutboxItem, grace time.Duration) (outboxArgs, error) {
-	attrs, err := json.Marshal(item.SearchAttributes)
-	if err != nil {
-		return outboxArgs{}, fmt.Errorf("encode search attributes: %w", err)
-	}
-	a := outboxArgs{workflowID: item.WorkflowID, workflowType: item.WorkflowType, input: []byte(item.Input), attrs: attrs,
-		grace: grace.Seconds()}
-	if item.SignalArg != nil {
-		a.signalArg = []byte(item.SignalArg)
-	}
-	if item.SignalName != "" {
-		a.signalName = item.SignalName
-	}
-	return a, nil
+	return items[0].ID, nil
 }
 
 // ClaimDueOutbox leases up to limit due items for lease, fairly between organizations: each

@@ -37,9 +37,6 @@ type ReserveParams struct {
 	// Start, when set, is when the reservation begins (it expires Duration later); zero: the
 	// database's now().
 	Start time.Time
-	// Outbox, when set, is recorded in the same statement (its workflow releases the hold).
-	Outbox      *OutboxItem
-	OutboxGrace time.Duration
 }
 
 // ReserveLocker holds an available locker (a lapsed hold counts as available) for the
@@ -52,16 +49,9 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 	if !p.Start.IsZero() {
 		start = &p.Start
 	}
-	var ob outboxArgs
-	if p.Outbox != nil {
-		var err error
-		if ob, err = outboxArgsOf(*p.Outbox, p.OutboxGrace); err != nil {
-			return Reservation{}, err
-		}
-	}
-	// One statement: claim the locker if it is available now, record the reservation, and
-	// (given) the outbox row of its workflow; then, in the same transaction, its event.
-	var outboxID, subOrg, locationID *int64
+	// One statement: claim the locker if it is available now and record the reservation;
+	// then, in the same transaction, its event.
+	var subOrg, locationID *int64
 	var createdAt, expiresAt *time.Time
 	var seen LockerStatus
 	claimed := false
@@ -103,18 +93,13 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		                              duration_seconds, created_at, expires_at)
 		    SELECT $1, $2, $3, c.id, $5, 'active', $6, c.start, c.hold_expires_at FROM claimed c
 		    RETURNING created_at, expires_at
-		), ob AS (
-		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
-		    SELECT $8, $9, $10, $11, $12, $13, now() + make_interval(secs => $14) FROM res WHERE $8::text IS NOT NULL
-		    RETURNING id
 		)
 		SELECT res.created_at, res.expires_at, c.location_id,
-		       (SELECT l.sub_organization_id FROM locations l WHERE l.id = c.location_id), (SELECT id FROM ob),
+		       (SELECT l.sub_organization_id FROM locations l WHERE l.id = c.location_id),
 		       cur.status
 		FROM cur LEFT JOIN claimed c ON true LEFT JOIN res ON true`,
-			p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start,
-			ob.workflowID, ob.workflowType, ob.input, ob.attrs, ob.signalName, ob.signalArg, ob.grace).
-			Scan(&createdAt, &expiresAt, &locationID, &subOrg, &outboxID, &seen)
+			p.ID, p.OrgID, p.ClientID, p.LockerID, r.TowerID, r.DurationSeconds, start).
+			Scan(&createdAt, &expiresAt, &locationID, &subOrg, &seen)
 		if err != nil {
 			return translate(err) // ErrNotFound: no such locker
 		}
@@ -130,9 +115,6 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		return Reservation{}, fmt.Errorf("reserve locker: %w", err)
 	}
 	if claimed {
-		if outboxID != nil {
-			p.Outbox.ID = *outboxID
-		}
 		return r, nil
 	}
 	return Reservation{}, &StatusConflictError{Status: seen,

@@ -102,10 +102,6 @@ type IssueTokenParams struct {
 	Type       string
 	Duration   time.Duration
 	ClientInfo *string
-	// Outbox, when set, names the workflows to record with the token (its expiry, a consumed
-	// reservation's end); they are written in the same round trip as the token.
-	Outbox      func(IssueResult) []OutboxItem
-	OutboxGrace time.Duration
 }
 
 // IssueResult is a new token and what issuing it changed.
@@ -117,8 +113,6 @@ type IssueResult struct {
 	ConsumedReservation          *uuid.UUID
 	ConsumedReservationExpiresAt time.Time
 	From, To                     LockerStatus
-	// Outbox are the recorded outbox items, with their ids.
-	Outbox []OutboxItem
 }
 
 // IssueToken applies the token transitions of DESIGN §4.1 under the locker's row lock and
@@ -186,13 +180,9 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: now.Truncate(time.Second).Add(p.Duration)}
 	res.Token = t
 	rents := p.Type == TokenDropoff && k.Status != StatusOccupied
-	var items []OutboxItem
-	if p.Outbox != nil {
-		items = p.Outbox(res)
-	}
 
 	// The writes go out in one pipelined batch: one round trip for the token, the consumed
-	// reservation, the locker and the workflows' outbox rows.
+	// reservation and the locker.
 	b := &pgx.Batch{}
 	b.Queue(`
 		INSERT INTO locker_tokens (id, organization_id, client_id, locker_id, tower_id, type, generation, client_info, status, created_at, expires_at)
@@ -219,16 +209,6 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 	if bumped {
 		b.Queue(appendCommandsSQL, commandArgs(k.TowerID, []newCommand{floorCommand(k.ID, generation)})...)
 	}
-	for _, it := range items {
-		a, err := outboxArgsOf(it, p.OutboxGrace)
-		if err != nil {
-			return IssueResult{}, err
-		}
-		b.Queue(`
-			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, signal_name, signal_arg, next_attempt_at)
-			VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7)) RETURNING id`,
-			a.workflowID, a.workflowType, a.input, a.attrs, a.signalName, a.signalArg, a.grace)
-	}
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -253,12 +233,6 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 			return IssueResult{}, fmt.Errorf("append tower command: %w", translate(err))
 		}
 	}
-	for i := range items {
-		if err := br.QueryRow().Scan(&items[i].ID); err != nil {
-			return IssueResult{}, fmt.Errorf("enqueue workflow: %w", translate(err))
-		}
-	}
-	res.Outbox = items
 	return res, nil
 }
 

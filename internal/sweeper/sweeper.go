@@ -7,6 +7,7 @@ package sweeper
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -21,28 +22,28 @@ type Store interface {
 // deliveries go with it.
 const WebhookEventRetention = 30 * 24 * time.Hour
 
-// Run sweeps every interval until ctx is done. Holds are left to their workflows for grace.
-func Run(ctx context.Context, st Store, logger *slog.Logger, interval, grace time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		res, lockers, err := st.ReleaseLapsedHolds(ctx, grace)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			logger.WarnContext(ctx, "sweep lapsed holds", "err", err)
-		case res > 0 || lockers > 0:
-			logger.WarnContext(ctx, "sweeper released lapsed holds their workflows had not", "reservations", res, "lockers", lockers)
-		}
-		// At most 5,000 a sweep, so a backlog of old events drains without a long statement.
-		if n, err := st.PruneWebhookEvents(ctx, WebhookEventRetention, 5000); err != nil && ctx.Err() == nil {
-			logger.WarnContext(ctx, "prune webhook events", "err", err)
-		} else if n > 0 {
-			logger.InfoContext(ctx, "pruned webhook events past their retention", "events", n)
-		}
+// ReleaseLapsedHolds is the expiry sweep's pass: it writes back the holds lapsed for longer
+// than grace (left to their workflows until then).
+func ReleaseLapsedHolds(ctx context.Context, st Store, logger *slog.Logger, grace time.Duration) error {
+	res, lockers, err := st.ReleaseLapsedHolds(ctx, grace)
+	if err != nil {
+		return fmt.Errorf("sweep lapsed holds: %w", err)
 	}
+	if res > 0 || lockers > 0 {
+		logger.WarnContext(ctx, "sweeper released lapsed holds their workflows had not", "reservations", res, "lockers", lockers)
+	}
+	return nil
+}
+
+// PruneWebhookEvents drops events past WebhookEventRetention, at most 5,000 a pass, so a
+// backlog of old events drains without a long statement.
+func PruneWebhookEvents(ctx context.Context, st Store, logger *slog.Logger) error {
+	n, err := st.PruneWebhookEvents(ctx, WebhookEventRetention, 5000)
+	if err != nil {
+		return fmt.Errorf("prune webhook events: %w", err)
+	}
+	if n > 0 {
+		logger.InfoContext(ctx, "pruned webhook events past their retention", "events", n)
+	}
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
@@ -130,9 +131,14 @@ func Start(t *testing.T, opts Options) *Env {
 
 	taskQueue := "lockernet-test"
 	disp := outbox.New(st, tc, taskQueue, logger)
-	disp.SweepEvery = 200 * time.Millisecond
 	done := make(chan struct{})
-	go func() { _ = disp.Run(ctx); close(done) }()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = disp.Run(ctx) })
+		maintenance.Run(ctx, nil, logger, maintenance.OutboxSweep(200*time.Millisecond, disp))
+		wg.Wait()
+		close(done)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	rateLimits := opts.RateLimits

@@ -2,18 +2,21 @@ package testenv
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -74,8 +77,11 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
-	sync := &activities.GatewaySync{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Interval: interval, Tick: 100 * time.Millisecond}
-	go func() { _ = sync.Run(ctx); close(done) }()
+	sync := &gatewaysync.GatewaySync{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Interval: interval}
+	go func() {
+		maintenance.Run(ctx, nil, e.Logger, maintenance.GatewaySync(100*time.Millisecond, sync), maintenance.GatewayRequestPrune(10*time.Minute, sync))
+		close(done)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -98,7 +104,7 @@ func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CustomerSettings) 
 	e.mu.Lock()
 	e.metrics[srv.URL] = metrics.URL
 	e.mu.Unlock()
-	runGatewayCloud(t, e.ctx, server)
+	runGatewayCloud(t, e.ctx, server, e.Logger)
 	return srv.URL
 }
 
@@ -110,16 +116,22 @@ func (e *Env) MetricsURL(apiURL string) string {
 }
 
 // RunGatewayCloud runs the env's apiserver's gateway cloud background work (the listener of
-// request outcomes and the reconciler), as cmd/apiserver does, until the test ends.
+// request outcomes and the reconciler loop), as cmd/apiserver does, until the test ends.
 func (e *Env) RunGatewayCloud(t testing.TB) {
 	t.Helper()
-	runGatewayCloud(t, e.ctx, e.server)
+	runGatewayCloud(t, e.ctx, e.server, e.Logger)
 }
 
-func runGatewayCloud(t testing.TB, parent context.Context, s *apiserver.Server) {
+func runGatewayCloud(t testing.TB, parent context.Context, s *apiserver.Server, logger *slog.Logger) {
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
-	go func() { s.RunGatewayCloud(ctx); close(done) }()
+	go func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { s.RunGatewayCloud(ctx) })
+		maintenance.Run(ctx, nil, logger, maintenance.GatewayRequestReconcile(10*time.Second, maintenance.ReconcileGrace, s))
+		wg.Wait()
+		close(done)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -127,10 +139,5 @@ func runGatewayCloud(t testing.TB, parent context.Context, s *apiserver.Server) 
 // workflows of requests stored but never sent for longer than grace.
 func (e *Env) ReconcileGatewayRequests(t testing.TB, grace time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan struct{})
-	go func() { e.server.ReconcileGatewayRequests(ctx, 10*time.Millisecond, grace); close(done) }()
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	<-done
+	require.NoError(t, e.server.ReconcileGatewayRequests(e.ctx, grace))
 }

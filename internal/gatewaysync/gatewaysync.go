@@ -1,4 +1,9 @@
-package activities
+// Package gatewaysync keeps the cloud's view of its gateways fresh: each gateway's health
+// and the read-only mirror of its lockers, checked every sync interval (and soon after a
+// proxied write asks for it). It is a background loop of the worker (internal/maintenance),
+// not an activity: gateways are leased in Postgres, so every worker may run it and each
+// gateway is synced by one at a time.
+package gatewaysync
 
 import (
 	"context"
@@ -10,14 +15,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// GatewaySyncStore is what the gateway sync loop needs from Postgres.
-type GatewaySyncStore interface {
+// Store is what the gateway sync needs from Postgres.
+type Store interface {
 	ClaimDueGatewaySyncs(ctx context.Context, limit int, lease time.Duration) ([]store.Gateway, error)
 	ScheduleGatewaySync(ctx context.Context, gatewayID int64, after time.Duration) error
 	RecordGatewayHealth(ctx context.Context, gatewayID int64, online bool, cause string) error
@@ -25,19 +29,15 @@ type GatewaySyncStore interface {
 	PruneGatewayRequests(ctx context.Context, keep time.Duration) (keys, requests int64, err error)
 }
 
-// GatewaySync keeps the cloud's view of its gateways fresh: every Interval (and within a
-// Tick after a proxied write asked for it) it checks each gateway's health and refreshes the
-// read-only mirror of its lockers; it also prunes expired idempotency keys and old requests.
-// Every worker runs it; gateways are leased in Postgres, so each is synced by one at a time.
+// GatewaySync syncs due gateways (SyncDue, every tick of its loop) and prunes expired
+// idempotency keys and old requests (Prune).
 type GatewaySync struct {
-	Store   GatewaySyncStore
-	Keyring SecretOpener
+	Store   Store
+	Keyring activities.SecretOpener
 	HTTP    *http.Client
 	Logger  *slog.Logger
 	// Interval between two syncs of one gateway (default 30 s).
 	Interval time.Duration
-	// Tick is how often due gateways are claimed (default 1 s).
-	Tick time.Duration
 	// Keep is how long terminal requests are kept (default 30 days).
 	Keep time.Duration
 	// Timeout bounds each call to a gateway (default 5 s).
@@ -47,9 +47,6 @@ type GatewaySync struct {
 func (g *GatewaySync) defaults() {
 	if g.Interval <= 0 {
 		g.Interval = 30 * time.Second
-	}
-	if g.Tick <= 0 {
-		g.Tick = time.Second
 	}
 	if g.Keep <= 0 {
 		g.Keep = 30 * 24 * time.Hour
@@ -61,41 +58,30 @@ func (g *GatewaySync) defaults() {
 		g.Logger = slog.New(slog.DiscardHandler)
 	}
 	if g.HTTP == nil {
-		g.HTTP = defaultGatewayClient
+		g.HTTP = activities.GatewayClient()
 	}
 }
 
-// Run syncs due gateways until ctx is done.
-func (g *GatewaySync) Run(ctx context.Context) error {
+// Prune drops expired idempotency keys and terminal requests older than Keep.
+func (g *GatewaySync) Prune(ctx context.Context) error {
 	g.defaults()
-	t := time.NewTicker(g.Tick)
-	defer t.Stop()
-	lastPrune := time.Time{}
-	for {
-		g.syncDue(ctx)
-		if time.Since(lastPrune) > 10*time.Minute {
-			lastPrune = time.Now()
-			if keys, reqs, err := g.Store.PruneGatewayRequests(ctx, g.Keep); err != nil && ctx.Err() == nil {
-				g.Logger.WarnContext(ctx, "prune gateway requests", "err", err)
-			} else if keys+reqs > 0 {
-				g.Logger.InfoContext(ctx, "pruned gateway requests", "idempotencyKeys", keys, "requests", reqs)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	keys, reqs, err := g.Store.PruneGatewayRequests(ctx, g.Keep)
+	if err != nil {
+		return fmt.Errorf("prune gateway requests: %w", err)
 	}
+	if keys+reqs > 0 {
+		g.Logger.InfoContext(ctx, "pruned gateway requests", "idempotencyKeys", keys, "requests", reqs)
+	}
+	return nil
 }
 
-func (g *GatewaySync) syncDue(ctx context.Context) {
+// SyncDue syncs the gateways due (up to 20), each rescheduled Interval later. A gateway
+// that does not answer is recorded offline and logged; only a failed claim fails the pass.
+func (g *GatewaySync) SyncDue(ctx context.Context) error {
+	g.defaults()
 	gws, err := g.Store.ClaimDueGatewaySyncs(ctx, 20, g.Interval+4*g.Timeout)
 	if err != nil {
-		if ctx.Err() == nil {
-			g.Logger.WarnContext(ctx, "claim gateway syncs", "err", err)
-		}
-		return
+		return fmt.Errorf("claim gateway syncs: %w", err)
 	}
 	for _, gw := range gws {
 		if err := g.SyncGateway(ctx, gw); err != nil && ctx.Err() == nil {
@@ -105,6 +91,7 @@ func (g *GatewaySync) syncDue(ctx context.Context) {
 			g.Logger.WarnContext(ctx, "schedule gateway sync", "gateway", gw.Serial, "err", err)
 		}
 	}
+	return nil
 }
 
 // SyncGateway checks one gateway's health and refreshes its locker mirror.
@@ -173,7 +160,7 @@ func (g *GatewaySync) get(ctx context.Context, gw store.Gateway, secret, path st
 		return fmt.Errorf("get %s from gateway %s: %w", path, gw.Serial, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayResponse))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, activities.MaxGatewayResponse))
 	if err != nil {
 		return fmt.Errorf("read %s from gateway %s: %w", path, gw.Serial, err)
 	}
@@ -184,25 +171,4 @@ func (g *GatewaySync) get(ctx context.Context, gw store.Gateway, secret, path st
 		return fmt.Errorf("decode %s from gateway %s: %w", path, gw.Serial, err)
 	}
 	return nil
-}
-
-// GatewayMetrics counts gateway requests by terminal state, where the outcome is decided.
-type GatewayMetrics struct {
-	terminals *prometheus.CounterVec
-}
-
-// NewGatewayMetrics registers the gateway-request metrics on reg.
-func NewGatewayMetrics(reg prometheus.Registerer) *GatewayMetrics {
-	m := &GatewayMetrics{terminals: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lockernet_gateway_request_terminal_total",
-		Help: "Gateway requests that reached a terminal state, by class and state.",
-	}, []string{"class", "state"})}
-	reg.MustRegister(m.terminals)
-	return m
-}
-
-func (m *GatewayMetrics) terminal(class, state string) {
-	if m != nil {
-		m.terminals.WithLabelValues(class, state).Inc()
-	}
 }

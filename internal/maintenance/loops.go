@@ -1,0 +1,76 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/gatewaysync"
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/sweeper"
+)
+
+// The loops, each declared once: its name, its pass (kept with its domain) and what it is
+// given. The intervals come from config (APIServer, Worker) or from a test.
+
+// ReconcileGrace is how long a stored gateway request may wait for its workflow's start
+// before the reconciler starts it.
+const ReconcileGrace = 30 * time.Second
+
+// ExpiryGrace is how long a lapsed hold is left to its workflow before the sweep writes it back.
+const ExpiryGrace = time.Minute
+
+// OutboxSweep dispatches the outbox items whose immediate dispatch was lost or failed.
+func OutboxSweep(every time.Duration, d *outbox.Dispatcher) Loop {
+	return Loop{Name: "outbox_sweep", Every: every, Pass: d.Sweep}
+}
+
+// GatewayRequestReconcile starts the workflows of gateway requests stored but never sent
+// for longer than grace.
+func GatewayRequestReconcile(every, grace time.Duration, s *apiserver.Server) Loop {
+	return Loop{Name: "gateway_request_reconcile", Every: every,
+		Pass: func(ctx context.Context) error { return s.ReconcileGatewayRequests(ctx, grace) }}
+}
+
+// GatewaySync checks the health and mirrors the lockers of the gateways due a sync.
+func GatewaySync(tick time.Duration, g *gatewaysync.GatewaySync) Loop {
+	return Loop{Name: "gateway_sync", Every: tick, AtStart: true, Pass: g.SyncDue}
+}
+
+// GatewayRequestPrune drops expired idempotency keys and old gateway requests.
+func GatewayRequestPrune(every time.Duration, g *gatewaysync.GatewaySync) Loop {
+	return Loop{Name: "gateway_request_prune", Every: every, AtStart: true, Pass: g.Prune}
+}
+
+// ExpirySweep writes back the holds lapsed for longer than ExpiryGrace that their
+// workflows have not.
+func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loop {
+	return Loop{Name: "expiry_sweep", Every: every,
+		Pass: func(ctx context.Context) error { return sweeper.ReleaseLapsedHolds(ctx, st, logger, ExpiryGrace) }}
+}
+
+// WebhookEventPrune drops webhook events past their retention.
+func WebhookEventPrune(every time.Duration, st sweeper.Store, logger *slog.Logger) Loop {
+	return Loop{Name: "webhook_event_prune", Every: every,
+		Pass: func(ctx context.Context) error { return sweeper.PruneWebhookEvents(ctx, st, logger) }}
+}
+
+// APIServer is the apiserver's loops.
+func APIServer(cfg config.Config, d *outbox.Dispatcher, s *apiserver.Server) []Loop {
+	return []Loop{
+		OutboxSweep(cfg.OutboxSweepInterval, d),
+		GatewayRequestReconcile(cfg.GatewayReconcileInterval, ReconcileGrace, s),
+	}
+}
+
+// Worker is the worker's loops.
+func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st sweeper.Store, logger *slog.Logger) []Loop {
+	return []Loop{
+		GatewaySync(cfg.GatewaySyncTick, g),
+		GatewayRequestPrune(cfg.GatewayPruneInterval, g),
+		ExpirySweep(cfg.ExpirySweepInterval, st, logger),
+		WebhookEventPrune(cfg.ExpirySweepInterval, st, logger),
+	}
+}
