@@ -27,12 +27,12 @@ const (
 	CodeGuessLimit  = 10
 	// CodeGuessCeiling bounds the wrong codes of one key at one location across all its end
 	// users (calls naming end_user_id).
-	CodeGuessCeiling  = 100
-	CodeGuessWindow   = 15 * time.Minute
-	codeHoldWait      = 10 * time.Second
-	codeOpenWait      = 15 * time.Second
-	codeCloseWait     = 5 * time.Second
-	problemCodeInvald = "urn:lockernet:problem:ACCESS_CODE_INVALID"
+	CodeGuessCeiling   = 100
+	CodeGuessWindow    = 15 * time.Minute
+	codeHoldWait       = 10 * time.Second
+	codeOpenWait       = 15 * time.Second
+	codeCloseWait      = 5 * time.Second
+	problemCodeInvalid = "urn:lockernet:problem:ACCESS_CODE_INVALID"
 )
 
 // AccessCodeBody is an access code. access_code is shown only to keys of the scope that

@@ -113,7 +113,7 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 		}
 		e := huma.Error403Forbidden("ACCESS_CODE_INVALID: the access code is not valid at this location")
 		if m, ok := e.(*huma.ErrorModel); ok {
-			m.Type = problemCodeInvald
+			m.Type = problemCodeInvalid
 		}
 		return e
 	}
