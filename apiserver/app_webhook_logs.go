@@ -68,25 +68,25 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 	}) (*struct{ Body WebhookDeliveryPage }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		limit, err := pageParam("limit", in.Limit, 20, 100)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "page", err)
 		}
 		switch in.Status {
 		case "", "pending", "succeeded", "failed":
 		default:
-			return nil, huma.Error422UnprocessableEntity("status: expected pending, succeeded or failed",
-				&huma.ErrorDetail{Location: "query.status", Value: in.Status, Message: "expected pending, succeeded or failed"})
+			return nil, s.appError(ctx, "webhook deliveries", invalidField("status: expected pending, succeeded or failed",
+				"query.status", in.Status, "expected pending, succeeded or failed"))
 		}
 		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
 		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "cursor", err)
 		}
 		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
 		list, page.NextCursor = nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
@@ -106,14 +106,14 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 	}) (*struct{ Body WebhookDeliveryBody }, error) {
 		id, err := uuid.Parse(in.DeliveryID)
 		if err != nil {
-			return nil, huma.Error404NotFound("webhook delivery: not found")
+			return nil, s.appError(ctx, "webhook delivery", errNotFound("webhook delivery: not found"))
 		}
 		d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
 		if errors.Is(err, store.ErrConflict) {
-			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
+			err = errEndpointDisabled
 		}
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook delivery", err)
+			return nil, s.appError(ctx, "webhook delivery", err)
 		}
 		return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
 	})
@@ -131,27 +131,27 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 	}) (*struct{ Body WebhookEventPage }, error) {
 		limit, err := pageParam("limit", in.Limit, 20, 100)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "page", err)
 		}
 		if in.Type != "" && !webhook.KnownType(in.Type) {
-			return nil, huma.Error422UnprocessableEntity("type: unknown event type",
-				&huma.ErrorDetail{Location: "query.type", Value: in.Type, Message: "expected one of " + strings.Join(webhook.Types, ", ")})
+			return nil, s.appError(ctx, "webhook events", invalidField("type: unknown event type",
+				"query.type", in.Type, "expected one of "+strings.Join(webhook.Types, ", ")))
 		}
 		f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
 		if in.Since != "" {
 			t, err := time.Parse(time.RFC3339Nano, in.Since)
 			if err != nil {
-				return nil, huma.Error422UnprocessableEntity("since: expected an RFC 3339 time",
-					&huma.ErrorDetail{Location: "query.since", Value: in.Since, Message: "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"})
+				return nil, s.appError(ctx, "webhook events", invalidField("since: expected an RFC 3339 time",
+					"query.since", in.Since, "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"))
 			}
 			f.Since = &t
 		}
 		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "cursor", err)
 		}
 		list, err := s.deps.Store.WebhookEvents(ctx, f)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook events", err)
+			return nil, s.appError(ctx, "webhook events", err)
 		}
 		page := WebhookEventPage{Data: []WebhookEventBody{}}
 		list, page.NextCursor = nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
@@ -194,8 +194,7 @@ func parseCursor(raw string) (*store.Cursor, error) {
 	if raw == "" {
 		return nil, nil
 	}
-	bad := huma.Error422UnprocessableEntity("cursor: not a cursor this API returned",
-		&huma.ErrorDetail{Location: "query.cursor", Value: raw, Message: "pass the next_cursor of the previous page"})
+	bad := invalidField("cursor: not a cursor this API returned", "query.cursor", raw, "pass the next_cursor of the previous page")
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil {
 		return nil, bad

@@ -95,10 +95,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}) (*struct{ Body CreatedWebhookEndpoint }, error) {
 		k := appKey(ctx)
 		if err := s.checkWebhookURL(ctx, in.Body.URL); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if err := checkEventTypes(in.Body.EventTypes); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		secret, key := webhook.NewSecret()
 		id := uuid.New()
@@ -107,7 +107,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 			SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
 			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key)})
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body CreatedWebhookEndpoint }{Body: CreatedWebhookEndpoint{WebhookEndpointBody: endpointBody(e), Secret: secret}}, nil
 	})
@@ -120,7 +120,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []WebhookEndpointBody }, error) {
 		list, err := s.deps.Store.WebhookEndpoints(ctx, webhookScope(appKey(ctx)))
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoints", err)
+			return nil, s.appError(ctx, "webhook endpoints", err)
 		}
 		out := make([]WebhookEndpointBody, len(list))
 		for i, e := range list {
@@ -135,11 +135,11 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, in *endpointPath) (*struct{ Body WebhookEndpointBody }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		e, err := s.deps.Store.WebhookEndpoint(ctx, webhookScope(appKey(ctx)), id)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
 	})
@@ -155,24 +155,24 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}) (*struct{ Body WebhookEndpointBody }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if in.Body.URL != nil {
 			if err := s.checkWebhookURL(ctx, *in.Body.URL); err != nil {
-				return nil, err
+				return nil, s.appError(ctx, "webhook endpoint", err)
 			}
 		}
 		p := store.WebhookEndpointPatch{URL: in.Body.URL, Description: in.Body.Description, Enabled: in.Body.Enabled}
 		if in.Body.EventTypes != nil {
 			if err := checkEventTypes(*in.Body.EventTypes); err != nil {
-				return nil, err
+				return nil, s.appError(ctx, "webhook endpoint", err)
 			}
 			types := dedupe(*in.Body.EventTypes)
 			p.EventTypes = &types
 		}
 		e, err := s.deps.Store.UpdateWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id, p)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
 	})
@@ -185,10 +185,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, in *endpointPath) (*struct{}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if err := s.deps.Store.DeleteWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id); err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return nil, nil
 	})
@@ -205,7 +205,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		secret, key := webhook.NewSecret()
 		overlap := s.deps.Webhooks.RotationOverlap
@@ -214,7 +214,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 		}
 		if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
 			s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		out := &struct {
 			Body struct {
@@ -237,24 +237,24 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		sc := webhookScope(appKey(ctx))
 		e, err := s.deps.Store.WebhookEndpoint(ctx, sc, id)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if !e.Enabled {
-			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
+			return nil, s.appError(ctx, "webhook endpoint", errEndpointDisabled)
 		}
 		evID, err := s.deps.Store.RecordEvent(ctx, store.Event{OrgID: e.OrgID, SubOrgID: e.SubOrgID, Type: "webhook.test", Only: &e.ID,
 			Data: map[string]any{"endpoint_id": e.ID, "message": "a test event sent through the API"}})
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook test", err)
+			return nil, s.appError(ctx, "webhook test", err)
 		}
 		if evID == uuid.Nil {
 			// Deleted between the read above and the record.
-			return nil, huma.Error404NotFound("webhook endpoint: not found")
+			return nil, s.appError(ctx, "webhook endpoint", errNotFound("webhook endpoint: not found"))
 		}
 		out := &struct {
 			Body struct {
@@ -268,11 +268,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 	s.registerWebhookLogs(api, tags)
 }
 
-// checkWebhookURL applies the deployment's URL policy, answering 422 with the rule broken.
+// checkWebhookURL applies the deployment's URL policy; its error names the rule broken.
 func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 	if err := s.deps.Webhooks.Policy.CheckURL(ctx, raw); err != nil {
-		return huma.Error422UnprocessableEntity("url: "+strings.TrimPrefix(err.Error(), webhook.ErrURL.Error()+": "),
-			&huma.ErrorDetail{Location: "body.url", Value: raw, Message: err.Error()})
+		return invalidField("url: "+strings.TrimPrefix(err.Error(), webhook.ErrURL.Error()+": "), "body.url", raw, err.Error())
 	}
 	return nil
 }
@@ -280,9 +279,8 @@ func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 func checkEventTypes(types []string) error {
 	for i, t := range types {
 		if !webhook.KnownType(t) {
-			return huma.Error422UnprocessableEntity("event_types: unknown event type "+strconv.Quote(t),
-				&huma.ErrorDetail{Location: fmt.Sprintf("body.event_types[%d]", i), Value: t,
-					Message: "expected one of " + strings.Join(webhook.Types, ", ")})
+			return invalidField("event_types: unknown event type "+strconv.Quote(t), fmt.Sprintf("body.event_types[%d]", i), t,
+				"expected one of "+strings.Join(webhook.Types, ", "))
 		}
 	}
 	return nil
@@ -303,7 +301,7 @@ func dedupe(types []string) []string {
 func parseEndpointID(raw string) (uuid.UUID, error) {
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, huma.Error404NotFound("webhook endpoint: not found")
+		return uuid.Nil, errNotFound("webhook endpoint: not found")
 	}
 	return id, nil
 }

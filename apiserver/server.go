@@ -1,6 +1,8 @@
 // Package apiserver is the HTTP API: huma v2 operations on a chi router for the token
-// service, the tower API (/api/v1), the app engine API and the gateway cloud API
-// (/api/customer/v1). One file per resource; errors are mapped in errors.go.
+// service (token_*.go), the tower API (/api/v1, tower_*.go), the mobile SDK API (/sdk/v1,
+// sdk_*.go), the app engine API (app_*.go) and the gateway cloud API (/api/customer/v1,
+// cloud_*.go). One file per resource. Handlers return domain errors; each surface maps
+// them in its *_errors.go, and errors.go picks the error body by path for huma's own errors.
 package apiserver
 
 import (

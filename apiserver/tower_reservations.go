@@ -66,7 +66,7 @@ func (s *Server) registerReservations(api huma.API) {
 		p := principal(ctx)
 		tower, _, err := s.tower(ctx, p.OrgID, in.TowerID)
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		d := time.Duration(in.Body.Duration) * time.Second
 		start := time.Now().UTC().Truncate(time.Microsecond)
@@ -78,7 +78,7 @@ func (s *Server) registerReservations(api huma.API) {
 			Duration: d, Start: start, Outbox: &item, OutboxGrace: outboxGrace,
 		})
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		s.deps.Workflows.Dispatch(item)
 		return &reservationOutput{Location: "/api/v1/reservations/" + r.ID.String(), Body: reservationBody(r)}, nil
@@ -97,7 +97,7 @@ func (s *Server) registerReservations(api huma.API) {
 		p := principal(ctx)
 		id, err := uuid.Parse(in.ReservationID)
 		if err != nil {
-			return nil, huma.Error404NotFound("reservation: not found")
+			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
 		}
 		var item store.OutboxItem
 		cancelled := false
@@ -111,7 +111,7 @@ func (s *Server) registerReservations(api huma.API) {
 			return err
 		})
 		if err != nil {
-			return nil, s.mapError(ctx, "reservation", err)
+			return nil, s.towerError(ctx, "reservation", err)
 		}
 		if cancelled {
 			s.deps.Workflows.Dispatch(item)
@@ -127,11 +127,11 @@ func (s *Server) registerReservations(api huma.API) {
 	}) (*struct{ Body ReservationBody }, error) {
 		id, err := uuid.Parse(in.ReservationID)
 		if err != nil {
-			return nil, huma.Error404NotFound("reservation: not found")
+			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
 		}
 		r, err := s.deps.Store.Reservation(ctx, principal(ctx).OrgID, id)
 		if err != nil {
-			return nil, s.mapError(ctx, "reservation", err)
+			return nil, s.towerError(ctx, "reservation", err)
 		}
 		return &struct{ Body ReservationBody }{Body: reservationBody(r)}, nil
 	})
