@@ -23,6 +23,7 @@ import (
 // that creates a gateway transaction carrying the code's id; the code exists once the
 // gateway confirmed the hold.
 
+// newCodeDigits draws an access code: six random digits.
 func newCodeDigits() (string, error) {
 	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 )
 
 // The gateway cloud API's edge: what runs before its handlers (OPTIONS refused, deprecation
-// headers, the raw body kept for the Idempotency-Key hash, the key checked and counted) and
-// the error bodies of this surface.
+// headers, the raw body kept for the Idempotency-Key hash, the key checked and counted). Its
+// refusals are mapped in cloud_errors.go.
 
 type customerEdgeKey struct{}
 

@@ -171,7 +171,6 @@ func isConflict(err error) bool {
 
 // createLink issues the link's token and records the link in the same transaction. Its
 // errors are the store's: the caller maps them.
-
 func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID int64, c OpenRequestCommon, locationID int64) (*struct{ Body OpenRequestBody }, error) {
 	p := principal(ctx)
 	duration := c.Duration
