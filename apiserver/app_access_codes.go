@@ -27,12 +27,12 @@ const (
 	CodeGuessLimit  = 10
 	// CodeGuessCeiling bounds the wrong codes of one key at one location across all its end
 	// users (calls naming end_user_id).
-	CodeGuessCeiling  = 100
-	CodeGuessWindow   = 15 * time.Minute
-	codeHoldWait      = 10 * time.Second
-	codeOpenWait      = 15 * time.Second
-	codeCloseWait     = 5 * time.Second
-	problemCodeInvald = "urn:lockernet:problem:ACCESS_CODE_INVALID"
+	CodeGuessCeiling   = 100
+	CodeGuessWindow    = 15 * time.Minute
+	codeHoldWait       = 10 * time.Second
+	codeOpenWait       = 15 * time.Second
+	codeCloseWait      = 5 * time.Second
+	problemCodeInvalid = "urn:lockernet:problem:ACCESS_CODE_INVALID"
 )
 
 // AccessCodeBody is an access code. access_code is shown only to keys of the scope that
@@ -77,7 +77,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		for _, c := range codes {
 			b, err := s.accessCodeBody(appKey(ctx), c)
 			if err != nil {
-				return nil, s.mapError(ctx, "access codes", err)
+				return nil, s.appError(ctx, "access codes", err)
 			}
 			out = append(out, b)
 		}
@@ -93,14 +93,14 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		k := appKey(ctx)
 		ok, err := s.deps.Store.SubOrganizationOf(ctx, k.OrganizationID, in.SubOrganizationID)
 		if err != nil {
-			return nil, s.mapError(ctx, "sub-organization", err)
+			return nil, s.appError(ctx, "sub-organization", err)
 		}
 		if !ok || (!k.OrgWide() && *k.SubOrganizationID != in.SubOrganizationID) {
-			return nil, huma.Error404NotFound("sub-organization: not found")
+			return nil, s.appError(ctx, "sub-organization", errNotFound("sub-organization: not found"))
 		}
 		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: &in.SubOrganizationID})
 		if err != nil {
-			return nil, s.mapError(ctx, "access codes", err)
+			return nil, s.appError(ctx, "access codes", err)
 		}
 		return listOut(ctx, codes)
 	})
@@ -114,11 +114,11 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		k := appKey(ctx)
 		loc, err := s.codeLocation(ctx, k, in.LocationID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "location", err)
 		}
 		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: loc.LocationID})
 		if err != nil {
-			return nil, s.mapError(ctx, "access codes", err)
+			return nil, s.appError(ctx, "access codes", err)
 		}
 		return listOut(ctx, codes)
 	})
@@ -133,12 +133,12 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		k := appKey(ctx)
 		loc, err := s.codeLocation(ctx, k, in.LocationID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "location", err)
 		}
 		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID,
 			LocationID: loc.LocationID, LockerName: in.LockerName})
 		if err != nil {
-			return nil, s.mapError(ctx, "access codes", err)
+			return nil, s.appError(ctx, "access codes", err)
 		}
 		return listOut(ctx, codes)
 	})
@@ -203,14 +203,14 @@ func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ B
 	k := appKey(ctx)
 	id, err := uuid.Parse(rawID)
 	if err != nil {
-		return nil, huma.Error404NotFound("access code: not found")
+		return nil, s.appError(ctx, "access code", errNotFound("access code: not found"))
 	}
 	c, err := s.deps.Store.AccessCode(ctx, k.OrganizationID, id)
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	if _, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, c.LocationID); err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 		var changed bool
@@ -221,28 +221,28 @@ func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ B
 		return []store.OutboxItem{outbox.AccessCodeItem(c, workflows.SignalCodeEnded, "removed")}, nil
 	})
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	if c.Status != store.CodeRemoved {
-		return nil, huma.Error409Conflict("the access code is " + c.Status)
+		return nil, s.appError(ctx, "access code", errConflict("the access code is "+c.Status))
 	}
 	b, err := s.accessCodeBody(k, c)
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	return &struct{ Body AccessCodeBody }{Body: b}, nil
 }
 
-// codeLocation resolves a location id of the key's scope that has a gateway.
+// codeLocation resolves a location id of the key's scope that has a gateway; the caller maps
+// its errors.
 func (s *Server) codeLocation(ctx context.Context, k store.AppKey, raw string) (store.Gateway, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 	if err != nil || id < 1 {
-		return store.Gateway{}, huma.Error422UnprocessableEntity("location_id must be a positive integer",
-			&huma.ErrorDetail{Location: "query.location_id", Value: raw, Message: "expected a positive integer"})
+		return store.Gateway{}, invalidField("location_id must be a positive integer", "query.location_id", raw, "expected a positive integer")
 	}
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, id)
 	if err != nil {
-		return store.Gateway{}, s.mapError(ctx, "location", err)
+		return store.Gateway{}, err
 	}
 	return gw, nil
 }

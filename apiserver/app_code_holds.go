@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
@@ -24,6 +23,7 @@ import (
 // that creates a gateway transaction carrying the code's id; the code exists once the
 // gateway confirmed the hold.
 
+// newCodeDigits draws an access code: six random digits.
 func newCodeDigits() (string, error) {
 	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
 	if err != nil {
@@ -36,32 +36,29 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	k := appKey(ctx)
 	expiry, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(req.Expiry))
 	if err != nil {
-		return nil, huma.Error422UnprocessableEntity("expiry must be an RFC 3339 timestamp",
-			&huma.ErrorDetail{Location: "body.expiry", Value: req.Expiry, Message: "expected e.g. 2026-12-01T18:00:00Z"})
+		return nil, s.appError(ctx, "access code", invalidField("expiry must be an RFC 3339 timestamp",
+			"body.expiry", req.Expiry, "expected e.g. 2026-12-01T18:00:00Z"))
 	}
 	now := time.Now()
 	if !expiry.After(now) || expiry.After(now.Add(MaxCodeLifetime)) {
-		return nil, huma.Error422UnprocessableEntity("expiry must be in the future and at most one year ahead",
-			&huma.ErrorDetail{Location: "body.expiry", Value: req.Expiry})
+		return nil, s.appError(ctx, "access code", invalidField("expiry must be in the future and at most one year ahead",
+			"body.expiry", req.Expiry, ""))
 	}
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
 	if err != nil {
-		return nil, s.mapError(ctx, "location", err)
+		return nil, s.appError(ctx, "location", err)
 	}
 	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, k.OrganizationID, gw.LocationID, req.LockerName)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, huma.Error404NotFound(fmt.Sprintf("no locker named %q at location %d", req.LockerName, gw.LocationID))
-		}
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, s.appError(ctx, "locker", noLockerNamed(err, req.LockerName, gw.LocationID))
 	}
 	if _, err := s.deps.Store.ReleaseLapsedCode(ctx, gw.ID, locker.LockerID); err != nil {
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, s.appError(ctx, "locker", err)
 	}
 	if has, err := s.deps.Store.LockerHasActiveCode(ctx, gw.ID, locker.LockerID); err != nil {
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, s.appError(ctx, "locker", err)
 	} else if has {
-		return nil, huma.Error409Conflict(fmt.Sprintf("locker %s already has an active access code", locker.Name))
+		return nil, s.appError(ctx, "locker", errConflict(fmt.Sprintf("locker %s already has an active access code", locker.Name)))
 	}
 
 	// Hold the locker first: its gateway transaction carries the code's id.
@@ -70,7 +67,7 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	hold, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeHold, Class: gatewayreq.ClassWrite,
 		Method: http.MethodPost, Path: "/locker", GatewayPath: "/transactions", Body: body, Subject: codeID.String()}, codeHoldWait)
 	if err != nil {
-		return nil, s.mapError(ctx, "locker hold", err)
+		return nil, s.appError(ctx, "locker hold", err)
 	}
 	held := hold.Terminal() && hold.Status == gatewayreq.StateCompleted && hold.Outcome.HTTPStatus == http.StatusCreated
 	code := store.AccessCode{ID: codeID, OrganizationID: k.OrganizationID, SubOrganizationID: k.SubOrganizationID,
@@ -78,13 +75,13 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 		SingleUse: req.SingleUse, ExpiresAt: expiry.UTC(), CreatedByKey: &k.ID, Status: store.CodeActive}
 	ring, err := s.codeKeyring()
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	for attempt := 0; ; attempt++ {
 		// Not err: the transaction's error below must reach the check after the loop.
 		digits, derr := newCodeDigits()
 		if derr != nil {
-			return nil, s.mapError(ctx, "access code", derr)
+			return nil, s.appError(ctx, "access code", derr)
 		}
 		code.CodeSealed, code.CodeHash, code.CodeLast2 = ring.Seal(keyring.AccessCodePurpose(codeID), []byte(digits)), s.pickupCodeHash(digits), digits[4:]
 		if !held {
@@ -110,27 +107,16 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrLockerHasCode) {
-			return nil, huma.Error409Conflict(fmt.Sprintf("locker %s already has an active access code", locker.Name))
+			err = errConflict(fmt.Sprintf("locker %s already has an active access code", locker.Name))
 		}
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	if !held {
-		return nil, holdFailure(hold, locker.Name)
+		return nil, s.appError(ctx, "locker hold", &holdFailedError{r: hold, locker: locker.Name})
 	}
 	b, err := s.accessCodeBody(k, code)
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	return &struct{ Body AccessCodeBody }{Body: b}, nil
-}
-
-// holdFailure explains why a code's locker could not be held.
-func holdFailure(r store.GatewayRequest, lockerName string) error {
-	switch {
-	case !r.Terminal():
-		return huma.Error504GatewayTimeout(fmt.Sprintf("the gateway did not confirm the hold of locker %s in time; no code was made", lockerName))
-	case r.Status == gatewayreq.StateCompleted:
-		return huma.Error409Conflict(fmt.Sprintf("locker %s cannot be held now (gateway answered %d: in use or out of service)", lockerName, r.Outcome.HTTPStatus))
-	}
-	return gatewayProblem(r)
 }

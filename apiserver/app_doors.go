@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
@@ -48,8 +47,7 @@ type doorOutput struct {
 func (s *Server) holdDoorWaiter() (func(), error) {
 	release, ok := s.requests.holdWaiter()
 	if !ok {
-		return nil, huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(
-			"too many requests are waiting for gateways on this instance: try again shortly"), http.Header{"Retry-After": {"1"}})
+		return nil, errGatewaysBusy
 	}
 	return release, nil
 }
@@ -69,13 +67,13 @@ func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewG
 func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
 	leave, err := s.holdDoorWaiter()
 	if err != nil {
-		return nil, err
+		return nil, s.appError(ctx, "door", err)
 	}
 	defer leave()
 	k := appKey(ctx)
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
 	if err != nil {
-		return nil, s.mapError(ctx, "location", err)
+		return nil, s.appError(ctx, "location", err)
 	}
 	// The attempt is counted before the code is judged (atomically: of simultaneous guesses at
 	// most the limit are judged), and uncounted when it was not a wrong guess.
@@ -86,7 +84,7 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	att, err := s.deps.Store.ClaimCodeAttempt(ctx, k.ID, gw.LocationID, endUser,
 		store.CodeLimits{Window: CodeGuessWindow, PerEndUser: CodeGuessLimit, Ceiling: CodeGuessCeiling})
 	if err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	if !att.Allowed {
 		retry := max(int(time.Until(att.RetryAt).Seconds())+1, 1)
@@ -94,9 +92,8 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 		if att.PerEndUser && endUser != nil {
 			who = "by this end user at this location"
 		}
-		return nil, huma.ErrorWithHeaders(huma.Error429TooManyRequests(
-			fmt.Sprintf("%d wrong access codes %s within %s: try again in %d s", att.Count, who, CodeGuessWindow, retry)),
-			http.Header{"Retry-After": {strconv.Itoa(retry)}})
+		return nil, s.appError(ctx, "access code", &attemptsLimitedError{retryAfter: retry,
+			msg: fmt.Sprintf("%d wrong access codes %s within %s: try again in %d s", att.Count, who, CodeGuessWindow, retry)})
 	}
 	counted := true
 	release := func() {
@@ -111,11 +108,7 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 		if !count {
 			release()
 		}
-		e := huma.Error403Forbidden("ACCESS_CODE_INVALID: the access code is not valid at this location")
-		if m, ok := e.(*huma.ErrorModel); ok {
-			m.Type = problemCodeInvald
-		}
-		return e
+		return s.appError(ctx, "access code", errCodeInvalid)
 	}
 	digits, ok := parseAccessCode(req.AccessCode)
 	if !ok {
@@ -127,55 +120,52 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	}
 	if err != nil {
 		release()
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	release() // a code that exists is not a wrong guess, even if a concurrent open wins it
 	if code.SingleUse {
 		// Consumed before the door is asked to open: of concurrent opens, one wins.
 		won, err := s.deps.Store.UseSingleUseCode(ctx, code.ID)
 		if err != nil {
-			return nil, s.mapError(ctx, "access code", err)
+			return nil, s.appError(ctx, "access code", err)
 		}
 		if !won {
 			return nil, invalid(false)
 		}
 	} else if err := s.deps.Store.TouchAccessCode(ctx, code.ID); err != nil {
-		return nil, s.mapError(ctx, "access code", err)
+		return nil, s.appError(ctx, "access code", err)
 	}
 	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeOpen, Class: gatewayreq.ClassHardware,
 		Method: http.MethodPost, Path: "/locker/open", GatewayPath: "/transactions/" + code.ID.String() + "/open",
 		Subject: code.ID.String()}, codeOpenWait)
 	if err != nil {
-		return nil, s.mapError(ctx, "open", err)
+		return nil, s.appError(ctx, "open", err)
 	}
-	return s.doorAnswer(r, code.LockerName, true)
+	return s.doorAnswer(ctx, r, code.LockerName, true)
 }
 
 func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*doorOutput, error) {
 	leave, err := s.holdDoorWaiter()
 	if err != nil {
-		return nil, err
+		return nil, s.appError(ctx, "door", err)
 	}
 	defer leave()
 	k := appKey(ctx)
 	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
 	if err != nil {
-		return nil, s.mapError(ctx, "location", err)
+		return nil, s.appError(ctx, "location", err)
 	}
 	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, k.OrganizationID, gw.LocationID, req.LockerName)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, huma.Error404NotFound(fmt.Sprintf("no locker named %q at location %d", req.LockerName, gw.LocationID))
-		}
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, s.appError(ctx, "locker", noLockerNamed(err, req.LockerName, gw.LocationID))
 	}
 	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeClose, Class: gatewayreq.ClassRead,
 		Method: http.MethodGet, Path: "/locker/close", GatewayPath: "/lockers/" + strconv.Itoa(locker.LockerID),
 		Subject: strconv.Itoa(locker.LockerID)}, codeCloseWait)
 	if err != nil {
-		return nil, s.mapError(ctx, "close", err)
+		return nil, s.appError(ctx, "close", err)
 	}
-	return s.doorAnswer(r, locker.Name, false)
+	return s.doorAnswer(ctx, r, locker.Name, false)
 }
 
 // pollDoorRequest answers GET /locker/requests/{request_id}: the outcome of an open or a
@@ -183,17 +173,17 @@ func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*door
 func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput, error) {
 	id, err := uuid.Parse(rawID)
 	if err != nil {
-		return nil, huma.Error404NotFound("request: not found")
+		return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 	}
 	k := appKey(ctx)
 	r, err := s.requests.state(ctx, k.OrganizationID, id)
 	if err != nil || (r.Kind != gatewayreq.KindAccessCodeOpen && r.Kind != gatewayreq.KindAccessCodeClose) {
-		return nil, huma.Error404NotFound("request: not found")
+		return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 	}
 	// A sub-organization key sees the requests at its own locations only.
 	if k.SubOrganizationID != nil {
 		if _, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, r.LocationID); err != nil {
-			return nil, huma.Error404NotFound("request: not found")
+			return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 		}
 	}
 	name := ""
@@ -205,7 +195,7 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 			}
 		}
 	}
-	out, err := s.doorAnswer(r, name, r.Kind == gatewayreq.KindAccessCodeOpen)
+	out, err := s.doorAnswer(ctx, r, name, r.Kind == gatewayreq.KindAccessCodeOpen)
 	if out != nil && out.Status == http.StatusAccepted {
 		out.Status = http.StatusOK
 	}
@@ -213,13 +203,13 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 }
 
 // doorAnswer turns a gateway request of an open or close into the app engine's answer.
-func (s *Server) doorAnswer(r store.GatewayRequest, lockerName string, open bool) (*doorOutput, error) {
+func (s *Server) doorAnswer(ctx context.Context, r store.GatewayRequest, lockerName string, open bool) (*doorOutput, error) {
 	if !r.Terminal() {
 		return &doorOutput{Status: http.StatusAccepted, Location: "/locker/requests/" + r.ID.String(), RetryAfter: "1",
 			Body: PendingDoor{RequestID: r.ID, Status: r.Status}}, nil
 	}
 	if r.Status != gatewayreq.StateCompleted {
-		return nil, gatewayProblem(r)
+		return nil, s.appError(ctx, "door", &gatewayFailedError{r: r})
 	}
 	door := gatewayreq.ReadDoor(r.Outcome)
 	res := DoorResult{LockerName: lockerName, DoorOpen: door.DoorOpen, RequestID: r.ID, Message: door.Message}
@@ -227,21 +217,7 @@ func (s *Server) doorAnswer(r store.GatewayRequest, lockerName string, open bool
 		ok := gatewayreq.Opened(r.Outcome)
 		res.Success = &ok
 	} else if r.Outcome.HTTPStatus != http.StatusOK {
-		return nil, huma.Error409Conflict(fmt.Sprintf("the gateway answered %d reading locker %s", r.Outcome.HTTPStatus, lockerName))
+		return nil, s.appError(ctx, "door", errConflict(fmt.Sprintf("the gateway answered %d reading locker %s", r.Outcome.HTTPStatus, lockerName)))
 	}
 	return &doorOutput{Status: http.StatusOK, Body: res}, nil
-}
-
-// gatewayProblem is the problem+json of a gateway request that failed (§6.2 statuses).
-func gatewayProblem(r store.GatewayRequest) error {
-	status := r.Outcome.HTTPStatus
-	if status < 500 {
-		status = http.StatusBadGateway
-	}
-	e := huma.NewError(status, fmt.Sprintf("%s: %s", r.Outcome.ErrorCode, r.Outcome.ErrorMessage))
-	if m, ok := e.(*huma.ErrorModel); ok {
-		m.Type = "urn:lockernet:problem:" + r.Outcome.ErrorCode
-		m.Instance = "urn:lockernet:request:" + r.ID.String()
-	}
-	return e
 }

@@ -2,9 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -69,42 +66,6 @@ type UpdateWebhookEndpointRequest struct {
 	Enabled     *bool     `json:"enabled,omitempty" doc:"true re-enables an endpoint the service disabled"`
 }
 
-// WebhookDeliveryBody is an entry of an endpoint's delivery log.
-type WebhookDeliveryBody struct {
-	ID             uuid.UUID  `json:"id"`
-	EventID        string     `json:"event_id"`
-	EventType      string     `json:"event_type"`
-	Status         string     `json:"status" enum:"pending,succeeded,failed"`
-	Attempts       int        `json:"attempts"`
-	LastStatusCode *int       `json:"last_status_code"`
-	LastError      *string    `json:"last_error"`
-	NextAttemptAt  *Timestamp `json:"next_attempt_at"`
-	CreatedAt      Timestamp  `json:"created_at"`
-	CompletedAt    *Timestamp `json:"completed_at"`
-}
-
-// WebhookDeliveryPage is one page of a delivery log.
-type WebhookDeliveryPage struct {
-	Data       []WebhookDeliveryBody `json:"data"`
-	NextCursor *string               `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
-}
-
-// WebhookEventBody is an event as delivered.
-type WebhookEventBody struct {
-	ID                string          `json:"id" doc:"evt_<uuid>, the webhook-id header of its deliveries"`
-	Type              string          `json:"type"`
-	CreatedAt         string          `json:"created_at"`
-	OrganizationID    int64           `json:"organization_id"`
-	SubOrganizationID *int64          `json:"sub_organization_id"`
-	Data              json.RawMessage `json:"data"`
-}
-
-// WebhookEventPage is one page of the event log.
-type WebhookEventPage struct {
-	Data       []WebhookEventBody `json:"data"`
-	NextCursor *string            `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
-}
-
 type endpointPath struct {
 	EndpointID string `path:"endpoint_id" maxLength:"64"`
 }
@@ -134,10 +95,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}) (*struct{ Body CreatedWebhookEndpoint }, error) {
 		k := appKey(ctx)
 		if err := s.checkWebhookURL(ctx, in.Body.URL); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if err := checkEventTypes(in.Body.EventTypes); err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		secret, key := webhook.NewSecret()
 		id := uuid.New()
@@ -146,7 +107,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 			SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
 			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key)})
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body CreatedWebhookEndpoint }{Body: CreatedWebhookEndpoint{WebhookEndpointBody: endpointBody(e), Secret: secret}}, nil
 	})
@@ -159,7 +120,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []WebhookEndpointBody }, error) {
 		list, err := s.deps.Store.WebhookEndpoints(ctx, webhookScope(appKey(ctx)))
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoints", err)
+			return nil, s.appError(ctx, "webhook endpoints", err)
 		}
 		out := make([]WebhookEndpointBody, len(list))
 		for i, e := range list {
@@ -174,11 +135,11 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, in *endpointPath) (*struct{ Body WebhookEndpointBody }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		e, err := s.deps.Store.WebhookEndpoint(ctx, webhookScope(appKey(ctx)), id)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
 	})
@@ -194,24 +155,24 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}) (*struct{ Body WebhookEndpointBody }, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if in.Body.URL != nil {
 			if err := s.checkWebhookURL(ctx, *in.Body.URL); err != nil {
-				return nil, err
+				return nil, s.appError(ctx, "webhook endpoint", err)
 			}
 		}
 		p := store.WebhookEndpointPatch{URL: in.Body.URL, Description: in.Body.Description, Enabled: in.Body.Enabled}
 		if in.Body.EventTypes != nil {
 			if err := checkEventTypes(*in.Body.EventTypes); err != nil {
-				return nil, err
+				return nil, s.appError(ctx, "webhook endpoint", err)
 			}
 			types := dedupe(*in.Body.EventTypes)
 			p.EventTypes = &types
 		}
 		e, err := s.deps.Store.UpdateWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id, p)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
 	})
@@ -224,10 +185,10 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}), func(ctx context.Context, in *endpointPath) (*struct{}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if err := s.deps.Store.DeleteWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id); err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		return nil, nil
 	})
@@ -244,7 +205,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		secret, key := webhook.NewSecret()
 		overlap := s.deps.Webhooks.RotationOverlap
@@ -253,7 +214,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 		}
 		if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
 			s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		out := &struct {
 			Body struct {
@@ -276,24 +237,24 @@ func (s *Server) registerWebhooks(api huma.API) {
 	}, error) {
 		id, err := parseEndpointID(in.EndpointID)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		sc := webhookScope(appKey(ctx))
 		e, err := s.deps.Store.WebhookEndpoint(ctx, sc, id)
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
+			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
 		if !e.Enabled {
-			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
+			return nil, s.appError(ctx, "webhook endpoint", errEndpointDisabled)
 		}
 		evID, err := s.deps.Store.RecordEvent(ctx, store.Event{OrgID: e.OrgID, SubOrgID: e.SubOrgID, Type: "webhook.test", Only: &e.ID,
 			Data: map[string]any{"endpoint_id": e.ID, "message": "a test event sent through the API"}})
 		if err != nil {
-			return nil, s.mapError(ctx, "webhook test", err)
+			return nil, s.appError(ctx, "webhook test", err)
 		}
 		if evID == uuid.Nil {
 			// Deleted between the read above and the record.
-			return nil, huma.Error404NotFound("webhook endpoint: not found")
+			return nil, s.appError(ctx, "webhook endpoint", errNotFound("webhook endpoint: not found"))
 		}
 		out := &struct {
 			Body struct {
@@ -304,133 +265,13 @@ func (s *Server) registerWebhooks(api huma.API) {
 		return out, nil
 	})
 
-	huma.Register(api, op(huma.Operation{
-		OperationID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/endpoints/{endpoint_id}/deliveries", Tags: tags,
-		Summary:     "An endpoint's delivery log",
-		Description: "Newest first. `status` filters (pending, succeeded, failed); `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
-		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		EndpointID string `path:"endpoint_id" maxLength:"64"`
-		Status     string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
-		Limit      string `query:"limit" maxLength:"8"`
-		Cursor     string `query:"cursor" maxLength:"128"`
-	}) (*struct{ Body WebhookDeliveryPage }, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, err
-		}
-		limit, err := pageParam("limit", in.Limit, 20, 100)
-		if err != nil {
-			return nil, err
-		}
-		switch in.Status {
-		case "", "pending", "succeeded", "failed":
-		default:
-			return nil, huma.Error422UnprocessableEntity("status: expected pending, succeeded or failed",
-				&huma.ErrorDetail{Location: "query.status", Value: in.Status, Message: "expected pending, succeeded or failed"})
-		}
-		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
-		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, err
-		}
-		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
-		if err != nil {
-			return nil, s.mapError(ctx, "webhook endpoint", err)
-		}
-		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
-		list, page.NextCursor = nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
-		for _, d := range list {
-			page.Data = append(page.Data, deliveryBody(d))
-		}
-		return &struct{ Body WebhookDeliveryPage }{Body: page}, nil
-	})
-
-	huma.Register(api, op(huma.Operation{
-		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/deliveries/{delivery_id}/retry", Tags: tags,
-		Summary:       "Redeliver",
-		Description:   "A new attempt now, with the same webhook-id, and the retry schedule again if it fails. 409 when the endpoint is disabled.",
-		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		DeliveryID string `path:"delivery_id" maxLength:"64"`
-	}) (*struct{ Body WebhookDeliveryBody }, error) {
-		id, err := uuid.Parse(in.DeliveryID)
-		if err != nil {
-			return nil, huma.Error404NotFound("webhook delivery: not found")
-		}
-		d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
-		if errors.Is(err, store.ErrConflict) {
-			return nil, huma.Error409Conflict("the endpoint is disabled: enable it first")
-		}
-		if err != nil {
-			return nil, s.mapError(ctx, "webhook delivery", err)
-		}
-		return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
-	})
-
-	huma.Register(api, op(huma.Operation{
-		OperationID: "list-webhook-events", Method: http.MethodGet, Path: "/webhooks/events", Tags: tags,
-		Summary:     "The event log",
-		Description: "The organization's events (a sub-organization key: its sub-organization's), newest first, kept 30 days, so a receiver that was down can catch up. `type` filters by event type; `since` (RFC 3339) keeps events created at or after it; `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
-		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		Type   string `query:"type" maxLength:"64"`
-		Since  string `query:"since" maxLength:"64"`
-		Limit  string `query:"limit" maxLength:"8"`
-		Cursor string `query:"cursor" maxLength:"128"`
-	}) (*struct{ Body WebhookEventPage }, error) {
-		limit, err := pageParam("limit", in.Limit, 20, 100)
-		if err != nil {
-			return nil, err
-		}
-		if in.Type != "" && !webhook.KnownType(in.Type) {
-			return nil, huma.Error422UnprocessableEntity("type: unknown event type",
-				&huma.ErrorDetail{Location: "query.type", Value: in.Type, Message: "expected one of " + strings.Join(webhook.Types, ", ")})
-		}
-		f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
-		if in.Since != "" {
-			t, err := time.Parse(time.RFC3339Nano, in.Since)
-			if err != nil {
-				return nil, huma.Error422UnprocessableEntity("since: expected an RFC 3339 time",
-					&huma.ErrorDetail{Location: "query.since", Value: in.Since, Message: "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"})
-			}
-			f.Since = &t
-		}
-		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, err
-		}
-		list, err := s.deps.Store.WebhookEvents(ctx, f)
-		if err != nil {
-			return nil, s.mapError(ctx, "webhook events", err)
-		}
-		page := WebhookEventPage{Data: []WebhookEventBody{}}
-		list, page.NextCursor = nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
-		for _, e := range list {
-			p := webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data)
-			page.Data = append(page.Data, WebhookEventBody(p))
-		}
-		return &struct{ Body WebhookEventPage }{Body: page}, nil
-	})
+	s.registerWebhookLogs(api, tags)
 }
 
-func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
-	b := WebhookDeliveryBody{ID: d.ID, EventID: webhook.EventIDPrefix + d.EventID.String(), EventType: d.EventType, Status: d.Status,
-		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: ts(d.CreatedAt)}
-	if d.NextAttemptAt != nil && d.Status == "pending" {
-		v := ts(*d.NextAttemptAt)
-		b.NextAttemptAt = &v
-	}
-	if d.CompletedAt != nil {
-		v := ts(*d.CompletedAt)
-		b.CompletedAt = &v
-	}
-	return b
-}
-
-// checkWebhookURL applies the deployment's URL policy, answering 422 with the rule broken.
+// checkWebhookURL applies the deployment's URL policy; its error names the rule broken.
 func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 	if err := s.deps.Webhooks.Policy.CheckURL(ctx, raw); err != nil {
-		return huma.Error422UnprocessableEntity("url: "+strings.TrimPrefix(err.Error(), webhook.ErrURL.Error()+": "),
-			&huma.ErrorDetail{Location: "body.url", Value: raw, Message: err.Error()})
+		return invalidField("url: "+strings.TrimPrefix(err.Error(), webhook.ErrURL.Error()+": "), "body.url", raw, err.Error())
 	}
 	return nil
 }
@@ -438,9 +279,8 @@ func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 func checkEventTypes(types []string) error {
 	for i, t := range types {
 		if !webhook.KnownType(t) {
-			return huma.Error422UnprocessableEntity("event_types: unknown event type "+strconv.Quote(t),
-				&huma.ErrorDetail{Location: fmt.Sprintf("body.event_types[%d]", i), Value: t,
-					Message: "expected one of " + strings.Join(webhook.Types, ", ")})
+			return invalidField("event_types: unknown event type "+strconv.Quote(t), fmt.Sprintf("body.event_types[%d]", i), t,
+				"expected one of "+strings.Join(webhook.Types, ", "))
 		}
 	}
 	return nil
@@ -461,45 +301,7 @@ func dedupe(types []string) []string {
 func parseEndpointID(raw string) (uuid.UUID, error) {
 	id, err := uuid.Parse(raw)
 	if err != nil {
-		return uuid.Nil, huma.Error404NotFound("webhook endpoint: not found")
+		return uuid.Nil, errNotFound("webhook endpoint: not found")
 	}
 	return id, nil
-}
-
-// nextPage trims a list read with one entry more than limit to limit, and returns the
-// opaque cursor of the next page (nil on the last page).
-func nextPage[T any](list []T, limit int, pos func(T) store.Cursor) ([]T, *string) {
-	if len(list) <= limit {
-		return list, nil
-	}
-	list = list[:limit]
-	c := pos(list[limit-1])
-	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID.String()))
-	return list, &next
-}
-
-// parseCursor reads a cursor nextPage wrote (nil for an empty one: the first page).
-func parseCursor(raw string) (*store.Cursor, error) {
-	if raw == "" {
-		return nil, nil
-	}
-	bad := huma.Error422UnprocessableEntity("cursor: not a cursor this API returned",
-		&huma.ErrorDetail{Location: "query.cursor", Value: raw, Message: "pass the next_cursor of the previous page"})
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil {
-		return nil, bad
-	}
-	at, id, ok := strings.Cut(string(b), ".")
-	if !ok {
-		return nil, bad
-	}
-	us, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return nil, bad
-	}
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return nil, bad
-	}
-	return &store.Cursor{At: time.UnixMicro(us), ID: u}, nil
 }

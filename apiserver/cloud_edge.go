@@ -3,8 +3,8 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -18,8 +18,8 @@ import (
 )
 
 // The gateway cloud API's edge: what runs before its handlers (OPTIONS refused, deprecation
-// headers, the raw body kept for the Idempotency-Key hash, the key checked and counted) and
-// the error bodies of this surface.
+// headers, the raw body kept for the Idempotency-Key hash, the key checked and counted). Its
+// refusals are mapped in cloud_errors.go.
 
 type customerEdgeKey struct{}
 
@@ -121,20 +121,19 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		}
 		if conflictingCredentials(ctx) {
-			writeCustomerError(ctx, customerError(http.StatusUnauthorized, "UNAUTHORIZED",
-				"conflicting credentials: present the API key once, in X-API-Key or Authorization: Bearer", nil))
+			s.writeCustomerFailure(ctx, "authenticate",
+				errUnauthenticated("conflicting credentials: present the API key once, in X-API-Key or Authorization: Bearer"))
 			return
 		}
 		key, ok := presentedKey(ctx)
 		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet-gateway-cloud"`)
-			writeCustomerError(ctx, customerError(http.StatusUnauthorized, "UNAUTHORIZED",
-				"an API key is required in X-API-Key or Authorization: Bearer", nil))
+			s.writeCustomerFailure(ctx, "authenticate", errUnauthenticated("an API key is required in X-API-Key or Authorization: Bearer"))
 			return
 		}
-		invalid := customerError(http.StatusUnauthorized, "UNAUTHORIZED", "the API key is not valid", nil)
+		invalid := errUnauthenticated("the API key is not valid")
 		if !credential.IsGatewayKey(key) {
-			writeCustomerError(ctx, invalid)
+			s.writeCustomerFailure(ctx, "authenticate", invalid)
 			return
 		}
 		began := time.Now()
@@ -142,16 +141,13 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 		markTiming(ctx.Context(), "auth", began)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			writeCustomerError(ctx, invalid)
+			s.writeCustomerFailure(ctx, "authenticate", invalid)
 			return
 		case errors.Is(err, context.Canceled):
-			// The client went away; nobody reads the answer.
-			writeCustomerError(ctx, errClientClosed())
+			s.writeCustomerFailure(ctx, "authenticate", err)
 			return
 		case err != nil:
-			s.logger.ErrorContext(ctx.Context(), "authorize gateway key", "err", err)
-			ctx.SetHeader("Retry-After", "1")
-			writeCustomerError(ctx, customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))
+			s.writeCustomerFailure(ctx, "authenticate", fmt.Errorf("%w: %w", errAuthUnavailable, err))
 			return
 		}
 		ctx.SetHeader("X-RateLimit-Limit", strconv.Itoa(auth.Limit))
@@ -161,9 +157,7 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			s.customer.rateLimited.Inc()
 			wait := int64((auth.RetryAfter() + time.Second - 1) / time.Second)
 			wait = max(wait, 1)
-			ctx.SetHeader("Retry-After", strconv.FormatInt(wait, 10))
-			writeCustomerError(ctx, customerError(http.StatusTooManyRequests, "RATE_LIMITED",
-				"the API key exceeded its rate limit", map[string]any{"limit": auth.Limit, "windowSeconds": int(store.RateWindow.Seconds()), "retryAfterSeconds": wait}))
+			s.writeCustomerFailure(ctx, "authenticate", &rateLimitedError{limit: auth.Limit, retryAfterSeconds: wait})
 			return
 		}
 		next(huma.WithValue(ctx, customerKeyCtx{}, auth))
@@ -176,38 +170,4 @@ func ceilUnix(t time.Time) int64 {
 		u++
 	}
 	return u
-}
-
-// customerError builds the surface's error body with a code of our own.
-func customerError(status int, code, msg string, details map[string]any) *CustomerError {
-	if details == nil {
-		details = map[string]any{}
-	}
-	return &CustomerError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
-}
-
-// writeCustomerError writes an error body from a middleware (handlers return the error).
-func writeCustomerError(ctx huma.Context, e *CustomerError) {
-	ctx.SetHeader("Content-Type", "application/json")
-	ctx.SetStatus(e.status)
-	_ = json.NewEncoder(ctx.BodyWriter()).Encode(e)
-}
-
-// errClientClosed answers a request whose client went away (nginx's 499; nobody reads it).
-func errClientClosed() *CustomerError {
-	return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
-}
-
-// customerInternal logs an unexpected error and answers 500 without its text.
-func (s *Server) customerInternal(ctx context.Context, op string, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return errClientClosed()
-	}
-	if errors.Is(err, store.ErrOverloaded) {
-		s.logger.WarnContext(ctx, "overloaded", "op", op, "err", err)
-		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
-			"the service is overloaded: try again shortly", nil), http.Header{"Retry-After": {"1"}})
-	}
-	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
-	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)
 }

@@ -101,7 +101,7 @@ func (s *Server) registerCustomer(api huma.API) {
 		k := customerKey(ctx)
 		ls, err := s.deps.Store.GatewayLocations(ctx, k.OrganizationID, s.customer.settings.OnlineWithin)
 		if err != nil {
-			return nil, s.customerInternal(ctx, "list gateway locations", err)
+			return nil, s.customerFailure(ctx, "list gateway locations", err)
 		}
 		out := LocationList{Data: make([]LocationSummary, 0, len(ls))}
 		for _, l := range ls {

@@ -30,17 +30,16 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	began := time.Now()
 	gw, err := s.deps.Store.GatewayAtLocation(ctx, k.OrganizationID, call.locationID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, customerError(http.StatusNotFound, "LOCATION_NOT_FOUND", "no location with a gateway has this id",
-			map[string]any{"locationId": call.locationID})
+		return nil, s.customerFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})
 	}
 	if err != nil {
-		return nil, s.customerInternal(ctx, "find gateway", err)
+		return nil, s.customerFailure(ctx, "find gateway", err)
 	}
 	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
 	if prefs.wait > 0 {
 		release, ok := s.requests.holdWaiter()
 		if !ok {
-			return nil, tooManyWaiters()
+			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
 		}
 		defer release()
 	}
@@ -61,10 +60,9 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	}, idem)
 	switch {
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return nil, customerError(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED",
-			"this Idempotency-Key was used for a request with another method, path or body", map[string]any{"idempotencyKey": call.idemKey})
+		return nil, s.customerFailure(ctx, "create gateway request", &idempotencyKeyReusedError{key: call.idemKey})
 	case err != nil:
-		return nil, s.customerInternal(ctx, "create gateway request", err)
+		return nil, s.customerFailure(ctx, "create gateway request", err)
 	}
 	markTiming(ctx, "store", began)
 	replay := !created
@@ -78,17 +76,16 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 
 // pollGatewayRequest answers GET /requests/{id}.
 func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.StreamResponse, error) {
-	notFound := customerError(http.StatusNotFound, "REQUEST_NOT_FOUND", "no request with this id", nil)
 	id, ok := parseRequestID(rawID)
 	if !ok {
-		return nil, notFound
+		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
 	}
 	row, err := s.requests.state(ctx, customerKey(ctx).OrganizationID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound
+		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
 	}
 	if err != nil {
-		return nil, s.customerInternal(ctx, "get gateway request", err)
+		return nil, s.customerFailure(ctx, "get gateway request", err)
 	}
 	prefs := parsePrefer(edgeOf(ctx).prefer, 0, s.customer.settings.MaxWait)
 	if row.Terminal() {
@@ -97,7 +94,7 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 	if prefs.wait > 0 {
 		release, ok := s.requests.holdWaiter()
 		if !ok {
-			return nil, tooManyWaiters()
+			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
 		}
 		defer release()
 	}
@@ -113,14 +110,6 @@ func parseRequestID(raw string) (uuid.UUID, bool) {
 	return id, err == nil
 }
 
-// tooManyWaiters is the gateway cloud API's answer when the instance holds MaxWaiters
-// requests open already.
-func tooManyWaiters() error {
-	return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
-		"too many requests are waiting for gateways on this instance: try again shortly, or send Prefer: respond-async", nil),
-		http.Header{"Retry-After": {"1"}})
-}
-
 // createTransactionBody is the body forwarded for a create: the caller's fields, with the
 // request id as transactionId when none was given (set later, see proxy).
 func createTransactionBody(ctx context.Context) ([]byte, error) {
@@ -128,7 +117,7 @@ func createTransactionBody(ctx context.Context) ([]byte, error) {
 	var in CreateTransactionBody
 	if raw := bytes.TrimSpace(e.rawBody); len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &in); err != nil {
-			return nil, customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", "the request body is not valid", nil)
+			return nil, errBodyInvalid
 		}
 	}
 	return json.Marshal(in)

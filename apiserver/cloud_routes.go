@@ -184,12 +184,12 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 	}), func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
 		call, err := build(in)
 		if err != nil {
-			return nil, customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", "the request body is not valid", nil)
+			return nil, s.customerFailure(ctx, "proxy", errBodyInvalid)
 		}
 		call.kind, call.class, call.method = kind, class, method
 		if kind == gatewayreq.KindCreateTransaction {
 			if call.body, err = createTransactionBody(ctx); err != nil {
-				return nil, err
+				return nil, s.customerFailure(ctx, "proxy", err)
 			}
 		}
 		return s.proxy(ctx, call)

@@ -43,56 +43,6 @@ func surfaceOf(path string) surface {
 	return surfaceProblem
 }
 
-// OAuthError is an RFC 6749 §5.2 error body.
-type OAuthError struct {
-	status           int
-	Code             string `json:"error" enum:"invalid_request,invalid_client,invalid_grant,unauthorized_client,unsupported_grant_type,invalid_scope,server_error,slow_down"`
-	ErrorDescription string `json:"error_description,omitempty"`
-}
-
-func (e *OAuthError) Error() string  { return e.Code + ": " + e.ErrorDescription }
-func (e *OAuthError) GetStatus() int { return e.status }
-
-// ContentType keeps OAuth errors plain JSON.
-func (e *OAuthError) ContentType(string) string { return "application/json" }
-
-// CustomerError is the gateway cloud API's error body (DESIGN §6).
-type CustomerError struct {
-	status    int
-	Code      string         `json:"error" doc:"Machine-readable code, e.g. RATE_LIMITED"`
-	Message   string         `json:"message"`
-	RequestID *string        `json:"requestId" doc:"The gateway request this error belongs to, if any"`
-	Timestamp Timestamp      `json:"timestamp"`
-	Details   map[string]any `json:"details"`
-}
-
-func (e *CustomerError) Error() string  { return e.Code + ": " + e.Message }
-func (e *CustomerError) GetStatus() int { return e.status }
-
-// ContentType keeps customer errors plain JSON.
-func (e *CustomerError) ContentType(string) string { return "application/json" }
-
-var customerCodes = map[int]string{
-	http.StatusBadRequest:            "BAD_REQUEST",
-	http.StatusUnauthorized:          "UNAUTHORIZED",
-	http.StatusForbidden:             "FORBIDDEN",
-	http.StatusNotFound:              "NOT_FOUND",
-	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
-	http.StatusConflict:              "CONFLICT",
-	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
-	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
-	http.StatusUnprocessableEntity:   "VALIDATION_FAILED",
-	http.StatusTooManyRequests:       "RATE_LIMITED",
-	http.StatusInternalServerError:   "INTERNAL_ERROR",
-	http.StatusServiceUnavailable:    "SERVICE_UNAVAILABLE",
-}
-
-var oauthCodes = map[int]string{
-	http.StatusUnauthorized:        "invalid_client",
-	http.StatusInternalServerError: "server_error",
-	http.StatusServiceUnavailable:  "server_error",
-}
-
 // newError builds the error body of the surface the path belongs to.
 func newError(path string, status int, msg string, errs ...error) huma.StatusError {
 	switch surfaceOf(path) {
@@ -182,16 +132,93 @@ func writeRouterError(w http.ResponseWriter, r *http.Request, status int, msg st
 	_ = jsonEncode(w, e)
 }
 
-// mapError turns a domain error into the HTTP error the caller sees. It is the one place
-// where store sentinels meet status codes; unexpected errors are logged and never echoed.
-func (s *Server) mapError(ctx context.Context, op string, err error) error {
-	var conflict *store.StatusConflictError
-	var se huma.StatusError
+// Domain errors: what went wrong, in the service's words. Handlers return these (or the
+// store's errors) and never choose an HTTP status; each surface's mapper decides what its
+// callers see: towerError (tower_errors.go), appError (app_errors.go), sdkError
+// (sdk_errors.go), tokenFailure (token_errors.go) and customerFailure (cloud_errors.go).
+
+// notFoundError: what the request names does not exist, or not for this caller.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+func errNotFound(msg string) error { return &notFoundError{msg: msg} }
+
+// conflictError: what the request names is in a state that refuses the request.
+type conflictError struct{ msg string }
+
+func (e *conflictError) Error() string { return e.msg }
+
+func errConflict(msg string) error { return &conflictError{msg: msg} }
+
+// forbiddenError: the caller is known but may not do this.
+type forbiddenError struct{ msg string }
+
+func (e *forbiddenError) Error() string { return e.msg }
+
+func errForbidden(msg string) error { return &forbiddenError{msg: msg} }
+
+// unauthenticatedError: the caller's credentials are missing or not valid.
+type unauthenticatedError struct{ msg string }
+
+func (e *unauthenticatedError) Error() string { return e.msg }
+
+func errUnauthenticated(msg string) error { return &unauthenticatedError{msg: msg} }
+
+// inputError is input that huma's schema validation let through and the operation refuses
+// (what a value means, not its shape). field says where ("body.expiry", "query.cursor");
+// empty when msg names it. value is echoed back; reason says what was expected.
+type inputError struct {
+	msg    string
+	field  string
+	value  any
+	reason string
+}
+
+func (e *inputError) Error() string { return e.msg }
+
+// invalidInput is an inputError whose message names the field.
+func invalidInput(msg string) error { return &inputError{msg: msg} }
+
+// invalidField is an inputError about one field.
+func invalidField(msg, field string, value any, reason string) error {
+	return &inputError{msg: msg, field: field, value: value, reason: reason}
+}
+
+// errGatewaysBusy: the instance already holds as many requests waiting for a gateway's
+// answer as it may (gatewayRequests.holdWaiter).
+var errGatewaysBusy = errors.New("too many requests are waiting for gateways on this instance")
+
+// problem maps the errors every problem+json surface (tower, app engine, mobile SDK)
+// shares, store sentinels included. Unexpected errors are logged and never echoed.
+func (s *Server) problem(ctx context.Context, op string, err error) error {
+	var (
+		se       huma.StatusError
+		conflict *store.StatusConflictError
+		in       *inputError
+		nf       *notFoundError
+		cf       *conflictError
+		fb       *forbiddenError
+		ua       *unauthenticatedError
+	)
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &se):
 		return err
+	case errors.As(err, &in):
+		if in.field == "" {
+			return huma.Error422UnprocessableEntity(in.msg)
+		}
+		return huma.Error422UnprocessableEntity(in.msg, &huma.ErrorDetail{Location: in.field, Value: in.value, Message: in.reason})
+	case errors.As(err, &nf):
+		return huma.Error404NotFound(nf.msg)
+	case errors.As(err, &cf):
+		return huma.Error409Conflict(cf.msg)
+	case errors.As(err, &fb):
+		return huma.Error403Forbidden(fb.msg)
+	case errors.As(err, &ua):
+		return huma.Error401Unauthorized(ua.msg)
 	case errors.As(err, &conflict):
 		return huma.Error409Conflict(conflict.Msg)
 	case errors.Is(err, store.ErrNotFound):

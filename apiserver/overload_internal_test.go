@@ -20,8 +20,10 @@ func TestOverloadIsA503(t *testing.T) {
 	s := &Server{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	err := fmt.Errorf("create reservation: %w", store.ErrOverloaded)
 	for name, got := range map[string]error{
-		"problem surfaces":  s.mapError(context.Background(), "reservation", err),
-		"gateway cloud API": s.customerInternal(context.Background(), "create gateway request", err),
+		"tower API":         s.towerError(context.Background(), "reservation", err),
+		"app engine API":    s.appError(context.Background(), "access code", err),
+		"mobile SDK API":    s.sdkError(context.Background(), "tower", err),
+		"gateway cloud API": s.customerFailure(context.Background(), "create gateway request", err),
 	} {
 		var se huma.StatusError
 		require.ErrorAs(t, got, &se, name)

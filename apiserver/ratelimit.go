@@ -40,7 +40,8 @@ func RateLimitsFromConfig(cfg config.Config) RateLimits {
 	return RateLimits{Tower: cfg.TowerRateLimit, AppKey: cfg.AppRateLimit, Token: cfg.TokenRateLimit}
 }
 
-// rateLimited counts the requests each surface refused for their rate limit.
+// newRateLimitedCounter registers the count of the requests each surface refused for their
+// rate limit.
 func newRateLimitedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockernet_rate_limited_total",

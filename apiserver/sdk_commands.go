@@ -80,11 +80,11 @@ func (s *Server) towerCommands(ctx context.Context, pathTowerID string) ([]Comma
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return nil, s.mapError(ctx, "tower", err)
+		return nil, s.sdkError(ctx, "tower", err)
 	}
 	cmds, err := s.deps.Store.PendingCommands(ctx, tower.ID, commandsPerBatch*maxCommandBatches)
 	if err != nil {
-		return nil, s.mapError(ctx, "commands", err)
+		return nil, s.sdkError(ctx, "commands", err)
 	}
 	key := towerproto.CommandKey(secret)
 	expires := time.Now().Add(s.sdk.CommandTTL)
@@ -94,13 +94,13 @@ func (s *Server) towerCommands(ctx context.Context, pathTowerID string) ([]Comma
 		for _, c := range chunk {
 			pc, err := storeCommand(c)
 			if err != nil {
-				return nil, s.mapError(ctx, "commands", err)
+				return nil, s.sdkError(ctx, "commands", err)
 			}
 			b.Commands = append(b.Commands, pc)
 		}
 		payload, auth, err := towerproto.EncodeCommands(b, key)
 		if err != nil {
-			return nil, s.mapError(ctx, "commands", err)
+			return nil, s.sdkError(ctx, "commands", err)
 		}
 		out = append(out, CommandBatchBody{TowerID: pathTowerID, SyncCommandStart: chunk[0].Number, SyncCommandCount: len(chunk),
 			Payload: hex.EncodeToString(payload), PayloadAuth: hex.EncodeToString(auth)})
@@ -113,14 +113,14 @@ func (s *Server) towerConfiguration(ctx context.Context, pathTowerID string) (To
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return TowerConfigurationBody{}, s.mapError(ctx, "tower", err)
+		return TowerConfigurationBody{}, s.sdkError(ctx, "tower", err)
 	}
 	cfg, err := s.deps.Store.TowerConfiguration(ctx, tower.ID)
 	if err != nil {
-		return TowerConfigurationBody{}, s.mapError(ctx, "configuration", err)
+		return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", err)
 	}
 	if len(cfg.Lockers) == 0 {
-		return TowerConfigurationBody{}, huma.Error404NotFound("tower " + tower.ID + " has no configuration yet: it has no lockers")
+		return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", errNotFound("tower "+tower.ID+" has no configuration yet: it has no lockers"))
 	}
 	var cmds []towerproto.Command
 	for _, l := range cfg.Lockers {
@@ -142,7 +142,7 @@ func (s *Server) towerConfiguration(ctx context.Context, pathTowerID string) (To
 		payload, auth, err := towerproto.EncodeCommands(towerproto.CommandBatch{TowerID: tower.ID, Number: uint64(cfg.Position),
 			Snapshot: true, ExpiresAt: expires, Commands: chunk}, key)
 		if err != nil {
-			return TowerConfigurationBody{}, s.mapError(ctx, "configuration", err)
+			return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", err)
 		}
 		out.Commands = append(out.Commands, hex.EncodeToString(append(payload, auth...)))
 	}

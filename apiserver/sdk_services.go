@@ -118,37 +118,37 @@ func (s *Server) registerSDKServices(api huma.API) {
 
 func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (*sdkLoginOutput, error) {
 	if mt, _, _ := mime.ParseMediaType(contentType); mt != "application/x-www-form-urlencoded" {
-		return nil, huma.Error422UnprocessableEntity("the body must be application/x-www-form-urlencoded with username and password")
+		return nil, s.sdkError(ctx, "login", invalidInput("the body must be application/x-www-form-urlencoded with username and password"))
 	}
 	form, err := url.ParseQuery(string(raw))
 	if err != nil {
-		return nil, huma.Error422UnprocessableEntity("malformed form body")
+		return nil, s.sdkError(ctx, "login", invalidInput("malformed form body"))
 	}
 	id, secret := form.Get("username"), form.Get("password")
 	if id == "" || secret == "" {
-		return nil, huma.Error401Unauthorized("username and password are required")
+		return nil, s.sdkError(ctx, "login", errUnauthenticated("username and password are required"))
 	}
 	if len(id) > 256 || !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
 		// No client has such an id (and Postgres could not even look it up).
-		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
 	client, err := s.deps.Store.ClientByID(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
-		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	case err != nil:
-		return nil, s.mapError(ctx, "login", err)
+		return nil, s.sdkError(ctx, "login", err)
 	}
 	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
-		return nil, huma.Error401Unauthorized("unknown username or wrong password")
+		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
 	if !slices.Contains(client.Scopes, jwtauth.ScopeTowerAccess) {
-		return nil, huma.Error401Unauthorized("this client may not use the mobile SDK (it lacks the tower_access scope)")
+		return nil, s.sdkError(ctx, "login", errUnauthenticated("this client may not use the mobile SDK (it lacks the tower_access scope)"))
 	}
 	tok, _, err := s.deps.Auth.Issue(ctx, client.ClientID, client.ClientID, client.OrganizationID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
 	if err != nil {
-		return nil, s.mapError(ctx, "login", err)
+		return nil, s.sdkError(ctx, "login", err)
 	}
 	return &sdkLoginOutput{Status: http.StatusOK, CacheControl: "no-store", Body: SDKLoginBody{AccessToken: tok, TokenType: "bearer"}}, nil
 }
@@ -156,22 +156,22 @@ func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (
 func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason string) (SDKTowerBody, error) {
 	p := principal(ctx)
 	if err := sdkText("reason", reason); err != nil {
-		return SDKTowerBody{}, err
+		return SDKTowerBody{}, s.sdkError(ctx, "reset events", err)
 	}
 	tower, _, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return SDKTowerBody{}, s.mapError(ctx, "tower", err)
+		return SDKTowerBody{}, s.sdkError(ctx, "tower", err)
 	}
 	loc, err := s.deps.Store.TowerLocationOf(ctx, tower.ID)
 	if err != nil {
-		return SDKTowerBody{}, s.mapError(ctx, "tower", err)
+		return SDKTowerBody{}, s.sdkError(ctx, "tower", err)
 	}
 	r := store.EventsReset{TowerID: tower.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, Reason: reason}
 	if p.Subject != "" && p.Subject != p.ClientID {
 		r.UserID = &p.Subject
 	}
 	if r, err = s.deps.Store.RecordEventsReset(ctx, r); err != nil {
-		return SDKTowerBody{}, s.mapError(ctx, "reset events", err)
+		return SDKTowerBody{}, s.sdkError(ctx, "reset events", err)
 	}
 	if r.Repeats == 0 {
 		s.sdkMetrics.resets.Inc()

@@ -58,14 +58,14 @@ func (s *Server) registerSDKSessions(api huma.API) {
 }
 
 // allowedClaims returns the claims the caller's client may ask for; a client that no longer
-// exists or is disabled cannot open sessions (401).
+// exists or is disabled cannot open sessions. The caller maps its errors.
 func (s *Server) allowedClaims(ctx context.Context, clientID string) ([]string, error) {
 	claims, disabled, err := s.deps.Store.ClientSDKClaims(ctx, clientID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && disabled:
-		return nil, huma.Error401Unauthorized("the token's client is unknown or disabled")
+		return nil, errUnauthenticated("the token's client is unknown or disabled")
 	case err != nil:
-		return nil, s.mapError(ctx, "client", err)
+		return nil, err
 	case claims == nil:
 		return s.sdk.DefaultClaims, nil
 	}
@@ -77,30 +77,31 @@ func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req S
 	var version *string
 	if req.Version != nil && *req.Version != "" {
 		if err := sdkText("version", *req.Version); err != nil {
-			return SessionTokenBody{}, err
+			return SessionTokenBody{}, s.sdkError(ctx, "session", err)
 		}
 		version = req.Version
 	}
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return SessionTokenBody{}, s.mapError(ctx, "tower", err)
+		return SessionTokenBody{}, s.sdkError(ctx, "tower", err)
 	}
 	claims, err := towerproto.ParseClaims(strings.Join(req.Claims, ","))
 	if err != nil {
-		return SessionTokenBody{}, huma.Error422UnprocessableEntity(err.Error())
+		return SessionTokenBody{}, s.sdkError(ctx, "session", invalidInput(err.Error()))
 	}
 	allowed, err := s.allowedClaims(ctx, p.ClientID)
 	if err != nil {
-		return SessionTokenBody{}, err
+		return SessionTokenBody{}, s.sdkError(ctx, "client", err)
 	}
 	for _, c := range claims {
 		if !slices.Contains(allowed, c) {
-			return SessionTokenBody{}, huma.Error403Forbidden(fmt.Sprintf("this client may not open %s sessions (allowed: %s)", c, strings.Join(allowed, ", ")))
+			return SessionTokenBody{}, s.sdkError(ctx, "session",
+				errForbidden(fmt.Sprintf("this client may not open %s sessions (allowed: %s)", c, strings.Join(allowed, ", "))))
 		}
 	}
 	perm, err := towerproto.ClaimsPermission(claims)
 	if err != nil {
-		return SessionTokenBody{}, huma.Error422UnprocessableEntity(err.Error())
+		return SessionTokenBody{}, s.sdkError(ctx, "session", invalidInput(err.Error()))
 	}
 
 	now := time.Now().UTC().Truncate(time.Second)
@@ -110,11 +111,11 @@ func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req S
 		sess.UserID = p.Subject // a user of the app, from login/authorize
 	}
 	if _, err := rand.Read(sess.Seed); err != nil {
-		return SessionTokenBody{}, s.mapError(ctx, "session", fmt.Errorf("generate session seed: %w", err))
+		return SessionTokenBody{}, s.sdkError(ctx, "session", fmt.Errorf("generate session seed: %w", err))
 	}
 	payload, auth, err := towerproto.SealSession(sess, towerproto.SessionKey(secret), rand.Reader)
 	if err != nil {
-		return SessionTokenBody{}, s.mapError(ctx, "session", err)
+		return SessionTokenBody{}, s.sdkError(ctx, "session", err)
 	}
 	rec := store.TowerSession{ID: sess.ID, TowerID: tower.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, Claims: claims,
 		Permission: int32(perm), FirmwareVersion: version, IssuedAt: sess.IssuedAt, ExpiresAt: sess.ExpiresAt}
@@ -122,7 +123,7 @@ func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req S
 		rec.UserID = &sess.UserID
 	}
 	if err := s.deps.Store.RecordTowerSession(ctx, rec); err != nil {
-		return SessionTokenBody{}, s.mapError(ctx, "session", err)
+		return SessionTokenBody{}, s.sdkError(ctx, "session", err)
 	}
 	for _, c := range claims {
 		s.sdkMetrics.sessions.WithLabelValues(c).Inc()

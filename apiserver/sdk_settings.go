@@ -79,8 +79,7 @@ func newSDKMetrics(reg *prometheus.Registry) *sdkMetrics {
 // sdkText checks a free-text field before it is stored: Postgres text cannot hold NUL.
 func sdkText(field, v string) error {
 	if strings.ContainsRune(v, 0) {
-		return huma.Error422UnprocessableEntity(field+" must not contain NUL characters",
-			&huma.ErrorDetail{Location: "body." + field, Message: "contains a NUL character"})
+		return invalidField(field+" must not contain NUL characters", "body."+field, nil, "contains a NUL character")
 	}
 	return nil
 }

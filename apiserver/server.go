@@ -1,28 +1,21 @@
 // Package apiserver is the HTTP API: huma v2 operations on a chi router for the token
-// service, the tower API (/api/v1), the app engine API and the gateway cloud API
-// (/api/customer/v1). One file per resource; errors are mapped in errors.go.
+// service (token_*.go), the tower API (/api/v1, tower_*.go), the mobile SDK API (/sdk/v1,
+// sdk_*.go), the app engine API (app_*.go) and the gateway cloud API (/api/customer/v1,
+// cloud_*.go). One file per resource. Handlers return domain errors; each surface maps
+// them in its *_errors.go, and errors.go picks the error body by path for huma's own errors.
 package apiserver
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humachi"
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
 	"github.com/lockernet/lockernet/internal/jwtauth"
@@ -171,225 +164,6 @@ func op(o huma.Operation) huma.Operation {
 	return o
 }
 
-// BodyReadTimeout is how long a client may take to send a request body.
-const BodyReadTimeout = 5 * time.Second
-
-// liftBodyDeadline clears the connection's read deadline once the request body has been
-// read. It is the innermost middleware, so it wraps the body huma reads. huma gives a body
-// BodyReadTimeout by setting that deadline and never clears it: a handler that outlives it
-// (Prefer: wait up to 30 s) would have its connection's context canceled when the server's
-// background read times out, for that request and for every later one on the keep-alive
-// connection.
-func liftBodyDeadline(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Without a body too: huma sets the deadline before it reads an empty body, and the
-		// server's background read is already waiting on the connection.
-		if r.Body != nil {
-			rc := http.NewResponseController(w)
-			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type deadlineBody struct {
-	io.ReadCloser
-	lift   func()
-	lifted bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.lifted {
-		b.lifted = true
-		b.lift()
-	}
-	return n, err
-}
-
-func (b *deadlineBody) Close() error {
-	if !b.lifted {
-		b.lifted = true
-		b.lift()
-	}
-	return b.ReadCloser.Close()
-}
-
-type healthBody struct {
-	Status string            `json:"status" enum:"ok,unavailable"`
-	Checks map[string]string `json:"checks"`
-}
-
-type healthOutput struct {
-	Status int
-	Body   healthBody
-}
-
-func (s *Server) registerHealth(api huma.API) {
-	huma.Register(api, op(huma.Operation{
-		OperationID: "get-healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"Health"},
-		Summary: "Process liveness",
-	}), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		return &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok", Checks: map[string]string{}}}, nil
-	})
-	huma.Register(api, op(huma.Operation{
-		OperationID: "get-readyz", Method: http.MethodGet, Path: "/readyz", Tags: []string{"Health"},
-		Summary: "Readiness: Postgres and Temporal reachable",
-	}), func(ctx context.Context, _ *struct{}) (*healthOutput, error) {
-		return s.readiness(ctx), nil
-	})
-}
-
-func (s *Server) readiness(ctx context.Context) *healthOutput {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	out := &healthOutput{Status: http.StatusOK, Body: healthBody{Status: "ok", Checks: map[string]string{}}}
-	// Status only: the error names hosts and databases, so it goes to the log (DESIGN §8).
-	fail := func(name string, err error) {
-		out.Status, out.Body.Status = http.StatusServiceUnavailable, "unavailable"
-		out.Body.Checks[name] = "unavailable"
-		s.logger.WarnContext(ctx, "not ready", "check", name, "err", err)
-	}
-	if err := s.deps.Store.Ping(ctx); err != nil {
-		fail("postgres", err)
-	} else {
-		out.Body.Checks["postgres"] = "ok"
-	}
-	if _, err := s.deps.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		fail("temporal", err)
-	} else {
-		out.Body.Checks["temporal"] = "ok"
-	}
-	return out
-}
-
-type httpMetrics struct {
-	duration  *prometheus.HistogramVec
-	tokenUses *prometheus.CounterVec
-}
-
-func newHTTPMetrics(reg *prometheus.Registry) *httpMetrics {
-	m := &httpMetrics{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "lockernet_http_request_duration_seconds",
-			Help:    "HTTP request latency by route, method and status.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 15, 30},
-		}, []string{"route", "method", "status"}),
-		tokenUses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lockernet_tower_token_uses_total",
-			Help: "Token uses reported by towers, by outcome (anomaly: stale generation, unknown token, use after expiry).",
-		}, []string{"outcome"}),
-	}
-	reg.MustRegister(m.duration, m.tokenUses)
-	_ = reg.Register(collectors.NewGoCollector())
-	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
-}
-
-type requestIDKey struct{}
-
-// RequestID returns the id the request was logged under.
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
-// observe logs one line per request and records its latency.
-func (s *Server) observe(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		id := uuid.NewString()
-		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
-		tw := &timingWriter{ResponseWriter: w, start: start}
-		ctx = context.WithValue(ctx, timingKey{}, tw)
-		ww := middleware.NewWrapResponseWriter(tw, r.ProtoMajor)
-		next.ServeHTTP(ww, r.WithContext(ctx))
-		route := chi.RouteContext(ctx).RoutePattern()
-		if route == "" {
-			route = "unmatched"
-		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
-		elapsed := time.Since(start)
-		s.metrics.duration.WithLabelValues(route, r.Method, strconv.Itoa(status)).Observe(elapsed.Seconds())
-		s.logger.LogAttrs(ctx, slog.LevelInfo, "http request",
-			slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
-			slog.Int("status", status), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-			slog.Int("bytes", ww.BytesWritten()))
-	})
-}
-
-// timingWriter adds Server-Timing (W3C, read by browsers and the load tool): first app, the
-// time the server spent before it started answering, then the phases a handler marked
-// (markTiming), so an operator sees where a slow answer spent its time.
-type timingWriter struct {
-	http.ResponseWriter
-	start   time.Time
-	written bool
-
-	mu     sync.Mutex
-	phases []timingPhase
-}
-
-type timingPhase struct {
-	name string
-	dur  time.Duration
-}
-
-type timingKey struct{}
-
-// markTiming records that the request spent time since since in the named phase; it
-// appears in the answer's Server-Timing after app. Outside a request it does nothing.
-func markTiming(ctx context.Context, name string, since time.Time) {
-	w, _ := ctx.Value(timingKey{}).(*timingWriter)
-	if w == nil {
-		return
-	}
-	d := time.Since(since)
-	w.mu.Lock()
-	w.phases = append(w.phases, timingPhase{name, d})
-	w.mu.Unlock()
-}
-
-func (w *timingWriter) WriteHeader(status int) {
-	if !w.written {
-		w.written = true
-		var b strings.Builder
-		fmt.Fprintf(&b, "app;dur=%.3f", msec(time.Since(w.start)))
-		w.mu.Lock()
-		for _, p := range w.phases {
-			fmt.Fprintf(&b, ", %s;dur=%.3f", p.name, msec(p.dur))
-		}
-		w.mu.Unlock()
-		w.Header().Set("Server-Timing", b.String())
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func msec(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func (w *timingWriter) Write(b []byte) (int, error) {
-	if !w.written {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streamed answers through.
-func (w *timingWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		if !w.written {
-			w.WriteHeader(http.StatusOK)
-		}
-		f.Flush()
-	}
-}
-
-// Unwrap exposes the underlying writer to http.ResponseController.
-func (w *timingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // recoverer turns a panic into a logged 500 in the surface's error format.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -408,10 +182,4 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 
 func jsonEncode(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
-}
-
-// MetricsHandler serves the server's Prometheus registry. It belongs on the internal
-// listener (LOCKERNET_ADMIN_ADDR), never on the API's router.
-func (s *Server) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{})
 }

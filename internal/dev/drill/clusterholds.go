@@ -376,7 +376,7 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 	}
 	if t := byKind["reservation"]; t != nil && t.early > 0 {
 		r.note("%d consumed reservations had their workflow run its expiry activity at once, before the reservation's expiry. "+
-			"The drop-off token that consumes a reservation signals its workflow with signal-with-start (apiserver/tokens.go, "+
+			"The drop-off token that consumes a reservation signals its workflow with signal-with-start (apiserver/tower_tokens.go, "+
 			"`outbox.ReservationItem` built from a reservation without `ExpiresAt`); when that outbox item reaches Temporal "+
 			"before the reservation's own start item, the workflow starts with a zero expiry, its timer is due at once, and "+
 			"it ends as expired instead of consumed. The expiry activity finds the reservation consumed and changes nothing, "+

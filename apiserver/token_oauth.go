@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -66,18 +67,6 @@ type tokenOutput struct {
 	Body               any
 }
 
-func oauthFail(status int, code, desc string) *tokenOutput {
-	out := &tokenOutput{Status: status, CacheControl: "no-store", Pragma: "no-cache",
-		Body: &OAuthError{status: status, Code: code, ErrorDescription: desc}}
-	if status == http.StatusUnauthorized {
-		out.WWWAuthenticate = `Basic realm="lockernet"`
-	}
-	if status == http.StatusServiceUnavailable {
-		out.RetryAfter = "1"
-	}
-	return out
-}
-
 // DiscoveryDocument is the subset of OpenID Provider metadata a client-credentials client reads.
 type DiscoveryDocument struct {
 	Issuer                            string   `json:"issuer"`
@@ -118,7 +107,11 @@ func (s *Server) registerOAuth(api huma.API) {
 		"401": {Description: "Unknown client or wrong secret (invalid_client)", Content: map[string]*huma.MediaType{"application/json": {Schema: reg.Schema(reflect.TypeFor[OAuthError](), true, "OAuthError")}}},
 	}
 	tokenHandler := func(ctx context.Context, in *TokenInput) (*tokenOutput, error) {
-		return s.issueClientToken(ctx, in), nil
+		out, err := s.issueClientToken(ctx, in)
+		if err != nil {
+			return s.tokenFailure(ctx, err), nil
+		}
+		return out, nil
 	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-oauth-token", Method: http.MethodPost, Path: "/oauth/token", Tags: []string{"Token service"},
@@ -145,7 +138,7 @@ func (s *Server) registerOAuth(api huma.API) {
 	jwks := func(ctx context.Context, _ *struct{}) (*jwksOutput, error) {
 		b, err := s.deps.Auth.JWKS(ctx)
 		if err != nil {
-			return nil, s.mapError(ctx, "get jwks", err)
+			return nil, s.towerError(ctx, "get jwks", err)
 		}
 		return &jwksOutput{CacheControl: "public, max-age=60", Body: b}, nil
 	}
@@ -219,58 +212,59 @@ func (s *Server) registerOAuth(api huma.API) {
 		p := principal(ctx)
 		userID := strings.TrimSpace(in.Body.UserID)
 		if userID == "" {
-			return nil, huma.Error422UnprocessableEntity("userId must not be blank")
+			return nil, s.towerError(ctx, "authorize", invalidInput("userId must not be blank"))
 		}
 		// Only a client granted tower_access may hand it to its users.
 		cl, err := s.deps.Store.ClientByID(ctx, p.ClientID)
 		if err != nil {
-			return nil, s.mapError(ctx, "client", err)
+			return nil, s.towerError(ctx, "client", err)
 		}
 		if !slices.Contains(cl.Scopes, jwtauth.ScopeTowerAccess) {
-			return nil, huma.Error403Forbidden("the client is not granted the scope " + jwtauth.ScopeTowerAccess)
+			return nil, s.towerError(ctx, "authorize", errForbidden("the client is not granted the scope "+jwtauth.ScopeTowerAccess))
 		}
 		tok, _, err := s.deps.Auth.Issue(ctx, userID, p.ClientID, p.OrgID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
 		if err != nil {
-			return nil, s.mapError(ctx, "authorize", err)
+			return nil, s.towerError(ctx, "authorize", err)
 		}
 		return &struct{ Body SDKToken }{Body: SDKToken{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int(SDKTokenTTL.Seconds())}}, nil
 	})
 }
 
-// issueClientToken implements the client credentials grant; every failure is an RFC 6749 body.
-func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) *tokenOutput {
+// issueClientToken implements the client credentials grant. A refusal is a tokenRefusal;
+// tokenFailure turns every error into its RFC 6749 body.
+func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) (*tokenOutput, error) {
 	mt, _, _ := mime.ParseMediaType(in.ContentType)
 	if mt != "application/x-www-form-urlencoded" {
-		return oauthFail(http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
+		return nil, refuseToken("invalid_request", "the body must be application/x-www-form-urlencoded")
 	}
 	form, err := url.ParseQuery(string(in.RawBody))
 	if err != nil {
-		return oauthFail(http.StatusBadRequest, "invalid_request", "malformed form body")
+		return nil, refuseToken("invalid_request", "malformed form body")
 	}
 	for _, k := range []string{"grant_type", "client_id", "client_secret", "scope"} {
 		if len(form[k]) > 1 {
-			return oauthFail(http.StatusBadRequest, "invalid_request", "parameter "+k+" repeated")
+			return nil, refuseToken("invalid_request", "parameter "+k+" repeated")
 		}
 	}
 	switch gt := form.Get("grant_type"); gt {
 	case "client_credentials":
 	case "":
-		return oauthFail(http.StatusBadRequest, "invalid_request", "grant_type is required")
+		return nil, refuseToken("invalid_request", "grant_type is required")
 	default:
-		return oauthFail(http.StatusBadRequest, "unsupported_grant_type", "only client_credentials is supported")
+		return nil, refuseToken("unsupported_grant_type", "only client_credentials is supported")
 	}
 	id, secret, basic, err := basicCredentials(in.Authorization)
 	if err != nil {
-		return oauthFail(http.StatusUnauthorized, "invalid_client", err.Error())
+		return nil, refuseToken("invalid_client", err.Error())
 	}
 	if basic && (form.Has("client_id") && form.Get("client_id") != id || form.Has("client_secret")) {
-		return oauthFail(http.StatusBadRequest, "invalid_request", "use one client authentication method, not both")
+		return nil, refuseToken("invalid_request", "use one client authentication method, not both")
 	}
 	if !basic {
 		id, secret = form.Get("client_id"), form.Get("client_secret")
 	}
 	if id == "" || secret == "" {
-		return oauthFail(http.StatusUnauthorized, "invalid_client", "client authentication is required")
+		return nil, refuseToken("invalid_client", "client authentication is required")
 	}
 	client, err := s.deps.Store.ClientByID(ctx, id)
 	switch {
@@ -278,27 +272,24 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) *tokenOut
 		// An id Postgres cannot even look up (a NUL or bytes that are not UTF-8, which HTTP
 		// Basic credentials can carry) names no client either.
 		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
-		return oauthFail(http.StatusUnauthorized, "invalid_client", "unknown client or wrong secret")
+		return nil, refuseToken("invalid_client", "unknown client or wrong secret")
 	case err != nil:
-		s.logger.ErrorContext(ctx, "token: load client", "err", err)
-		return oauthFail(http.StatusServiceUnavailable, "server_error", "try again later")
+		return nil, fmt.Errorf("load client: %w", err)
 	}
 	// Counted per client id before the secret is checked, so guessing a secret is limited too.
 	rl := map[string]string{}
 	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
-		out := oauthFail(http.StatusTooManyRequests, "slow_down", "too many token requests for this client: try again in "+strconv.Itoa(wait)+" s")
-		out.RetryAfter = rl["Retry-After"]
-		out.RateLimitLimit, out.RateLimitRemaining, out.RateLimitReset = rl["X-RateLimit-Limit"], rl["X-RateLimit-Remaining"], rl["X-RateLimit-Reset"]
-		return out
+		return nil, &tokenRefusal{code: "slow_down", desc: "too many token requests for this client: try again in " + strconv.Itoa(wait) + " s",
+			rateLimit: rl}
 	}
 	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
-		return oauthFail(http.StatusUnauthorized, "invalid_client", "unknown client or wrong secret")
+		return nil, refuseToken("invalid_client", "unknown client or wrong secret")
 	}
 	scopes := client.Scopes
 	if requested := strings.Fields(form.Get("scope")); len(requested) > 0 {
 		for _, sc := range requested {
 			if !slices.Contains(client.Scopes, sc) {
-				return oauthFail(http.StatusBadRequest, "invalid_scope", "scope "+sc+" is not granted to this client")
+				return nil, refuseToken("invalid_scope", "scope "+sc+" is not granted to this client")
 			}
 		}
 		slices.Sort(requested)
@@ -306,13 +297,12 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) *tokenOut
 	}
 	tok, _, err := s.deps.Auth.Issue(ctx, client.ClientID, client.ClientID, client.OrganizationID, scopes, ClientTokenTTL)
 	if err != nil {
-		s.logger.ErrorContext(ctx, "token: sign", "err", err)
-		return oauthFail(http.StatusServiceUnavailable, "server_error", "try again later")
+		return nil, fmt.Errorf("sign token: %w", err)
 	}
 	return &tokenOutput{Status: http.StatusOK, CacheControl: "no-store", Pragma: "no-cache", Body: &TokenResponse{
 		AccessToken: tok, TokenType: "Bearer", ExpiresIn: int(ClientTokenTTL.Seconds()),
 		RefreshExpiresIn: 0, Scope: strings.Join(scopes, " "),
-	}}
+	}}, nil
 }
 
 // basicCredentials decodes HTTP Basic client authentication (RFC 6749 §2.3.1: the id and

@@ -132,33 +132,33 @@ func (s *Server) registerAppKeys(api huma.API) {
 	}), func(ctx context.Context, in *struct{ Body CreateAppKeyRequest }) (*struct{ Body CreatedAppKey }, error) {
 		caller := appKey(ctx)
 		if !caller.OrgWide() {
-			return nil, huma.Error403Forbidden("only an organization admin key may create keys")
+			return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may create keys"))
 		}
 		if int64(in.Body.OrganizationID) != caller.OrganizationID {
-			return nil, huma.Error403Forbidden("organization_id is not the organization of this key")
+			return nil, s.appError(ctx, "api key", errForbidden("organization_id is not the organization of this key"))
 		}
 		client, err := s.deps.Store.ClientByID(ctx, in.Body.ClientID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, s.mapError(ctx, "client", err)
+			return nil, s.appError(ctx, "client", err)
 		}
 		if err != nil || client.OrganizationID != caller.OrganizationID || client.Disabled || !credential.Equal(in.Body.ClientSecret, client.SecretHash) {
-			return nil, huma.Error403Forbidden("client_id and client_secret are not a client of this organization")
+			return nil, s.appError(ctx, "api key", errForbidden("client_id and client_secret are not a client of this organization"))
 		}
 		var sub *int64
 		if in.Body.SubOrganizationID.Set {
 			ok, err := s.deps.Store.SubOrganizationOf(ctx, caller.OrganizationID, in.Body.SubOrganizationID.ID)
 			if err != nil {
-				return nil, s.mapError(ctx, "sub-organization", err)
+				return nil, s.appError(ctx, "sub-organization", err)
 			}
 			if !ok {
-				return nil, huma.Error422UnprocessableEntity("unknown sub_organization_id")
+				return nil, s.appError(ctx, "api key", invalidInput("unknown sub_organization_id"))
 			}
 			sub = &in.Body.SubOrganizationID.ID
 		}
 		key, k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{OrganizationID: caller.OrganizationID,
 			SubOrganizationID: sub, ClientID: &client.ClientID})
 		if err != nil {
-			return nil, s.mapError(ctx, "api key", err)
+			return nil, s.appError(ctx, "api key", err)
 		}
 		return &struct{ Body CreatedAppKey }{Body: CreatedAppKey{APIKey: key, ID: k.ID, CreatedAt: ts(k.CreatedAt)}}, nil
 	})
@@ -172,7 +172,7 @@ func (s *Server) registerAppKeys(api huma.API) {
 		caller := appKey(ctx)
 		keys, err := s.deps.Store.ListAppKeys(ctx, caller.OrganizationID, caller.SubOrganizationID)
 		if err != nil {
-			return nil, s.mapError(ctx, "api keys", err)
+			return nil, s.appError(ctx, "api keys", err)
 		}
 		out := make([]AppKeyBody, len(keys))
 		for i, k := range keys {
@@ -195,14 +195,14 @@ func (s *Server) registerAppKeys(api huma.API) {
 	}) (*struct{}, error) {
 		caller := appKey(ctx)
 		if !caller.OrgWide() {
-			return nil, huma.Error403Forbidden("only an organization admin key may delete keys")
+			return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may delete keys"))
 		}
 		id, err := uuid.Parse(in.KeyID)
 		if err != nil {
-			return nil, huma.Error404NotFound("api key: not found")
+			return nil, s.appError(ctx, "api key", errNotFound("api key: not found"))
 		}
 		if err := s.deps.Store.DeleteAppKey(ctx, caller.OrganizationID, id); err != nil {
-			return nil, s.mapError(ctx, "api key", err)
+			return nil, s.appError(ctx, "api key", err)
 		}
 		return nil, nil
 	})

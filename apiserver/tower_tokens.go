@@ -63,7 +63,7 @@ func (s *Server) registerTokens(api huma.API) {
 		}) (*tokenOut, error) {
 			body, err := s.issueToken(ctx, in.TowerID, in.LockerID, typ, in.Body, nil)
 			if err != nil {
-				return nil, err
+				return nil, s.towerError(ctx, "locker", err)
 			}
 			return &tokenOut{Body: body}, nil
 		})
@@ -82,11 +82,11 @@ func (s *Server) registerTokens(api huma.API) {
 			return tx.ReleaseLocker(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID)
 		})
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		k, err := s.deps.Store.Locker(ctx, p.OrgID, in.TowerID, in.LockerID)
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		return &struct{ Body LockerBody }{Body: lockerBody(k)}, nil
 	})
@@ -94,13 +94,13 @@ func (s *Server) registerTokens(api huma.API) {
 
 // issueToken makes the token's transition in Postgres, records its workflow in the outbox,
 // and encodes the payload the tower verifies. extra runs in the same transaction (the
-// locker-open links record themselves there).
+// locker-open links record themselves there). Its errors are the store's: callers map them.
 func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64, typ string, req LockerTokenRequest,
 	extra func(tx *store.Store, t store.LockerToken, payload, auth string) error) (TokenBody, error) {
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, towerID)
 	if err != nil {
-		return TokenBody{}, s.mapError(ctx, "locker", err)
+		return TokenBody{}, err
 	}
 	var res store.IssueResult
 	var payload, auth string
@@ -130,7 +130,7 @@ func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64,
 		return items, nil
 	})
 	if err != nil {
-		return TokenBody{}, s.mapError(ctx, "locker", err)
+		return TokenBody{}, err
 	}
 	t := res.Token
 	return TokenBody{ID: t.ID, Type: t.Type, LockerID: t.LockerID, TowerID: t.TowerID, ClientInfo: t.ClientInfo,

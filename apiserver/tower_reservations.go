@@ -66,7 +66,7 @@ func (s *Server) registerReservations(api huma.API) {
 		p := principal(ctx)
 		tower, _, err := s.tower(ctx, p.OrgID, in.TowerID)
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		d := time.Duration(in.Body.Duration) * time.Second
 		start := time.Now().UTC().Truncate(time.Microsecond)
@@ -80,7 +80,7 @@ func (s *Server) registerReservations(api huma.API) {
 			return []store.OutboxItem{item}, err
 		})
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		return &reservationOutput{Location: "/api/v1/reservations/" + r.ID.String(), Body: reservationBody(r)}, nil
 	})
@@ -98,7 +98,7 @@ func (s *Server) registerReservations(api huma.API) {
 		p := principal(ctx)
 		id, err := uuid.Parse(in.ReservationID)
 		if err != nil {
-			return nil, huma.Error404NotFound("reservation: not found")
+			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
 		}
 		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
 			r, ok, err := tx.CancelReservation(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, id)
@@ -108,7 +108,7 @@ func (s *Server) registerReservations(api huma.API) {
 			return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeCancelled)}, nil
 		})
 		if err != nil {
-			return nil, s.mapError(ctx, "reservation", err)
+			return nil, s.towerError(ctx, "reservation", err)
 		}
 		return nil, nil
 	})
@@ -121,11 +121,11 @@ func (s *Server) registerReservations(api huma.API) {
 	}) (*struct{ Body ReservationBody }, error) {
 		id, err := uuid.Parse(in.ReservationID)
 		if err != nil {
-			return nil, huma.Error404NotFound("reservation: not found")
+			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
 		}
 		r, err := s.deps.Store.Reservation(ctx, principal(ctx).OrgID, id)
 		if err != nil {
-			return nil, s.mapError(ctx, "reservation", err)
+			return nil, s.towerError(ctx, "reservation", err)
 		}
 		return &struct{ Body ReservationBody }{Body: reservationBody(r)}, nil
 	})

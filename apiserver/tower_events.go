@@ -86,7 +86,7 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, towerID)
 	if err != nil {
-		return EventsResult{}, s.mapError(ctx, "tower", err)
+		return EventsResult{}, s.towerError(ctx, "tower", err)
 	}
 	key := towerproto.EventKey(secret)
 	var events []store.TowerEvent
@@ -97,7 +97,7 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		env := towerproto.BatchEnvelope{SyncEventStart: uint64(b.SyncEventStart), SyncEventCount: b.SyncEventCount,
 			Payload: b.Payload, PayloadAuth: b.PayloadAuth}
 		if id, err := towerproto.PeekBatchTower(env); err == nil && id != tower.ID {
-			return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d was signed by tower %s, not %s", i, id, tower.ID))
+			return EventsResult{}, s.towerError(ctx, "tower events", invalidInput(fmt.Sprintf("batch %d was signed by tower %s, not %s", i, id, tower.ID)))
 		}
 		batch, err := towerproto.DecodeBatch(env, key)
 		if err != nil {
@@ -105,12 +105,12 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 			if errors.Is(err, towerproto.ErrBadMAC) {
 				reason = "signature does not verify"
 			}
-			return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d: %s", i, reason),
-				&huma.ErrorDetail{Location: fmt.Sprintf("body[%d]", i), Message: err.Error()})
+			return EventsResult{}, s.towerError(ctx, "tower events",
+				invalidField(fmt.Sprintf("batch %d: %s", i, reason), fmt.Sprintf("body[%d]", i), nil, err.Error()))
 		}
 		for _, e := range batch.Events {
 			if e.Seq > math.MaxInt64 {
-				return EventsResult{}, huma.Error422UnprocessableEntity(fmt.Sprintf("batch %d: sequence number %d is out of range", i, e.Seq))
+				return EventsResult{}, s.towerError(ctx, "tower events", invalidInput(fmt.Sprintf("batch %d: sequence number %d is out of range", i, e.Seq)))
 			}
 			ev := store.TowerEvent{BootEpoch: int64(batch.BootEpoch), Seq: int64(e.Seq), Kind: e.Kind.String(), At: e.At,
 				LockerID: e.LockerID, Generation: int32(e.Generation), ItemInside: e.ItemInside, Command: int64(e.Command)}
@@ -141,7 +141,7 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		return append(items, revoked...), err
 	})
 	if err != nil {
-		return EventsResult{}, s.mapError(ctx, "tower events", err)
+		return EventsResult{}, s.towerError(ctx, "tower events", err)
 	}
 	for _, u := range res.Uses {
 		s.metrics.tokenUses.WithLabelValues(u.Outcome).Inc()

@@ -64,11 +64,11 @@ func (s *Server) registerTransactions(api huma.API) {
 	}), func(ctx context.Context, in *transactionQuery) (*struct{ Body TransactionPage }, error) {
 		size, err := pageParam("page_size", in.PageSize, 20, 100)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "page", err)
 		}
 		page, err := pageParam("page_number", in.PageNumber, 1, 1<<30)
 		if err != nil {
-			return nil, err
+			return nil, s.appError(ctx, "page", err)
 		}
 		k := appKey(ctx)
 		f := store.TransactionFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID,
@@ -81,7 +81,7 @@ func (s *Server) registerTransactions(api huma.API) {
 			// Misses count against the key like wrong codes at a door do.
 			att, err := s.codeLookupAllowed(ctx, k.ID)
 			if err != nil {
-				return nil, err
+				return nil, s.appError(ctx, "transactions", err)
 			}
 			lookup = &att
 			f.PickupCodeHash = s.pickupCodeHash(c)
@@ -94,7 +94,7 @@ func (s *Server) registerTransactions(api huma.API) {
 			}
 		}
 		if err != nil {
-			return nil, s.mapError(ctx, "transactions", err)
+			return nil, s.appError(ctx, "transactions", err)
 		}
 		out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
 			TotalPages: (total + size - 1) / size}
@@ -124,8 +124,8 @@ func pageParam(name, v string, def, maxValue int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > maxValue {
-		return 0, huma.Error422UnprocessableEntity(name+" must be an integer from 1 to "+strconv.Itoa(maxValue),
-			&huma.ErrorDetail{Location: "query." + name, Value: v, Message: "expected an integer from 1 to " + strconv.Itoa(maxValue)})
+		return 0, invalidField(name+" must be an integer from 1 to "+strconv.Itoa(maxValue),
+			"query."+name, v, "expected an integer from 1 to "+strconv.Itoa(maxValue))
 	}
 	return n, nil
 }
@@ -135,20 +135,19 @@ func pageParam(name, v string, def, maxValue int) (int, error) {
 const codeLookupBucket = 0
 
 // codeLookupAllowed counts a pickup_code lookup as a miss before it runs (released when it
-// matched), and answers 429 once the key's lookups have missed CodeGuessLimit times within
+// matched), and refuses (attemptsLimitedError) once the key's lookups have missed CodeGuessLimit times within
 // CodeGuessWindow. Without it a key shown a code masked ("****42") could find the other four
 // digits in at most 10⁴ filtered lists.
 func (s *Server) codeLookupAllowed(ctx context.Context, keyID uuid.UUID) (store.CodeAttempt, error) {
 	att, err := s.deps.Store.ClaimCodeAttempt(ctx, keyID, codeLookupBucket, nil,
 		store.CodeLimits{Window: CodeGuessWindow, PerEndUser: CodeGuessLimit, Ceiling: CodeGuessLimit})
 	if err != nil {
-		return store.CodeAttempt{}, s.mapError(ctx, "transactions", err)
+		return store.CodeAttempt{}, err
 	}
 	if att.Allowed {
 		return att, nil
 	}
 	retry := max(int(time.Until(att.RetryAt).Seconds())+1, 1)
-	return store.CodeAttempt{}, huma.ErrorWithHeaders(huma.Error429TooManyRequests(
-		fmt.Sprintf("%d pickup_code filters matched nothing within %s: try again in %d s", att.Count, CodeGuessWindow, retry)),
-		http.Header{"Retry-After": {strconv.Itoa(retry)}})
+	return store.CodeAttempt{}, &attemptsLimitedError{retryAfter: retry,
+		msg: fmt.Sprintf("%d pickup_code filters matched nothing within %s: try again in %d s", att.Count, CodeGuessWindow, retry)}
 }

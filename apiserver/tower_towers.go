@@ -31,7 +31,7 @@ func (s *Server) registerTowers(api huma.API) {
 	}), func(ctx context.Context, in *TowerPath) (*struct{ Body TowerBody }, error) {
 		t, err := s.deps.Store.Tower(ctx, principal(ctx).OrgID, in.TowerID)
 		if err != nil {
-			return nil, s.mapError(ctx, "tower", err)
+			return nil, s.towerError(ctx, "tower", err)
 		}
 		return &struct{ Body TowerBody }{Body: TowerBody{ID: t.ID, Name: t.Name, LocationID: t.LocationID, LockerCount: t.LockerCount}}, nil
 	})
@@ -41,7 +41,7 @@ func (s *Server) registerTowers(api huma.API) {
 	}), func(ctx context.Context, in *TowerPath) (*struct{ Body []LockerBody }, error) {
 		ks, err := s.deps.Store.TowerLockers(ctx, principal(ctx).OrgID, in.TowerID)
 		if err != nil {
-			return nil, s.mapError(ctx, "tower", err)
+			return nil, s.towerError(ctx, "tower", err)
 		}
 		return &struct{ Body []LockerBody }{Body: lockerBodies(ks)}, nil
 	})

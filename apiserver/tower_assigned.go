@@ -40,7 +40,7 @@ func (s *Server) registerAssigned(api huma.API) {
 		p := principal(ctx)
 		list, err := s.deps.Store.AssignedLockers(ctx, p.OrgID, p.ClientID)
 		if err != nil {
-			return nil, s.mapError(ctx, "assigned lockers", err)
+			return nil, s.towerError(ctx, "assigned lockers", err)
 		}
 		out := make([]AssignedLockerBody, 0, len(list))
 		for _, a := range list {

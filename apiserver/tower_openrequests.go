@@ -92,19 +92,19 @@ func (s *Server) registerOpenRequests(api huma.API) {
 	}) (*struct{ Body OpenRequestBody }, error) {
 		id, err := uuid.Parse(in.ID)
 		if err != nil {
-			return nil, huma.Error404NotFound("locker-open request: not found")
+			return nil, s.towerError(ctx, "locker-open request", errNotFound("locker-open request: not found"))
 		}
 		p := principal(ctx)
 		r, err := s.deps.Store.GetOpenRequest(ctx, p.OrgID, p.ClientID, id)
 		if err != nil {
-			return nil, s.mapError(ctx, "locker-open request", err)
+			return nil, s.towerError(ctx, "locker-open request", err)
 		}
 		// A link made before tokens were sealed has no stored copy: linkToken is empty.
 		var token string
 		if len(r.LinkTokenSealed) > 0 {
 			plain, err := s.deps.Keyring.Open(keyring.OpenLinkPurpose(r.ID), r.LinkTokenSealed)
 			if err != nil {
-				return nil, s.mapError(ctx, "locker-open request", err)
+				return nil, s.towerError(ctx, "locker-open request", err)
 			}
 			token = string(plain)
 		}
@@ -118,42 +118,59 @@ func (s *Server) dropoffLink(ctx context.Context, req DropoffLinkRequest) (*stru
 		if err == nil {
 			err = store.ErrNotFound
 		}
-		return nil, s.mapError(ctx, "location", err)
+		return nil, s.towerError(ctx, "location", err)
 	}
 	if ok, err := s.deps.Store.LockerTypeExists(ctx, p.OrgID, int64(req.LockerTypeID)); err != nil || !ok {
 		if err == nil {
-			return nil, huma.Error422UnprocessableEntity(fmt.Sprintf("unknown locker type %d", req.LockerTypeID))
+			return nil, s.towerError(ctx, "locker type", invalidInput(fmt.Sprintf("unknown locker type %d", req.LockerTypeID)))
 		}
-		return nil, s.mapError(ctx, "locker type", err)
+		return nil, s.towerError(ctx, "locker type", err)
 	}
 	// Concurrent callers may take the first candidates; move on to the next ones.
 	for attempt := 0; attempt < 3; attempt++ {
 		candidates, err := s.deps.Store.AvailableLockers(ctx, p.OrgID, int64(req.LocationID), int64(req.LockerTypeID), req.RequireLowLocker, 8)
 		if err != nil {
-			return nil, s.mapError(ctx, "locker", err)
+			return nil, s.towerError(ctx, "locker", err)
 		}
 		for _, c := range candidates {
 			out, err := s.createLink(ctx, store.TokenDropoff, c.TowerID, c.ID, req.OpenRequestCommon, int64(req.LocationID))
-			if isStatus(err, http.StatusConflict) {
+			if isConflict(err) {
 				continue
 			}
-			return out, err
+			if err != nil {
+				return nil, s.towerError(ctx, "locker", err)
+			}
+			return out, nil
 		}
 		if len(candidates) == 0 {
 			break
 		}
 	}
-	return nil, huma.Error409Conflict("no available locker of that type at the location")
+	return nil, s.towerError(ctx, "locker", errConflict("no available locker of that type at the location"))
 }
 
 func (s *Server) pickupLink(ctx context.Context, req PickupLinkRequest) (*struct{ Body OpenRequestBody }, error) {
 	k, err := s.deps.Store.LockerByID(ctx, principal(ctx).OrgID, int64(req.LockerID))
 	if err != nil {
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, s.towerError(ctx, "locker", err)
 	}
-	return s.createLink(ctx, store.TokenPickup, k.TowerID, k.ID, req.OpenRequestCommon, k.LocationID)
+	out, err := s.createLink(ctx, store.TokenPickup, k.TowerID, k.ID, req.OpenRequestCommon, k.LocationID)
+	if err != nil {
+		return nil, s.towerError(ctx, "locker", err)
+	}
+	return out, nil
 }
 
+// isConflict reports whether the locker was in a state that refused the token, so the next
+// candidate may be tried.
+func isConflict(err error) bool {
+	var sc *store.StatusConflictError
+	var cf *conflictError
+	return errors.As(err, &sc) || errors.As(err, &cf) || errors.Is(err, store.ErrConflict)
+}
+
+// createLink issues the link's token and records the link in the same transaction. Its
+// errors are the store's: the caller maps them.
 func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID int64, c OpenRequestCommon, locationID int64) (*struct{ Body OpenRequestBody }, error) {
 	p := principal(ctx)
 	duration := c.Duration
@@ -179,11 +196,7 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 			return err
 		})
 	if err != nil {
-		var se huma.StatusError
-		if errors.As(err, &se) {
-			return nil, err
-		}
-		return nil, s.mapError(ctx, "locker", err)
+		return nil, err
 	}
 	return &struct{ Body OpenRequestBody }{Body: openRequestBody(created, linkToken)}, nil
 }

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -43,8 +44,7 @@ func (q AreaQuery) box() (store.Box, error) {
 // parsePoint reads "<lat>,<lon>"; latitudes in [-90, 90], longitudes in [-180, 180].
 func parsePoint(name, s string) (lat, lon float64, err error) {
 	bad := func(msg string) error {
-		return huma.Error422UnprocessableEntity("malformed point",
-			&huma.ErrorDetail{Message: msg, Location: "query." + name, Value: s})
+		return invalidField("malformed point", "query."+name, s, msg)
 	}
 	a, b, ok := strings.Cut(s, ",")
 	if !ok || strings.Contains(b, ",") {
@@ -80,11 +80,11 @@ func (s *Server) registerLocations(api huma.API) {
 	inArea := func(ctx context.Context, q AreaQuery) (*locationsOutput, error) {
 		b, err := q.box()
 		if err != nil {
-			return nil, err
+			return nil, s.towerError(ctx, "locations in area", err)
 		}
 		locs, err := s.deps.Store.LocationsInArea(ctx, principal(ctx).OrgID, b)
 		if err != nil {
-			return nil, s.mapError(ctx, "locations in area", err)
+			return nil, s.towerError(ctx, "locations in area", err)
 		}
 		return &locationsOutput{Body: locationBodies(locs)}, nil
 	}
@@ -117,7 +117,7 @@ func (s *Server) registerLocations(api huma.API) {
 		}
 		locs, err := s.deps.Store.ListLocations(ctx, principal(ctx).OrgID, in.Skip, in.Limit)
 		if err != nil {
-			return nil, s.mapError(ctx, "list locations", err)
+			return nil, s.towerError(ctx, "list locations", err)
 		}
 		return &locationsOutput{Body: locationBodies(locs)}, nil
 	}
@@ -136,7 +136,7 @@ func (s *Server) registerLocations(api huma.API) {
 		Radius float64 `query:"radius" exclusiveMinimum:"0" maximum:"20" doc:"Search radius in km (default and maximum 20)"`
 	}) (*struct{ Body LocationBody }, error) {
 		if !finite(in.Lat) || !finite(in.Lon) || !finite(in.Radius) {
-			return nil, huma.Error422UnprocessableEntity("lat, lon and radius must be finite numbers")
+			return nil, s.towerError(ctx, "closest location", invalidInput("lat, lon and radius must be finite numbers"))
 		}
 		radius := in.Radius
 		if radius == 0 {
@@ -144,10 +144,10 @@ func (s *Server) registerLocations(api huma.API) {
 		}
 		loc, err := s.deps.Store.ClosestLocation(ctx, principal(ctx).OrgID, in.Lat, in.Lon, radius)
 		if err != nil {
-			if err = s.mapError(ctx, "closest location", err); isStatus(err, http.StatusNotFound) {
-				return nil, huma.Error404NotFound(fmt.Sprintf("no location within %g km", radius))
+			if errors.Is(err, store.ErrNotFound) {
+				err = errNotFound(fmt.Sprintf("no location within %g km", radius))
 			}
-			return nil, err
+			return nil, s.towerError(ctx, "closest location", err)
 		}
 		return &struct{ Body LocationBody }{Body: locationBody(loc)}, nil
 	})
@@ -161,13 +161,8 @@ func (s *Server) registerLocations(api huma.API) {
 	}) (*struct{ Body []LockerBody }, error) {
 		ks, err := s.deps.Store.LocationLockers(ctx, principal(ctx).OrgID, in.LocationID)
 		if err != nil {
-			return nil, s.mapError(ctx, "location", err)
+			return nil, s.towerError(ctx, "location", err)
 		}
 		return &struct{ Body []LockerBody }{Body: lockerBodies(ks)}, nil
 	})
-}
-
-func isStatus(err error, status int) bool {
-	se, ok := err.(huma.StatusError)
-	return ok && se.GetStatus() == status
 }

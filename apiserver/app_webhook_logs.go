@@ -1,0 +1,215 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/webhook"
+)
+
+// WebhookDeliveryBody is an entry of an endpoint's delivery log.
+type WebhookDeliveryBody struct {
+	ID             uuid.UUID  `json:"id"`
+	EventID        string     `json:"event_id"`
+	EventType      string     `json:"event_type"`
+	Status         string     `json:"status" enum:"pending,succeeded,failed"`
+	Attempts       int        `json:"attempts"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      *string    `json:"last_error"`
+	NextAttemptAt  *Timestamp `json:"next_attempt_at"`
+	CreatedAt      Timestamp  `json:"created_at"`
+	CompletedAt    *Timestamp `json:"completed_at"`
+}
+
+// WebhookDeliveryPage is one page of a delivery log.
+type WebhookDeliveryPage struct {
+	Data       []WebhookDeliveryBody `json:"data"`
+	NextCursor *string               `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
+}
+
+// WebhookEventBody is an event as delivered.
+type WebhookEventBody struct {
+	ID                string          `json:"id" doc:"evt_<uuid>, the webhook-id header of its deliveries"`
+	Type              string          `json:"type"`
+	CreatedAt         string          `json:"created_at"`
+	OrganizationID    int64           `json:"organization_id"`
+	SubOrganizationID *int64          `json:"sub_organization_id"`
+	Data              json.RawMessage `json:"data"`
+}
+
+// WebhookEventPage is one page of the event log.
+type WebhookEventPage struct {
+	Data       []WebhookEventBody `json:"data"`
+	NextCursor *string            `json:"next_cursor" doc:"Pass as cursor for the next page; null on the last"`
+}
+
+// registerWebhookLogs registers the delivery log, redelivery and the event log.
+func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/endpoints/{endpoint_id}/deliveries", Tags: tags,
+		Summary:     "An endpoint's delivery log",
+		Description: "Newest first. `status` filters (pending, succeeded, failed); `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		EndpointID string `path:"endpoint_id" maxLength:"64"`
+		Status     string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
+		Limit      string `query:"limit" maxLength:"8"`
+		Cursor     string `query:"cursor" maxLength:"128"`
+	}) (*struct{ Body WebhookDeliveryPage }, error) {
+		id, err := parseEndpointID(in.EndpointID)
+		if err != nil {
+			return nil, s.appError(ctx, "webhook endpoint", err)
+		}
+		limit, err := pageParam("limit", in.Limit, 20, 100)
+		if err != nil {
+			return nil, s.appError(ctx, "page", err)
+		}
+		switch in.Status {
+		case "", "pending", "succeeded", "failed":
+		default:
+			return nil, s.appError(ctx, "webhook deliveries", invalidField("status: expected pending, succeeded or failed",
+				"query.status", in.Status, "expected pending, succeeded or failed"))
+		}
+		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
+		if f.After, err = parseCursor(in.Cursor); err != nil {
+			return nil, s.appError(ctx, "cursor", err)
+		}
+		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
+		if err != nil {
+			return nil, s.appError(ctx, "webhook endpoint", err)
+		}
+		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
+		list, page.NextCursor = nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
+		for _, d := range list {
+			page.Data = append(page.Data, deliveryBody(d))
+		}
+		return &struct{ Body WebhookDeliveryPage }{Body: page}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/deliveries/{delivery_id}/retry", Tags: tags,
+		Summary:       "Redeliver",
+		Description:   "A new attempt now, with the same webhook-id, and the retry schedule again if it fails. 409 when the endpoint is disabled.",
+		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		DeliveryID string `path:"delivery_id" maxLength:"64"`
+	}) (*struct{ Body WebhookDeliveryBody }, error) {
+		id, err := uuid.Parse(in.DeliveryID)
+		if err != nil {
+			return nil, s.appError(ctx, "webhook delivery", errNotFound("webhook delivery: not found"))
+		}
+		d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
+		if errors.Is(err, store.ErrConflict) {
+			err = errEndpointDisabled
+		}
+		if err != nil {
+			return nil, s.appError(ctx, "webhook delivery", err)
+		}
+		return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
+	})
+
+	huma.Register(api, op(huma.Operation{
+		OperationID: "list-webhook-events", Method: http.MethodGet, Path: "/webhooks/events", Tags: tags,
+		Summary:     "The event log",
+		Description: "The organization's events (a sub-organization key: its sub-organization's), newest first, kept 30 days, so a receiver that was down can catch up. `type` filters by event type; `since` (RFC 3339) keeps events created at or after it; `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
+		Security:    needsAppKey,
+	}), func(ctx context.Context, in *struct {
+		Type   string `query:"type" maxLength:"64"`
+		Since  string `query:"since" maxLength:"64"`
+		Limit  string `query:"limit" maxLength:"8"`
+		Cursor string `query:"cursor" maxLength:"128"`
+	}) (*struct{ Body WebhookEventPage }, error) {
+		limit, err := pageParam("limit", in.Limit, 20, 100)
+		if err != nil {
+			return nil, s.appError(ctx, "page", err)
+		}
+		if in.Type != "" && !webhook.KnownType(in.Type) {
+			return nil, s.appError(ctx, "webhook events", invalidField("type: unknown event type",
+				"query.type", in.Type, "expected one of "+strings.Join(webhook.Types, ", ")))
+		}
+		f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
+		if in.Since != "" {
+			t, err := time.Parse(time.RFC3339Nano, in.Since)
+			if err != nil {
+				return nil, s.appError(ctx, "webhook events", invalidField("since: expected an RFC 3339 time",
+					"query.since", in.Since, "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"))
+			}
+			f.Since = &t
+		}
+		if f.After, err = parseCursor(in.Cursor); err != nil {
+			return nil, s.appError(ctx, "cursor", err)
+		}
+		list, err := s.deps.Store.WebhookEvents(ctx, f)
+		if err != nil {
+			return nil, s.appError(ctx, "webhook events", err)
+		}
+		page := WebhookEventPage{Data: []WebhookEventBody{}}
+		list, page.NextCursor = nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
+		for _, e := range list {
+			p := webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data)
+			page.Data = append(page.Data, WebhookEventBody(p))
+		}
+		return &struct{ Body WebhookEventPage }{Body: page}, nil
+	})
+}
+
+func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
+	b := WebhookDeliveryBody{ID: d.ID, EventID: webhook.EventIDPrefix + d.EventID.String(), EventType: d.EventType, Status: d.Status,
+		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: ts(d.CreatedAt)}
+	if d.NextAttemptAt != nil && d.Status == "pending" {
+		v := ts(*d.NextAttemptAt)
+		b.NextAttemptAt = &v
+	}
+	if d.CompletedAt != nil {
+		v := ts(*d.CompletedAt)
+		b.CompletedAt = &v
+	}
+	return b
+}
+
+// nextPage trims a list read with one entry more than limit to limit, and returns the
+// opaque cursor of the next page (nil on the last page).
+func nextPage[T any](list []T, limit int, pos func(T) store.Cursor) ([]T, *string) {
+	if len(list) <= limit {
+		return list, nil
+	}
+	list = list[:limit]
+	c := pos(list[limit-1])
+	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID.String()))
+	return list, &next
+}
+
+// parseCursor reads a cursor nextPage wrote (nil for an empty one: the first page).
+func parseCursor(raw string) (*store.Cursor, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	bad := invalidField("cursor: not a cursor this API returned", "query.cursor", raw, "pass the next_cursor of the previous page")
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return nil, bad
+	}
+	at, id, ok := strings.Cut(string(b), ".")
+	if !ok {
+		return nil, bad
+	}
+	us, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return nil, bad
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil, bad
+	}
+	return &store.Cursor{At: time.UnixMicro(us), ID: u}, nil
+}

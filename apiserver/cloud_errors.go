@@ -1,0 +1,155 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// CustomerError is the gateway cloud API's error body (DESIGN §6).
+type CustomerError struct {
+	status    int
+	Code      string         `json:"error" doc:"Machine-readable code, e.g. RATE_LIMITED"`
+	Message   string         `json:"message"`
+	RequestID *string        `json:"requestId" doc:"The gateway request this error belongs to, if any"`
+	Timestamp Timestamp      `json:"timestamp"`
+	Details   map[string]any `json:"details"`
+}
+
+func (e *CustomerError) Error() string  { return e.Code + ": " + e.Message }
+func (e *CustomerError) GetStatus() int { return e.status }
+
+// ContentType keeps customer errors plain JSON.
+func (e *CustomerError) ContentType(string) string { return "application/json" }
+
+var customerCodes = map[int]string{
+	http.StatusBadRequest:            "BAD_REQUEST",
+	http.StatusUnauthorized:          "UNAUTHORIZED",
+	http.StatusForbidden:             "FORBIDDEN",
+	http.StatusNotFound:              "NOT_FOUND",
+	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
+	http.StatusConflict:              "CONFLICT",
+	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
+	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
+	http.StatusUnprocessableEntity:   "VALIDATION_FAILED",
+	http.StatusTooManyRequests:       "RATE_LIMITED",
+	http.StatusInternalServerError:   "INTERNAL_ERROR",
+	http.StatusServiceUnavailable:    "SERVICE_UNAVAILABLE",
+}
+
+// customerError builds the surface's error body with a code of our own.
+func customerError(status int, code, msg string, details map[string]any) *CustomerError {
+	if details == nil {
+		details = map[string]any{}
+	}
+	return &CustomerError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
+}
+
+// The gateway cloud API's own refusals (DESIGN §6); the shared ones are in errors.go.
+
+// locationNotFoundError: no location of the key's organization with a gateway has this id.
+type locationNotFoundError struct{ locationID int64 }
+
+func (e *locationNotFoundError) Error() string {
+	return fmt.Sprintf("no location with a gateway has id %d", e.locationID)
+}
+
+// errRequestNotFound: no gateway request of the key's organization has this id.
+var errRequestNotFound = errors.New("no request with this id")
+
+// idempotencyKeyReusedError: the Idempotency-Key was claimed by a request with another
+// method, path or body.
+type idempotencyKeyReusedError struct{ key string }
+
+func (e *idempotencyKeyReusedError) Error() string { return "idempotency key reused: " + e.key }
+func (e *idempotencyKeyReusedError) Unwrap() error { return store.ErrIdempotencyKeyReused }
+
+// errBodyInvalid: a body that does not decode into the operation's input.
+var errBodyInvalid = invalidInput("the request body is not valid")
+
+// errAuthUnavailable: the key could not be checked now (Postgres did not answer).
+var errAuthUnavailable = errors.New("the API key cannot be checked now")
+
+// rateLimitedError: the key spent its requests of the window.
+type rateLimitedError struct {
+	limit             int
+	retryAfterSeconds int64
+}
+
+func (e *rateLimitedError) Error() string { return "rate limited" }
+
+// customerFailure is the gateway cloud API's error mapper (DESIGN §6): its own body
+// {error, message, requestId, timestamp, details} with a machine code. Unexpected errors
+// are logged and answered 500 without their text.
+func (s *Server) customerFailure(ctx context.Context, op string, err error) error {
+	var (
+		ce      *CustomerError
+		missing *locationNotFoundError
+		reused  *idempotencyKeyReusedError
+		in      *inputError
+		ua      *unauthenticatedError
+		limited *rateLimitedError
+	)
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case errors.As(err, &missing):
+		return customerError(http.StatusNotFound, "LOCATION_NOT_FOUND", "no location with a gateway has this id",
+			map[string]any{"locationId": missing.locationID})
+	case errors.Is(err, errRequestNotFound):
+		return customerError(http.StatusNotFound, "REQUEST_NOT_FOUND", errRequestNotFound.Error(), nil)
+	case errors.As(err, &reused):
+		return customerError(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED",
+			"this Idempotency-Key was used for a request with another method, path or body", map[string]any{"idempotencyKey": reused.key})
+	case errors.As(err, &in):
+		return customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", in.msg, nil)
+	case errors.As(err, &ua):
+		return customerError(http.StatusUnauthorized, "UNAUTHORIZED", ua.msg, nil)
+	case errors.As(err, &limited):
+		return huma.ErrorWithHeaders(customerError(http.StatusTooManyRequests, "RATE_LIMITED", "the API key exceeded its rate limit",
+			map[string]any{"limit": limited.limit, "windowSeconds": int(store.RateWindow.Seconds()), "retryAfterSeconds": limited.retryAfterSeconds}),
+			http.Header{"Retry-After": {strconv.FormatInt(limited.retryAfterSeconds, 10)}})
+	case errors.Is(err, errGatewaysBusy):
+		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+			errGatewaysBusy.Error()+": try again shortly, or send Prefer: respond-async", nil),
+			http.Header{"Retry-After": {"1"}})
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer (nginx's 499).
+		return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
+	case errors.Is(err, errAuthUnavailable):
+		s.logger.ErrorContext(ctx, "authorize gateway key", "err", err)
+		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil),
+			http.Header{"Retry-After": {"1"}})
+	case errors.Is(err, store.ErrOverloaded):
+		s.logger.WarnContext(ctx, "overloaded", "op", op, "err", err)
+		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+			"the service is overloaded: try again shortly", nil), http.Header{"Retry-After": {"1"}})
+	}
+	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
+	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)
+}
+
+// writeCustomerFailure writes a refusal from a middleware (handlers return the error).
+func (s *Server) writeCustomerFailure(ctx huma.Context, op string, err error) {
+	mapped := s.customerFailure(ctx.Context(), op, err)
+	var he huma.HeadersError
+	if errors.As(mapped, &he) {
+		for k, vs := range he.GetHeaders() {
+			for _, v := range vs {
+				ctx.SetHeader(k, v)
+			}
+		}
+	}
+	var ce *CustomerError
+	errors.As(mapped, &ce)
+	ctx.SetHeader("Content-Type", "application/json")
+	ctx.SetStatus(ce.status)
+	_ = json.NewEncoder(ctx.BodyWriter()).Encode(ce)
+}
