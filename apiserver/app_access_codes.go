@@ -218,7 +218,7 @@ func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ B
 		if c, changed, err = tx.RemoveAccessCode(ctx, k.OrganizationID, id); err != nil || !changed {
 			return nil, err
 		}
-		return []store.OutboxItem{outbox.AccessCodeItem(c, workflows.SignalCodeEnded, "removed")}, nil
+		return []store.OutboxItem{outbox.AccessCodeItem(c, workflows.SignalCodeEnded, workflows.CodeOutcomeRemoved)}, nil
 	})
 	if err != nil {
 		return nil, s.appError(ctx, "access code", err)

@@ -22,7 +22,7 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// Demo towers (internal/dev/seed): two at Union Station, one each at Santa Monica Pier and
+// Demo towers (internal/seed): two at Union Station, one each at Santa Monica Pier and
 // Pasadena Old Town. Seed.Towers lists them in this order.
 const (
 	towerUnion1   = "0100000000000011"

@@ -14,8 +14,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/lockernet/lockernet/hardware/towersim"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/towerproto"
 	"github.com/lockernet/lockernet/workflows"
 )

@@ -37,9 +37,9 @@ import (
 
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/credential"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 )

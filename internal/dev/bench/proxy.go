@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
-	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/seed"
 )
 
 // proxyResult compares the gateway cloud API with the gateway's own local API.

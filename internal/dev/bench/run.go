@@ -43,8 +43,8 @@ import (
 	"go.temporal.io/sdk/log"
 
 	"github.com/lockernet/lockernet/internal/config"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/dev/pgcluster"
-	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/seed"
 )
 
 // shape is one way of running the service that the bench measures.

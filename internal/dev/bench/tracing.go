@@ -17,8 +17,8 @@ import (
 
 	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry/otlptest"
 )

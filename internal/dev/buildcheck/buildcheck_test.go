@@ -29,7 +29,7 @@ func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 				}
 				// The demo data belongs to the dev stack and the admin tool's seed command.
 				if cmd != "lockernet-admin" {
-					assert.NotEqual(t, "github.com/lockernet/lockernet/internal/dev/seed", dep, "%s links the demo seed", cmd)
+					assert.NotEqual(t, "github.com/lockernet/lockernet/internal/seed", dep, "%s links the demo seed", cmd)
 				}
 			}
 		})

@@ -25,8 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/dev/pgcluster"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/seed"
 )
 
 func TestNginxConfigIsComposesWithThisMachinesAddresses(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/seed"
 )
 
 // writeTowerSimConfig provisions the simulated towers with their keys, as a factory would.

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/dev/pgcluster"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/keyring"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 )

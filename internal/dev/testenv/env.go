@@ -23,12 +23,12 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/apiserver"
-	"github.com/lockernet/lockernet/internal/dev/seed"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/towersim"
-	"github.com/lockernet/lockernet/internal/dev/seed"
+	"github.com/lockernet/lockernet/internal/seed"
 )
 
 // TowerSim returns a tower simulator provisioned with the demo towers and their keys, that
