@@ -75,7 +75,10 @@ func (a SearchAttrs) Map() map[string]string {
 func (a SearchAttrs) Typed() temporal.SearchAttributes { return KeywordAttributes(a.Map()) }
 
 // KeywordAttributes turns attributes by name (an outbox row's) into a workflow start's, in
-// name order, every one a keyword.
+// name order, every one a keyword. The map's names are sorted before use, so the result does
+// not depend on map order; workflowcheck flags any map iteration.
+//
+//workflowcheck:ignore
 func KeywordAttributes(m map[string]string) temporal.SearchAttributes {
 	names := make([]string, 0, len(m))
 	for k := range m {
