@@ -180,7 +180,7 @@ func (s *Server) adminPage(w http.ResponseWriter, r *http.Request) {
 			// the Error body, a browser the login form.
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gateway"`)
 			if wantsJSON(r) {
-				writeError(w, http.StatusUnauthorized, CodeAuthFailed, "missing bearer secret", nil)
+				writeError(w, CodeAuthFailed, "missing bearer secret", nil)
 				return
 			}
 			renderHTML(w, http.StatusUnauthorized, "login.html", loginData{GatewayID: s.cfg.GatewayID})

@@ -43,10 +43,40 @@ type ErrorBody struct {
 	Details   map[string]any `json:"details"`
 }
 
-// apiError is an error that knows its HTTP answer. Handlers return it; the
-// one place that writes errors is writeAPIError.
+// codeStatus is the local API's one mapping from an error code to its HTTP status: handlers
+// name the code (newAPIError), never the status.
+var codeStatus = map[string]int{
+	CodeAuthFailed:               http.StatusUnauthorized,
+	CodeNotFound:                 http.StatusNotFound,
+	CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
+	CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
+	CodeInvalidJSON:              http.StatusBadRequest,
+	CodeValidation:               http.StatusUnprocessableEntity,
+	CodeTransactionNotFound:      http.StatusNotFound,
+	CodeTransactionExists:        http.StatusConflict,
+	CodeLockerNotFound:           http.StatusNotFound,
+	CodeLockerTypeNotFound:       http.StatusNotFound,
+	CodeBankTypeNotFound:         http.StatusNotFound,
+	CodeNoAvailableLockers:       http.StatusNotFound,
+	CodeLockerAssignmentConflict: http.StatusServiceUnavailable,
+	CodeLockerOutOfService:       http.StatusConflict,
+	CodeHardwareFault:            http.StatusInternalServerError,
+	CodeControllerUnavailable:    http.StatusServiceUnavailable,
+	CodeControllerError:          http.StatusInternalServerError,
+	CodeInternal:                 http.StatusInternalServerError,
+}
+
+// statusOf is the HTTP status of an error code (500 for a code the table lacks).
+func statusOf(code string) int {
+	if st, ok := codeStatus[code]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
+// apiError is an error that knows its answer: its code decides the status (statusOf).
+// Handlers return it; the one place that writes errors is writeError.
 type apiError struct {
-	status  int
 	code    string
 	message string
 	details map[string]any
@@ -56,11 +86,14 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.message }
 
-func newAPIError(status int, code, message string, details map[string]any) *apiError {
+// status is the HTTP status the error answers with.
+func (e *apiError) status() int { return statusOf(e.code) }
+
+func newAPIError(code, message string, details map[string]any) *apiError {
 	if details == nil {
 		details = map[string]any{}
 	}
-	return &apiError{status: status, code: code, message: message, details: details}
+	return &apiError{code: code, message: message, details: details}
 }
 
 func errorBody(code, message string, details map[string]any) ErrorBody {
@@ -71,7 +104,7 @@ func errorBody(code, message string, details map[string]any) ErrorBody {
 }
 
 func validationError(field, reason string) *apiError {
-	return newAPIError(http.StatusUnprocessableEntity, CodeValidation, field+": "+reason,
+	return newAPIError(CodeValidation, field+": "+reason,
 		map[string]any{"field": field, "reason": reason})
 }
 
@@ -81,8 +114,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, message string, details map[string]any) {
-	writeJSON(w, status, errorBody(code, message, details))
+func writeError(w http.ResponseWriter, code, message string, details map[string]any) {
+	writeJSON(w, statusOf(code), errorBody(code, message, details))
 }
 
 // asAPIError maps any handler error to its answer; unknown errors are 500
@@ -92,7 +125,7 @@ func asAPIError(err error) (*apiError, bool) {
 	if errors.As(err, &ae) {
 		return ae, true
 	}
-	return newAPIError(http.StatusInternalServerError, CodeInternal, "internal error", nil), false
+	return newAPIError(CodeInternal, "internal error", nil), false
 }
 
 // decodeJSON reads a JSON object body into v. An empty body is accepted when
@@ -108,17 +141,17 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 		if errors.As(err, &mbe) {
 			return tooLarge()
 		}
-		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "cannot read the request body", nil)
+		return newAPIError(CodeInvalidJSON, "cannot read the request body", nil)
 	}
 	trimmed := strings.TrimSpace(string(data))
 	if trimmed == "" || trimmed == "null" {
 		if allowEmpty {
 			return nil
 		}
-		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "a JSON object body is required", nil)
+		return newAPIError(CodeInvalidJSON, "a JSON object body is required", nil)
 	}
 	if trimmed[0] != '{' {
-		return newAPIError(http.StatusUnprocessableEntity, CodeValidation, "the body must be a JSON object",
+		return newAPIError(CodeValidation, "the body must be a JSON object",
 			map[string]any{"field": "", "reason": "must be a JSON object"})
 	}
 	dec := json.NewDecoder(strings.NewReader(trimmed))
@@ -135,16 +168,16 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 		if errors.As(err, &fe) {
 			return validationError(fe.field, fe.reason)
 		}
-		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "the body is not valid JSON", nil)
+		return newAPIError(CodeInvalidJSON, "the body is not valid JSON", nil)
 	}
 	if dec.More() {
-		return newAPIError(http.StatusBadRequest, CodeInvalidJSON, "the body has data after the JSON object", nil)
+		return newAPIError(CodeInvalidJSON, "the body has data after the JSON object", nil)
 	}
 	return nil
 }
 
 func tooLarge() *apiError {
-	return newAPIError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+	return newAPIError(CodePayloadTooLarge,
 		fmt.Sprintf("the request body is larger than %d bytes", maxBody), map[string]any{"limit": maxBody})
 }
 

@@ -23,9 +23,9 @@ func TestAsAPIError(t *testing.T) {
 		message string
 		details map[string]any
 	}{
-		{name: "api error as is", err: newAPIError(http.StatusNotFound, CodeLockerNotFound, "no locker 7", nil),
+		{name: "api error as is", err: newAPIError(CodeLockerNotFound, "no locker 7", nil),
 			known: true, status: http.StatusNotFound, code: CodeLockerNotFound, message: "no locker 7", details: map[string]any{}},
-		{name: "wrapped api error", err: fmt.Errorf("open locker: %w", newAPIError(http.StatusConflict, CodeLockerOutOfService, "locker 3 is out of service", map[string]any{"lockerId": 3})),
+		{name: "wrapped api error", err: fmt.Errorf("open locker: %w", newAPIError(CodeLockerOutOfService, "locker 3 is out of service", map[string]any{"lockerId": 3})),
 			known: true, status: http.StatusConflict, code: CodeLockerOutOfService, message: "locker 3 is out of service", details: map[string]any{"lockerId": 3}},
 		{name: "validation names the field", err: validationError("lockerTypeId", "must be a positive integer"),
 			known: true, status: http.StatusUnprocessableEntity, code: CodeValidation, message: "lockerTypeId: must be a positive integer",
@@ -43,10 +43,45 @@ func TestAsAPIError(t *testing.T) {
 			t.Parallel()
 			ae, known := asAPIError(tc.err)
 			assert.Equal(t, tc.known, known)
-			assert.Equal(t, tc.status, ae.status)
+			assert.Equal(t, tc.status, ae.status())
 			assert.Equal(t, tc.code, ae.code)
 			assert.Equal(t, tc.message, ae.message)
 			assert.Equal(t, tc.details, ae.details)
+		})
+	}
+}
+
+// TestCodeStatus is the local API's code → status table (DESIGN §7): every declared code has
+// its one status, and a code the table lacks answers 500.
+func TestCodeStatus(t *testing.T) {
+	t.Parallel()
+	cases := map[string]int{
+		CodeAuthFailed:               http.StatusUnauthorized,
+		CodeNotFound:                 http.StatusNotFound,
+		CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
+		CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
+		CodeInvalidJSON:              http.StatusBadRequest,
+		CodeValidation:               http.StatusUnprocessableEntity,
+		CodeTransactionNotFound:      http.StatusNotFound,
+		CodeTransactionExists:        http.StatusConflict,
+		CodeLockerNotFound:           http.StatusNotFound,
+		CodeLockerTypeNotFound:       http.StatusNotFound,
+		CodeBankTypeNotFound:         http.StatusNotFound,
+		CodeNoAvailableLockers:       http.StatusNotFound,
+		CodeLockerAssignmentConflict: http.StatusServiceUnavailable,
+		CodeLockerOutOfService:       http.StatusConflict,
+		CodeHardwareFault:            http.StatusInternalServerError,
+		CodeControllerUnavailable:    http.StatusServiceUnavailable,
+		CodeControllerError:          http.StatusInternalServerError,
+		CodeInternal:                 http.StatusInternalServerError,
+		"SOMETHING_NEW":              http.StatusInternalServerError,
+	}
+	assert.Len(t, codeStatus, len(cases)-1, "every declared code is in the table")
+	for code, want := range cases {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, want, statusOf(code))
+			assert.Equal(t, want, newAPIError(code, "m", nil).status())
 		})
 	}
 }

@@ -64,7 +64,7 @@ func (s *Server) pathLocker(r *http.Request) (lockerInfo, error) {
 	id, err := strconv.Atoi(raw)
 	lk, ok := s.lockers[id]
 	if err != nil || !ok {
-		return lockerInfo{}, newAPIError(http.StatusNotFound, CodeLockerNotFound, "no locker with that id",
+		return lockerInfo{}, newAPIError(CodeLockerNotFound, "no locker with that id",
 			map[string]any{"lockerId": raw})
 	}
 	return lk, nil
@@ -237,9 +237,9 @@ func (s *Server) openAll(w http.ResponseWriter, r *http.Request) error {
 				}
 				var ae *apiError
 				if errors.As(err, &ae) {
-					res = OperationResult{LockerID: lk.LockerID, Status: ae.status, Success: false, Message: ae.message, Error: ae.code}
+					res = OperationResult{LockerID: lk.LockerID, Status: ae.status(), Success: false, Message: ae.message, Error: ae.code}
 					if ae.code == CodeControllerUnavailable {
-						down = newAPIError(ae.status, ae.code, "not tried: the bank's lock controller is unavailable", nil)
+						down = newAPIError(ae.code, "not tried: the bank's lock controller is unavailable", nil)
 					}
 				}
 				mu.Lock()

@@ -33,7 +33,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				}
 				s.logger.ErrorContext(r.Context(), "handler panic", "requestId", reqID, "panic", p)
 				if ww.Status() == 0 {
-					writeError(ww, http.StatusInternalServerError, CodeInternal, "internal error", nil)
+					writeError(ww, CodeInternal, "internal error", nil)
 				}
 			}
 			route := "unmatched"
@@ -101,7 +101,7 @@ func (s *Server) requireBearer(next http.Handler) http.Handler {
 			if r.Header.Get("Authorization") != "" {
 				msg = "wrong bearer secret"
 			}
-			writeError(w, http.StatusUnauthorized, CodeAuthFailed, msg, nil)
+			writeError(w, CodeAuthFailed, msg, nil)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/lockernet/lockernet/hardware/lockctl"
@@ -117,16 +116,16 @@ func openError(lockerID int, o openOutcome) *apiError {
 	details := map[string]any{"lockerId": lockerID, "attempts": o.Attempts}
 	switch {
 	case errors.Is(o.Err, errHardwareFault):
-		return newAPIError(http.StatusInternalServerError, CodeHardwareFault,
+		return newAPIError(CodeHardwareFault,
 			fmt.Sprintf("the lock controller reported a hardware fault on locker %d", lockerID), details)
 	case errors.Is(o.Err, errControllerUnavailable):
-		return newAPIError(http.StatusServiceUnavailable, CodeControllerUnavailable,
+		return newAPIError(CodeControllerUnavailable,
 			fmt.Sprintf("the lock controller of locker %d did not answer after %d attempts", lockerID, o.Attempts), details)
 	case errors.Is(o.Err, errControllerError):
-		return newAPIError(http.StatusInternalServerError, CodeControllerError,
+		return newAPIError(CodeControllerError,
 			fmt.Sprintf("the lock controller refused to open locker %d", lockerID), details)
 	}
 	// The client went away; whatever we write is not read.
-	return newAPIError(http.StatusServiceUnavailable, CodeControllerUnavailable,
+	return newAPIError(CodeControllerUnavailable,
 		fmt.Sprintf("the open of locker %d was abandoned", lockerID), details)
 }

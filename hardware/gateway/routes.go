@@ -25,10 +25,10 @@ func (s *Server) serve(fn handlerFunc) http.HandlerFunc {
 			s.logger.ErrorContext(r.Context(), "request failed", "path", r.URL.Path, "err", err)
 		}
 		if ae.body != nil {
-			writeJSON(w, ae.status, ae.body)
+			writeJSON(w, ae.status(), ae.body)
 			return
 		}
-		writeError(w, ae.status, ae.code, ae.message, ae.details)
+		writeError(w, ae.code, ae.message, ae.details)
 	}
 }
 
@@ -40,12 +40,12 @@ func (s *Server) routes() http.Handler {
 	// without the secret learns nothing about the API.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusNotFound, CodeNotFound, "no such operation", nil)
+			writeError(w, CodeNotFound, "no such operation", nil)
 		})).ServeHTTP(w, r)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.requireBearer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this path", nil)
+			writeError(w, CodeMethodNotAllowed, "method not allowed on this path", nil)
 		})).ServeHTTP(w, r)
 	})
 
@@ -99,7 +99,7 @@ func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > maxBody {
 			ae := tooLarge()
-			writeError(w, ae.status, ae.code, ae.message, ae.details)
+			writeError(w, ae.code, ae.message, ae.details)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)

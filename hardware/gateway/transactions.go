@@ -71,7 +71,7 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 	}
 	if req.LockerID != nil {
 		if _, ok := s.lockers[*req.LockerID]; !ok {
-			return newAPIError(http.StatusNotFound, CodeLockerNotFound, fmt.Sprintf("no locker %d at this gateway", *req.LockerID),
+			return newAPIError(CodeLockerNotFound, fmt.Sprintf("no locker %d at this gateway", *req.LockerID),
 				map[string]any{"lockerId": *req.LockerID})
 		}
 	}
@@ -90,14 +90,14 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 		tr := toTransactionResponse(exists.existing)
 		details := map[string]any{"transactionId": tr.TransactionID, "lockerId": tr.LockerID, "createdAt": tr.CreatedAt,
 			"released": exists.existing.ReleasedAt != nil}
-		return &apiError{status: http.StatusConflict, code: CodeTransactionExists, body: TransactionConflict{
+		return &apiError{code: CodeTransactionExists, body: TransactionConflict{
 			ErrorBody:           errorBody(CodeTransactionExists, fmt.Sprintf("transaction %q already exists", txID), details),
 			TransactionResponse: tr,
 		}}
 	case errors.Is(err, errNoLocker):
-		return newAPIError(http.StatusNotFound, CodeNoAvailableLockers, "no free locker matches the request", criteria(req))
+		return newAPIError(CodeNoAvailableLockers, "no free locker matches the request", criteria(req))
 	case isBusy(err):
-		return newAPIError(http.StatusServiceUnavailable, CodeLockerAssignmentConflict,
+		return newAPIError(CodeLockerAssignmentConflict,
 			"another request took the locker at the same time; try again", criteria(req))
 	case err != nil:
 		return fmt.Errorf("create transaction: %w", err)
@@ -196,7 +196,7 @@ func parseOptionalID(field string, raw json.RawMessage) (*int, error) {
 // activeTransaction loads the transaction named in the path, if active.
 func (s *Server) activeTransaction(r *http.Request) (transaction, error) {
 	id := chi.URLParam(r, "transactionId")
-	notFound := newAPIError(http.StatusNotFound, CodeTransactionNotFound,
+	notFound := newAPIError(CodeTransactionNotFound,
 		"no active transaction with that id", map[string]any{"transactionId": id})
 	if !transactionIDPattern.MatchString(id) {
 		return transaction{}, notFound
@@ -225,13 +225,13 @@ func (s *Server) getTransaction(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) releaseTransaction(w http.ResponseWriter, r *http.Request) error {
 	id := chi.URLParam(r, "transactionId")
 	if !transactionIDPattern.MatchString(id) {
-		return newAPIError(http.StatusNotFound, CodeTransactionNotFound, "no active transaction with that id",
+		return newAPIError(CodeTransactionNotFound, "no active transaction with that id",
 			map[string]any{"transactionId": id})
 	}
 	t, err := s.store.release(r.Context(), id, time.Now())
 	switch {
 	case errors.Is(err, errNotFound):
-		return newAPIError(http.StatusNotFound, CodeTransactionNotFound, "no active transaction with that id",
+		return newAPIError(CodeTransactionNotFound, "no active transaction with that id",
 			map[string]any{"transactionId": id})
 	case err != nil:
 		return err
@@ -249,7 +249,7 @@ func (s *Server) openTransaction(w http.ResponseWriter, r *http.Request) error {
 	lk, ok := s.lockers[t.LockerID]
 	if !ok {
 		// The layout changed under an old transaction.
-		return newAPIError(http.StatusNotFound, CodeLockerNotFound, "the transaction's locker is no longer installed",
+		return newAPIError(CodeLockerNotFound, "the transaction's locker is no longer installed",
 			map[string]any{"lockerId": t.LockerID, "transactionId": t.ID})
 	}
 	states, err := s.store.lockerStates(r.Context())
@@ -257,7 +257,7 @@ func (s *Server) openTransaction(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if states[lk.LockerID].OutOfService {
-		return newAPIError(http.StatusConflict, CodeLockerOutOfService, "the transaction's locker is out of service",
+		return newAPIError(CodeLockerOutOfService, "the transaction's locker is out of service",
 			map[string]any{"lockerId": lk.LockerID, "transactionId": t.ID})
 	}
 	if _, err := s.openAndRecord(r.Context(), lk, "transaction", map[string]any{"transactionId": t.ID}); err != nil {

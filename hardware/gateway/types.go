@@ -40,7 +40,7 @@ func (s *Server) getLockerType(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.Atoi(raw)
 	t := s.lockerType(id)
 	if err != nil || t == nil {
-		return newAPIError(http.StatusNotFound, CodeLockerTypeNotFound, "no locker type with that id", map[string]any{"id": raw})
+		return newAPIError(CodeLockerTypeNotFound, "no locker type with that id", map[string]any{"id": raw})
 	}
 	count := 0
 	for _, lk := range s.lockers {
@@ -85,7 +85,7 @@ func (s *Server) getBankType(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.Atoi(raw)
 	t := s.bankType(id)
 	if err != nil || t == nil {
-		return newAPIError(http.StatusNotFound, CodeBankTypeNotFound, "no bank type with that id", map[string]any{"id": raw})
+		return newAPIError(CodeBankTypeNotFound, "no bank type with that id", map[string]any{"id": raw})
 	}
 	total, counts := s.bankTypeCounts(id)
 	out := BankTypeWithAssociations{ID: t.ID, Name: t.Name, LockerCount: total, Associations: []BankTypeAssociation{}}
