@@ -1,0 +1,102 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockernet/lockernet/internal/dev/loadclient"
+)
+
+// drillClusterKillTemporal: the Temporal server gets SIGKILL while tower holds are being
+// made and coming due; the supervisor restarts it.
+func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShape) (r *result) {
+	r = newResult("cluster-kill-temporal", "cluster shape: kill -9 the Temporal server with timers pending")
+	r.what = fmt.Sprintf("On the cluster shape, for %s an open-loop load makes %.0f tower flows a second through nginx (a "+
+		"reservation of %s on a tower locker of its own, and for every other flow a drop-off token of %s on it; a call "+
+		"answered 503 is sent again after its Retry-After). %s into the load the Temporal server process gets SIGKILL and "+
+		"the supervisor restarts it (same Postgres databases, 4 history shards). So some holds come due before the kill, "+
+		"some while Temporal is down or recovering, and some are made while it is down (their workflow starts wait in the "+
+		"outbox). Once every hold has expired (plus 15 s, inside the sweeper's 60 s grace) each hold's row, its workflow's "+
+		"runs and its history are checked: the timer fired, late but once, and the expiry was applied once, by its workflow.",
+		human(o.cktLoad), o.cktRate, human(o.cktHold), human(o.cktHold), human(o.cktKillAfter))
+	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
+	sys := shape.system(ctx, r)
+	if sys == nil {
+		return r
+	}
+	defer shape.release()
+	defer finish(r, sys)
+	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
+	lockers, err := sys.freshTowerLockers(ctx, int(o.cktRate*o.cktLoad.Seconds())+1)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	tower, err := sys.tower(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	var cs census
+	var flows flowCalls
+	var tKill, tBack time.Time
+	var restartErr error
+	hold := int(o.cktHold / time.Second)
+	lctx, lcancel := context.WithTimeout(ctx, o.cktLoad+o.settleLimit)
+	defer lcancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(o.cktKillAfter)
+		tKill = time.Now()
+		pid, err := sys.cluster.kill("temporal")
+		if err != nil {
+			restartErr = err
+			return
+		}
+		tBack, restartErr = sys.cluster.waitRestarted(lctx, "temporal", pid, 3*time.Minute)
+	}()
+	var next sync.Mutex
+	n := 0
+	loadclient.OpenLoop(lctx, o.cktRate, o.cktLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
+		next.Lock()
+		i := n
+		n++
+		next.Unlock()
+		if i >= len(lockers) {
+			return
+		}
+		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
+	})
+	wg.Wait()
+	r.verify(restartErr == nil, "the supervisor restarts the Temporal server and it answers", "%v", orOK(restartErr))
+	if restartErr != nil {
+		r.err = restartErr
+		return r
+	}
+	r.figure("Time to recover (kill → the restarted Temporal server answers)", "%s", secs(tBack.Sub(tKill)))
+	during := 0
+	for _, c := range flows.calls {
+		if c.ok() && c.end.After(tKill) && c.end.Before(tBack) {
+			during++
+		}
+	}
+	r.figure("Tower calls", "%s; %d holds answered 201 while Temporal was down; failed exchanges: %s",
+		flows.summary(), during, counts(cs.counts()))
+	r.lost = flows.lost
+	r.verify(flows.lost == 0, "every tower flow was answered 201 (lost requests)", "%d of %d not", flows.lost, flows.flows)
+	of500, _ := cs.tally(true)
+	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
+
+	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "Temporal was"); err != nil {
+		r.err = err
+		return r
+	}
+	restartFigure(r, sys, restartsBefore, "temporal")
+	sweeperFigure(r, sys, sweepsBefore)
+	return r
+}

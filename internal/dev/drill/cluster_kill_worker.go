@@ -1,0 +1,164 @@
+package drill
+
+import (
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockernet/lockernet/workflows"
+)
+
+// drillClusterKillWorker: one of the two workers gets SIGKILL while gateway opens are in
+// flight at slow gateways and tower holds come due; the supervisor restarts it.
+func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape) (r *result) {
+	r = newResult("cluster-kill-worker", "cluster shape: kill -9 one of two workers with opens and tower flows in flight")
+	r.what = fmt.Sprintf("On the cluster shape, %d locker opens are sent through nginx (`Prefer: respond-async`, an "+
+		"`Idempotency-Key` each), alternating between the two gateways, each on a locker of its own; the gateways are slow "+
+		"(GW-0001 `slow`, GW-0002 `controller_slow`, %s each), so the opens are in flight at the gateways. Then %d tower "+
+		"flows (a reservation of %s on a tower locker of its own, and for every other flow a drop-off token of %s on it) "+
+		"are made, so their timers come due just after the kill. Once every open has been sent to its gateway, worker-1 "+
+		"gets SIGKILL and the supervisor restarts it. Every open is polled until terminal, the gateways' door counters are "+
+		"compared with the opens, and once every hold has expired (plus 15 s) each hold's row and workflow history are checked.",
+		o.ckwOpens, human(o.ckwDelay), o.ckwFlows, human(o.ckwHold), human(o.ckwHold))
+	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
+	sys := shape.system(ctx, r)
+	if sys == nil {
+		return r
+	}
+	defer shape.release()
+	defer finish(r, sys)
+	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
+	back, err := slowGateways(ctx, sys, o.ckwDelay)
+	defer back()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	baseline, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	c := sys.cloud()
+	inflight, err := submitOpens(ctx, c, sys.lockers(), o.ckwOpens)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	ids := inflight.ids()
+	lockers, err := sys.freshTowerLockers(ctx, o.ckwFlows)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	tower, err := sys.tower(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	var cs census
+	var flows flowCalls
+	hold := int(o.ckwHold / time.Second)
+	parallel(len(lockers), 8, func(i int) {
+		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
+	})
+	sent, settledBefore, _ := sys.waitSent(ctx, ids)
+	pids := map[string]int{}
+	for _, n := range []string{"apiserver-1", "apiserver-2", "worker-1", "worker-2"} {
+		pids[n], _ = sys.cluster.pid(n)
+	}
+	r.figure("In flight when worker-1 was killed", "%d opens sent to a gateway and unanswered (%d already settled); %s",
+		sent, settledBefore, flows.summary())
+
+	tKill := time.Now()
+	pid, err := sys.cluster.kill("worker-1")
+	if err != nil {
+		r.err = err
+		return r
+	}
+	tBack, err := sys.cluster.waitRestarted(ctx, "worker-1", pid, 90*time.Second)
+	r.verify(err == nil, "the supervisor restarts worker-1 and it answers /healthz", "%v", orOK(err))
+	if err == nil {
+		r.figure("worker-1 healthy again", "%s after the kill", secs(tBack.Sub(tKill)))
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, o.settleLimit)
+	inflight.settle(pctx, c)
+	cancel()
+	r.lost = inflight.lost() + flows.lost
+	r.figure("Terminal states of the opens", "%s", counts(inflight.states()))
+	if l := latest(inflight.settledAt()); !l.IsZero() {
+		r.figure("Time to recover (kill → last open settled)", "%s (the gateways alone take %s)", secs(l.Sub(tKill)), human(o.ckwDelay))
+	}
+	r.verify(inflight.lost() == 0, "every open reached a terminal state (lost requests)", "%d of %d lost", inflight.lost(), len(inflight))
+	r.verify(flows.lost == 0, "every tower flow was answered 201", "%d of %d not", flows.lost, flows.flows)
+	of500, _ := cs.tally(true)
+	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did; failed exchanges: %s", of500, counts(cs.counts()))
+
+	// Which processes ran the opens' workflows: the apiserver that accepted an open starts its
+	// workflow eagerly and sends it there (LOCKERNET_API_GATEWAY_WORKER=true); a worker takes
+	// one over only when that apiserver cannot go on.
+	byProc := map[string]int{}
+	names := map[string]string{}
+	for n, p := range pids {
+		names[strconv.Itoa(p)] = n
+	}
+	var mu sync.Mutex
+	parallel(len(ids), 8, func(i int) {
+		seen := taskPollers(ctx, sys, workflows.GatewayRequestWorkflowID(ids[i]))
+		mu.Lock()
+		defer mu.Unlock()
+		for p := range seen {
+			n := names[p]
+			if n == "" {
+				n = "another process"
+			}
+			byProc[n]++
+		}
+	})
+	r.figure("Opens whose workflow tasks ran on each process", "%s", counts(byProc))
+
+	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
+	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
+		r.err = err
+		return r
+	}
+
+	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
+	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "worker-1 was"); err != nil {
+		r.err = err
+		return r
+	}
+	restartFigure(r, sys, restartsBefore, "worker-1")
+	sweeperFigure(r, sys, sweepsBefore)
+	r.note("In the cluster shape each apiserver runs a gateway-request worker of its own, so the workflow of an open starts " +
+		"eagerly on the apiserver that accepted it and sends the open from there; the two workers run the reservation and " +
+		"token workflows (their timers and expiry activities), webhooks and the gateway sync, and take a gateway request " +
+		"over only when its apiserver cannot go on. The figure above counts where the opens' workflow tasks ran.")
+	return r
+}
+
+// taskPollers returns the pids of the processes that ran a workflow's workflow tasks (the
+// Go SDK's identity is pid@host@).
+func taskPollers(ctx context.Context, sys *system, wfID string) map[string]bool {
+	out := map[string]bool{}
+	it := sys.tc.GetWorkflowHistory(ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return out
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+			id := ev.GetWorkflowTaskStartedEventAttributes().GetIdentity()
+			if p, _, ok := strings.Cut(id, "@"); ok {
+				out[p] = true
+			}
+		}
+	}
+	return out
+}

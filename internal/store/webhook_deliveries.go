@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The webhook-delivery workflow the outbox starts for each delivery. workflows holds the
+// same names (WebhookDeliveryWorkflowName, WebhookDeliveryWorkflowID); a test keeps them equal.
+const (
+	WebhookDeliveryWorkflowType = "WebhookDelivery"
+	WebhookDeliveryIDPrefix     = "webhook-delivery/"
+)
+
+// WebhookDeliveryWorkflowID is the workflow of one delivery's round (0: the first delivery,
+// n: the n-th redelivery asked for through the API).
+func WebhookDeliveryWorkflowID(deliveryID uuid.UUID, round int) string {
+	if round == 0 {
+		return WebhookDeliveryIDPrefix + deliveryID.String()
+	}
+	return fmt.Sprintf("%s%s/retry-%d", WebhookDeliveryIDPrefix, deliveryID, round)
+}
+
+// WebhookDelivery is one event's delivery to one endpoint.
+type WebhookDelivery struct {
+	ID, EndpointID, EventID uuid.UUID
+	OrgID                   int64
+	EventType               string
+	Status                  string
+	Attempts                int
+	LastStatusCode          *int
+	LastError               *string
+	NextAttemptAt           *time.Time
+	Round                   int
+	CreatedAt               time.Time
+	CompletedAt             *time.Time
+}
+
+const deliveryColumns = `d.id, d.endpoint_id, d.event_id, d.organization_id, ev.type, d.status, d.attempts, d.last_status_code,
+	d.last_error, d.next_attempt_at, d.round, d.created_at, d.completed_at`
+
+func scanDelivery(row pgx.Row) (WebhookDelivery, error) {
+	var d WebhookDelivery
+	err := row.Scan(&d.ID, &d.EndpointID, &d.EventID, &d.OrgID, &d.EventType, &d.Status, &d.Attempts, &d.LastStatusCode,
+		&d.LastError, &d.NextAttemptAt, &d.Round, &d.CreatedAt, &d.CompletedAt)
+	return d, err
+}
+
+// DeliveryFilter selects from an endpoint's delivery log.
+type DeliveryFilter struct {
+	Scope      WebhookScope
+	EndpointID uuid.UUID
+	Status     string
+	After      *Cursor
+	Limit      int
+}
+
+// WebhookDeliveries lists an endpoint's deliveries newest first (ErrNotFound: no such
+// endpoint in the scope).
+func (s *Store) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]WebhookDelivery, error) {
+	if _, err := s.WebhookEndpoint(ctx, f.Scope, f.EndpointID); err != nil {
+		return nil, err
+	}
+	afterAt, afterID := f.After.args()
+	rows, err := s.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id
+		WHERE d.endpoint_id = $1 AND d.organization_id = $2 AND ($3 = '' OR d.status = $3)
+		  AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5::uuid))
+		ORDER BY d.created_at DESC, d.id DESC LIMIT $6`,
+		f.EndpointID, f.Scope.OrgID, f.Status, afterAt, afterID, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookDelivery, error) { return scanDelivery(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", translate(err))
+	}
+	return out, nil
+}
+
+// WebhookDeliveryInScope returns one delivery to an endpoint sc manages.
+func (s *Store) WebhookDeliveryInScope(ctx context.Context, sc WebhookScope, id uuid.UUID) (WebhookDelivery, error) {
+	d, err := scanDelivery(s.db.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		JOIN webhook_events ev ON ev.id = d.event_id JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE `+scopeClause+` AND d.id = $3`, sc.OrgID, sc.SubOrgID, id))
+	if err != nil {
+		return WebhookDelivery{}, fmt.Errorf("webhook delivery: %w", translate(err))
+	}
+	return d, nil
+}
+
+// RetryWebhookDelivery starts a new round of a delivery: pending again, a new workflow
+// (the next round's) in the outbox, attempting at once. A delivery whose endpoint was
+// deleted or disabled cannot be retried (ErrConflict).
+func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uuid.UUID) (WebhookDelivery, error) {
+	var d WebhookDelivery
+	err := s.WithTx(ctx, func(tx *Store) error {
+		var enabled bool
+		var round int
+		var endpointID uuid.UUID
+		var eventType string
+		err := tx.db.QueryRow(ctx, `SELECT e.enabled, d.round, d.endpoint_id, ev.type FROM webhook_deliveries d
+			JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_events ev ON ev.id = d.event_id
+			WHERE `+scopeClause+` AND d.id = $3 FOR UPDATE OF d`, sc.OrgID, sc.SubOrgID, id).Scan(&enabled, &round, &endpointID, &eventType)
+		if err != nil {
+			return fmt.Errorf("retry webhook delivery: %w", translate(err))
+		}
+		if !enabled {
+			return fmt.Errorf("retry webhook delivery: %w: the endpoint is disabled", ErrConflict)
+		}
+		round++
+		_, err = tx.db.Exec(ctx, `
+			WITH upd AS (
+			    UPDATE webhook_deliveries SET status = 'pending', round = $2, next_attempt_at = now(), completed_at = NULL
+			    WHERE id = $1
+			)
+			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
+			VALUES ($3, $4, jsonb_build_object('delivery_id', $1::text, 'round', $2::int),
+			        jsonb_build_object('OrganizationId', $5::text, 'WebhookEndpointId', $6::text, 'EventType', $7::text), now())`,
+			id, round, WebhookDeliveryWorkflowID(id, round), WebhookDeliveryWorkflowType, strconv.FormatInt(sc.OrgID, 10),
+			endpointID.String(), eventType)
+		if err != nil {
+			return fmt.Errorf("retry webhook delivery: %w", translate(err))
+		}
+		d, err = tx.WebhookDeliveryInScope(ctx, sc, id)
+		return err
+	})
+	return d, err
+}
+
+// WebhookAttempt is everything one delivery attempt needs, read fresh for each attempt.
+type WebhookAttempt struct {
+	Delivery WebhookDelivery
+	Endpoint WebhookEndpoint
+	Event    WebhookEvent
+	Deleted  bool
+}
+
+// WebhookAttemptOf loads a delivery with its endpoint and event.
+func (s *Store) WebhookAttemptOf(ctx context.Context, deliveryID uuid.UUID) (WebhookAttempt, error) {
+	var a WebhookAttempt
+	d, err := scanDelivery(s.db.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
+		JOIN webhook_events ev ON ev.id = d.event_id WHERE d.id = $1`, deliveryID))
+	if err != nil {
+		return a, fmt.Errorf("webhook delivery: %w", translate(err))
+	}
+	a.Delivery = d
+	var deletedAt *time.Time
+	row := s.db.QueryRow(ctx, `SELECT `+endpointColumns+`, deleted_at FROM webhook_endpoints WHERE id = $1`, d.EndpointID)
+	e := &a.Endpoint
+	if err := row.Scan(&e.ID, &e.OrgID, &e.SubOrgID, &e.URL, &e.Description, &e.EventTypes, &e.Enabled, &e.DisabledReason,
+		&e.SecretSealed, &e.PreviousSecretSealed, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt, &deletedAt); err != nil {
+		return a, fmt.Errorf("webhook endpoint: %w", translate(err))
+	}
+	a.Deleted = deletedAt != nil
+	a.Event, err = scanEvent(s.db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, d.EventID))
+	if err != nil {
+		return a, fmt.Errorf("webhook event: %w", translate(err))
+	}
+	return a, nil
+}
+
+// AttemptOutcome is what one attempt came to.
+type AttemptOutcome struct {
+	StatusCode int // 0: no HTTP answer
+	Error      string
+	Succeeded  bool
+	// Final: no attempt follows (succeeded, out of attempts, or the endpoint is gone).
+	Final bool
+	// NextAttemptAt is when the next attempt runs (when not Final).
+	NextAttemptAt *time.Time
+	// Disable disables the endpoint with this reason (410 Gone).
+	Disable string
+}
+
+// ErrStaleRound means an attempt belongs to a round that a redelivery replaced.
+var ErrStaleRound = errors.New("a newer delivery round replaced this one")
+
+// RecordWebhookAttempt records one attempt of a delivery's round. A success ends the
+// endpoint's run of failures; a final failure starts one, and an endpoint whose deliveries
+// have all failed for failFor is disabled.
+func (s *Store) RecordWebhookAttempt(ctx context.Context, deliveryID uuid.UUID, round int, o AttemptOutcome, failFor time.Duration) error {
+	status := "pending"
+	switch {
+	case o.Succeeded:
+		status = "succeeded"
+	case o.Final:
+		status = "failed"
+	}
+	var code *int
+	if o.StatusCode != 0 {
+		code = &o.StatusCode
+	}
+	var lastErr *string
+	if o.Error != "" {
+		e := o.Error
+		if len(e) > 4096 {
+			e = e[:4096]
+		}
+		lastErr = &e
+	}
+	return s.WithTx(ctx, func(tx *Store) error {
+		var endpointID uuid.UUID
+		err := tx.db.QueryRow(ctx, `
+			UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_status_code = $4, last_error = $5,
+			    next_attempt_at = $6, completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END
+			WHERE id = $1 AND round = $2 AND status = 'pending'
+			RETURNING endpoint_id`, deliveryID, round, status, code, lastErr, o.NextAttemptAt).Scan(&endpointID)
+		if err != nil {
+			if err = translate(err); errors.Is(err, ErrNotFound) {
+				return ErrStaleRound
+			}
+			return fmt.Errorf("record webhook attempt: %w", err)
+		}
+		switch {
+		case o.Succeeded:
+			_, err = tx.db.Exec(ctx, `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`, endpointID)
+		case o.Disable != "":
+			_, err = tx.db.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
+				WHERE id = $1 AND enabled`, endpointID, o.Disable)
+		case o.Final:
+			_, err = tx.db.Exec(ctx, `
+				UPDATE webhook_endpoints e SET failing_since = coalesce(e.failing_since, d.created_at),
+				    enabled = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $3) THEN false ELSE e.enabled END,
+				    disabled_reason = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $3)
+				        THEN 'every delivery failed for ' || ($3 / 86400)::int || ' days' ELSE e.disabled_reason END
+				FROM webhook_deliveries d WHERE d.id = $2 AND e.id = $1`, endpointID, deliveryID, failFor.Seconds())
+		}
+		if err != nil {
+			return fmt.Errorf("record webhook attempt: %w", translate(err))
+		}
+		return nil
+	})
+}
+
+// EndpointBacklog is one endpoint's pending deliveries.
+type EndpointBacklog struct {
+	EndpointID uuid.UUID
+	Pending    int
+	Oldest     time.Duration
+}
+
+// WebhookBacklog lists the limit endpoints with the most pending deliveries.
+func (s *Store) WebhookBacklog(ctx context.Context, limit int) ([]EndpointBacklog, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT endpoint_id, count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
+		FROM webhook_deliveries WHERE status = 'pending'
+		GROUP BY endpoint_id ORDER BY count(*) DESC, endpoint_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("webhook backlog: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EndpointBacklog, error) {
+		var b EndpointBacklog
+		var secs float64
+		err := r.Scan(&b.EndpointID, &b.Pending, &secs)
+		b.Oldest = time.Duration(secs * float64(time.Second))
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook backlog: %w", translate(err))
+	}
+	return out, nil
+}
