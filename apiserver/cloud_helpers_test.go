@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,46 +34,18 @@ func newCloud(t *testing.T, baseURL, key string) *cloud {
 // failure is reported with Errorf (never FailNow) and answers status 0.
 func (c *cloud) do(method, path string, body any, header ...string) testenv.Response {
 	c.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		buf, err := json.Marshal(b)
-		if err != nil {
-			c.t.Errorf("encode body: %v", err)
-			return testenv.Response{}
-		}
-		rd = bytes.NewReader(buf)
-	}
-	req, err := http.NewRequest(method, c.url+path, rd)
-	if err != nil {
-		c.t.Errorf("build request: %v", err)
-		return testenv.Response{}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	h := http.Header{}
 	if c.key != "" {
-		req.Header.Set("X-API-Key", c.key)
+		h.Set("X-API-Key", c.key)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Add(header[i], header[i+1])
+		h.Add(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := testenv.Exchange(method, c.url+path, h, body)
 	if err != nil {
-		c.t.Errorf("%s %s: %v", method, path, err)
-		return testenv.Response{}
+		c.t.Errorf("%v", err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Errorf("read answer of %s %s: %v", method, path, err)
-	}
-	return testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 func locPath(g *testenv.Gateway, rest string) string {

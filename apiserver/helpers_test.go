@@ -73,19 +73,13 @@ func locationID(t *testing.T, e *testenv.Env, tower string) int64 {
 // send is a request with arbitrary headers (testenv.Do only sets JSON and bearer headers).
 func send(t *testing.T, method, fullURL string, header http.Header, body io.Reader) testenv.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, fullURL, body)
-	require.NoError(t, err)
-	for k, vs := range header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
+	var b any
+	if body != nil {
+		b = body
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := testenv.Exchange(method, fullURL, header, b)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return testenv.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 // clientToken runs the client credentials grant for any client.

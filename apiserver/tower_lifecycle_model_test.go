@@ -1,11 +1,9 @@
 package apiserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -305,23 +303,8 @@ func (m *lockerModel) resync(l *mLocker) {
 
 // rawDo is an HTTP call safe to make from several goroutines (no testing.T).
 func rawDo(method, url, tok string, body any) (int, []byte, error) {
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return 0, nil, err
-	}
-	req, err := http.NewRequest(method, url, bytes.NewReader(buf))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	r, err := testenv.Exchange(method, url, http.Header{"Authorization": {"Bearer " + tok}}, body)
+	return r.Status, r.Body, err
 }
 
 // expectConflict requires a 409 whose detail names the locker's status.

@@ -3,7 +3,6 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -241,21 +240,13 @@ func TestReservationConflicts(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				req, err := http.NewRequest(http.MethodPost, e.URL+reservePath(towerUnion2, id), strings.NewReader(`{"duration": 600}`))
+				r, err := testenv.Exchange(http.MethodPost, e.URL+reservePath(towerUnion2, id),
+					http.Header{"Authorization": {"Bearer " + tok}}, `{"duration": 600}`)
 				if err != nil {
 					details[i] = err.Error()
 					return
 				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+tok)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					details[i] = err.Error()
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				statuses[i], details[i] = resp.StatusCode, string(b)
+				statuses[i], details[i] = r.Status, string(r.Body)
 			}()
 		}
 		close(start)

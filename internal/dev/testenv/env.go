@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -257,35 +258,64 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// DoWithHeaders is Do with extra request headers (e.g. x-api-key) and no bearer token.
+// DoWithHeaders is Do with extra request headers (e.g. x-api-key; empty values are left out)
+// and no bearer token.
 func DoWithHeaders(t testing.TB, method, fullURL string, headers map[string]string, body any) Response {
 	t.Helper()
+	h := http.Header{}
+	for k, v := range headers {
+		if v != "" {
+			h.Set(k, v)
+		}
+	}
+	r, err := Exchange(method, fullURL, h, body)
+	require.NoError(t, err)
+	return r
+}
+
+// Exchange sends one request and reads the whole answer: the one HTTP exchange of the tests.
+// body may be nil, a string, []byte or a value to encode as JSON (these are sent as
+// application/json unless header names a Content-Type), or an io.Reader sent as is with
+// header's Content-Type only. It never fails the test, so it is safe in goroutines.
+func Exchange(method, fullURL string, header http.Header, body any) (Response, error) {
 	var rd io.Reader
+	asJSON := body != nil
 	switch b := body.(type) {
 	case nil:
 	case string:
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader:
+		rd, asJSON = b, false
 	default:
 		buf, err := json.Marshal(b)
-		require.NoError(t, err)
+		if err != nil {
+			return Response{}, fmt.Errorf("encode body: %w", err)
+		}
 		rd = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, fullURL, rd)
-	require.NoError(t, err)
-	if body != nil {
+	if err != nil {
+		return Response{}, fmt.Errorf("build request: %w", err)
+	}
+	if asJSON {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range headers {
-		if v != "" {
-			req.Header.Set(k, v)
+	for k, vs := range header {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
 		}
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return Response{}, fmt.Errorf("%s %s: %w", method, fullURL, err)
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	if err != nil {
+		return Response{}, fmt.Errorf("read answer of %s %s: %w", method, fullURL, err)
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
