@@ -109,6 +109,18 @@ type WebhookAttemptInput struct {
 	Deferrals int
 }
 
+// The outcomes of a webhook delivery's round (WebhookAttemptResult.Outcome, and the
+// webhook-delivery workflow's result).
+const (
+	WebhookSucceeded  = "succeeded"
+	WebhookFailed     = "failed"
+	WebhookGone       = "gone"
+	WebhookAbandoned  = "abandoned"
+	WebhookSuperseded = "superseded"
+	// WebhookCanceled: the workflow was cancelled while it waited for its next attempt.
+	WebhookCanceled = "canceled"
+)
+
 // WebhookAttemptResult tells the workflow what comes next.
 type WebhookAttemptResult struct {
 	// Done: no attempt follows (delivered, failed for good, or replaced by a redelivery).
@@ -143,18 +155,18 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 	}
 	at, err := d.Store.WebhookAttemptOf(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil // the event was pruned
+		return WebhookAttemptResult{Done: true, Outcome: WebhookSuperseded}, nil // the event was pruned
 	}
 	if err != nil {
 		return WebhookAttemptResult{}, err
 	}
 	if at.Delivery.Round != in.Round || at.Delivery.Status != "pending" {
-		return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil
+		return WebhookAttemptResult{Done: true, Outcome: WebhookSuperseded}, nil
 	}
 	record := func(o store.AttemptOutcome, outcome string) (WebhookAttemptResult, error) {
 		err := d.Store.RecordWebhookAttempt(ctx, id, in.Round, o, d.FailFor)
 		if errors.Is(err, store.ErrStaleRound) {
-			return WebhookAttemptResult{Done: true, Outcome: "superseded"}, nil
+			return WebhookAttemptResult{Done: true, Outcome: WebhookSuperseded}, nil
 		}
 		if err != nil {
 			return WebhookAttemptResult{}, err
@@ -166,7 +178,7 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 		return WebhookAttemptResult{RetryIn: time.Until(*o.NextAttemptAt)}, nil
 	}
 	if at.Deleted || !at.Endpoint.Enabled {
-		return record(store.AttemptOutcome{Error: "endpoint disabled or deleted", Final: true}, "abandoned")
+		return record(store.AttemptOutcome{Error: "endpoint disabled or deleted", Final: true}, WebhookAbandoned)
 	}
 	if !d.take(at.Endpoint.ID) {
 		wait := min(time.Second<<min(in.Deferrals, 5), 30*time.Second)
@@ -190,13 +202,13 @@ func (a *Activities) AttemptWebhook(ctx context.Context, in WebhookAttemptInput)
 	switch {
 	case code >= 200 && code < 300:
 		o.Succeeded, o.Final, o.Error = true, true, ""
-		return record(o, "succeeded")
+		return record(o, WebhookSucceeded)
 	case code == http.StatusGone:
 		o.Final, o.Disable = true, "the receiver answered 410 Gone"
-		return record(o, "gone")
+		return record(o, WebhookGone)
 	case in.Attempt > len(d.Schedule):
 		o.Final = true
-		return record(o, "failed")
+		return record(o, WebhookFailed)
 	}
 	next := time.Now().Add(d.Schedule[in.Attempt-1])
 	o.NextAttemptAt = &next

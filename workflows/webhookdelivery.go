@@ -65,11 +65,11 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 		err := workflow.ExecuteActivity(ctx, a.AttemptWebhook, activities.WebhookAttemptInput{
 			DeliveryID: in.DeliveryID, Round: in.Round, Attempt: in.Attempt + 1, Deferrals: in.Deferrals}).Get(ctx, &res)
 		if err != nil {
-			return WebhookDeliveryResult{Outcome: "failed", Attempts: in.Attempt}, err
+			return WebhookDeliveryResult{Outcome: activities.WebhookFailed, Attempts: in.Attempt}, err
 		}
 		if res.Done {
 			attempts := in.Attempt
-			if res.Outcome != "superseded" && res.Outcome != "abandoned" {
+			if res.Outcome != activities.WebhookSuperseded && res.Outcome != activities.WebhookAbandoned {
 				attempts++
 			}
 			return WebhookDeliveryResult{Outcome: res.Outcome, Attempts: attempts}, nil
@@ -81,7 +81,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 			in.Deferrals = 0
 		}
 		if err := workflow.Sleep(ctx, res.RetryIn); err != nil {
-			return WebhookDeliveryResult{Outcome: "canceled", Attempts: in.Attempt}, err
+			return WebhookDeliveryResult{Outcome: activities.WebhookCanceled, Attempts: in.Attempt}, err
 		}
 	}
 }
