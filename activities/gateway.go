@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
@@ -28,19 +29,13 @@ import (
 	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
-// Outcomes of one send (SendGatewayRequestResult.Outcome).
+// Outcomes of one send (SendGatewayRequestResult.Outcome), declared in gatewayreq.
 const (
-	// SendAnswered: the gateway answered with an HTTP response.
-	SendAnswered = "answered"
-	// SendNotDelivered: the request never reached the gateway (refused, DNS, TLS, disabled).
-	SendNotDelivered = "not_delivered"
-	// SendNoAnswer: the request was delivered but no answer came within the deadline.
-	SendNoAnswer = "no_answer"
-	// SendUnknown: this send was begun before by an attempt whose fate is unknown (the
-	// worker stopped); it may have been delivered.
-	SendUnknown = "unknown"
-	// SendFinished: the request already has its outcome (nothing was sent).
-	SendFinished = "finished"
+	SendAnswered     = gatewayreq.SendAnswered
+	SendNotDelivered = gatewayreq.SendNotDelivered
+	SendNoAnswer     = gatewayreq.SendNoAnswer
+	SendUnknown      = gatewayreq.SendUnknown
+	SendFinished     = gatewayreq.SendFinished
 )
 
 // ErrTypeGatewayMisconfigured marks a gateway the cloud cannot call at all (its secret does
@@ -120,24 +115,9 @@ type SendGatewayRequestInput struct {
 	Timeout time.Duration
 }
 
-// SendGatewayRequestResult is what one send came to. Gateway outcomes are results, never
-// activity errors: the workflow decides what they mean.
-type SendGatewayRequestResult struct {
-	Outcome  string
-	Attempts int
-	Status   int
-	// Headers keeps Content-Type and X-Response-Truncated.
-	Headers map[string]string
-	Body    []byte
-	// APIJSON is true when the body is empty or JSON (the local API's own answer), false for
-	// anything else (e.g. an HTML page from a proxy) or an answer too large to keep.
-	APIJSON bool
-	// ErrorCode and ErrorMessage are the local API's Error fields when the body has them.
-	ErrorCode    string
-	ErrorMessage string
-	// Error describes a transport failure.
-	Error string
-}
+// SendGatewayRequestResult is what one send came to (gatewayreq.SendResult: the workflow's
+// input carries it when the apiserver made the first send itself).
+type SendGatewayRequestResult = gatewayreq.SendResult
 
 // SendGatewayRequest sends the request once. It first records the send in Postgres, so a
 // second run of the same send (the worker stopped and another one re-ran the workflow task)
@@ -164,6 +144,25 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial)
 		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts}, nil
 	}
+	return d.sendBegun(ctx, logger, id, begun, in)
+}
+
+// SendFirst makes a request's first send from the apiserver that stored it (the gateway
+// cloud API's fast path): the send was recorded as begun when the request was stored
+// (store.NewGatewayRequest.Lease), so it goes straight out to gw, and is classified exactly
+// as SendGatewayRequest classifies it. An error means the send's fate is for the request's
+// workflow to settle (a misconfigured gateway, a stop mid-call).
+func (a *Activities) SendFirst(ctx context.Context, logger log.Logger, gw store.Gateway, in SendGatewayRequestInput) (SendGatewayRequestResult, error) {
+	id, err := uuid.Parse(in.RequestID)
+	if err != nil {
+		return SendGatewayRequestResult{}, fmt.Errorf("bad request id %q: %w", in.RequestID, err)
+	}
+	return a.Gateways.sendBegun(ctx, logger, id, store.GatewaySend{Began: true, Attempts: 1, Gateway: gw}, in)
+}
+
+// sendBegun sends a send recorded as begun and classifies what happened.
+func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.UUID, begun store.GatewaySend,
+	in SendGatewayRequestInput) (SendGatewayRequestResult, error) {
 	gw := begun.Gateway
 	notDelivered := func(cause string) (SendGatewayRequestResult, error) {
 		// The activity context may be cancelled (worker stopping): release the send anyway.
@@ -305,6 +304,12 @@ type FinishGatewayRequestResult struct {
 // activity), records what it showed about the gateway's health, and asks for a refresh of
 // the gateway's locker mirror after a completed write or hardware call.
 func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayRequestInput) (FinishGatewayRequestResult, error) {
+	return a.Finish(ctx, activity.GetLogger(ctx), in)
+}
+
+// Finish is FinishGatewayRequest's work, for the apiserver that settles a request from its
+// own first send: the outcome stored, followed up, handed to the waiting handlers, counted.
+func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGatewayRequestInput) (FinishGatewayRequestResult, error) {
 	d := a.Gateways
 	id, err := uuid.Parse(in.RequestID)
 	if err != nil {
@@ -336,7 +341,7 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 		d.Stored(r)
 	}
 	d.Metrics.terminal(r.Class, r.Status)
-	activity.GetLogger(ctx).Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,
+	logger.Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,
 		"httpStatus", r.Outcome.HTTPStatus, "attempts", r.Attempts)
 	return FinishGatewayRequestResult{Result: r.Result(), UsedCode: usedCode}, nil
 }

@@ -57,6 +57,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	row, created, err := s.requests.submit(ctx, store.NewGatewayRequest{
 		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
 		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
+		Lease: s.requests.firstSendLease(prefs.wait),
 	}, idem)
 	switch {
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
@@ -68,6 +69,11 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	replay := !created
 	if row.Terminal() {
 		return s.answerStored(row, replay, nil), nil
+	}
+	if created && row.LeaseUntil != nil {
+		// Stored with its first send begun: this apiserver sends it now.
+		row, _ = s.requests.sendFirst(ctx, row, gw, prefs.wait)
+		return s.answerRequest(row, prefs, replay, http.StatusAccepted), nil
 	}
 	// A new request (or its replay): start its workflow, or meet the one started.
 	row, _ = s.requests.await(ctx, row, prefs.wait, false)

@@ -39,6 +39,8 @@ type gatewayRequests struct {
 	// waiters has one slot per request held open waiting for a gateway (MaxWaiters).
 	waiters  chan struct{}
 	draining <-chan struct{}
+	// first makes first sends in this process (gateway_requests_first_send.go).
+	first *firstSends
 }
 
 func newGatewayRequests(d Deps, settings CustomerSettings, draining <-chan struct{}) *gatewayRequests {
@@ -46,7 +48,17 @@ func newGatewayRequests(d Deps, settings CustomerSettings, draining <-chan struc
 		store: d.Store, temporal: d.Temporal, logger: d.Logger, taskQueue: settings.TaskQueue,
 		policy: settings.Policy, eager: !settings.DisableEagerStart, outcomes: newOutcomeWaiters(),
 		waiters: make(chan struct{}, settings.MaxWaiters), draining: draining,
+		first: newFirstSends(d.Sender, settings.FirstSendLease, d.Logger),
 	}
+}
+
+// firstSendLease is the lease a new request is stored with when this apiserver will make
+// its first send itself (only when the caller waits for the answer), else zero.
+func (g *gatewayRequests) firstSendLease(wait time.Duration) time.Duration {
+	if wait <= 0 || !g.first.on() {
+		return 0
+	}
+	return g.first.lease
 }
 
 // holdWaiter takes one of the instance's MaxWaiters slots for a request that will wait for a
@@ -84,6 +96,20 @@ func (g *gatewayRequests) state(ctx context.Context, orgID int64, id uuid.UUID) 
 func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, wait time.Duration, poll bool) (store.GatewayRequest, error) {
 	stored, stop := g.outcomes.wait(row.ID)
 	defer stop()
+	began := time.Now()
+	if row.LeaseUntil != nil && !row.Terminal() {
+		// An apiserver is making its first send: wait on it, not on a workflow it never
+		// started. Once it no longer carries the request, start (or meet) the workflow.
+		var owned bool
+		var err error
+		row, owned, err = g.awaitOwner(ctx, row, wait, stored)
+		if owned || err != nil {
+			markTiming(ctx, "wait", began)
+			return row, err
+		}
+		poll = false
+		wait -= time.Since(began)
+	}
 	var run client.WorkflowRun
 	var err error
 	if poll {
@@ -100,9 +126,15 @@ func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, w
 	if wait <= 0 {
 		return row, nil
 	}
-	began := time.Now()
+	began = time.Now()
 	res, done, err := g.waitOutcome(ctx, run, &row, wait, stored)
 	markTiming(ctx, "wait", began)
+	return g.afterWait(ctx, row, res, done, err)
+}
+
+// afterWait is the request as a wait for its outcome left it (waitOutcome's results).
+func (g *gatewayRequests) afterWait(ctx context.Context, row store.GatewayRequest, res *gatewayreq.Result, done bool,
+	err error) (store.GatewayRequest, error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		g.logger.InfoContext(ctx, "client left while waiting for its gateway request", "requestId", row.ID)
@@ -125,6 +157,12 @@ func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, w
 // id is fixed, so concurrent duplicates and restarts meet the same run, and any instance
 // starts it identically.
 func (g *gatewayRequests) start(ctx context.Context, row store.GatewayRequest) (client.WorkflowRun, error) {
+	return g.startSpec(ctx, row, row.Spec(g.policy))
+}
+
+// startSpec starts the request's workflow with spec. A request leased to a first send's
+// owner is the workflow's from then on: the lease ends.
+func (g *gatewayRequests) startSpec(ctx context.Context, row store.GatewayRequest, spec gatewayreq.Spec) (client.WorkflowRun, error) {
 	id := row.ID.String()
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.GatewayRequestWorkflowID(id),
@@ -136,9 +174,15 @@ func (g *gatewayRequests) start(ctx context.Context, row store.GatewayRequest) (
 			RequestKind: gatewayreq.SearchKind(row.GatewaySerial, row.Kind)}.Typed(),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},
 	}
-	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, row.Spec(g.policy))
+	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, spec)
 	if err != nil {
 		return nil, fmt.Errorf("start workflow %s: %w", opts.ID, err)
+	}
+	if row.LeaseUntil != nil {
+		if err := g.store.ReleaseGatewayLease(ctx, row.ID); err != nil {
+			// Harmless: the reconciler meets the running workflow and ends the lease then.
+			g.logger.WarnContext(ctx, "end a first send's lease", "requestId", row.ID, "err", err)
+		}
 	}
 	return run, nil
 }

@@ -10,6 +10,7 @@ import (
 // after a lost connection). The reconciler (ReconcileGatewayRequests) is a background loop
 // of its own (internal/maintenance).
 func (s *Server) RunGatewayCloud(ctx context.Context) {
+	go s.requests.keepLeases(ctx)
 	s.requests.listen(ctx)
 }
 

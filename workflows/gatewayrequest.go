@@ -37,6 +37,10 @@ const (
 	gatewayStatusServiceUnavailable = 503
 )
 
+// versionFirstSendInLine marks runs that may go on from a first send the apiserver made
+// itself (gatewayreq.Spec.FirstSend); runs recorded before it always send first.
+const versionFirstSendInLine = "first-send-in-line"
+
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
 func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
 
@@ -127,12 +131,23 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		mayHaveArrived   bool // an earlier send may have reached the gateway
 		answered         bool
 	)
+	// The apiserver that stored the request may have made its first send itself and handed
+	// what it came to over (Spec.FirstSend): the workflow goes on from there.
+	firstSend := wf.in.FirstSend
+	if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		firstSend = nil
+	}
 	for {
 		send++
 		var res activities.SendGatewayRequestResult
-		err := workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, activities.SendGatewayRequestInput{
-			RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
-		}).Get(ctx, &res)
+		var err error
+		if send == 1 && firstSend != nil {
+			res = *firstSend
+		} else {
+			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, activities.SendGatewayRequestInput{
+				RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
+			}).Get(ctx, &res)
+		}
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeGatewayMisconfigured {
 			return wf.finish(ctx, dispatchFailed(appErr.Message()), false, false)
@@ -177,17 +192,14 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		case activities.SendAnswered:
 			answered = true
 			wf.state.Status = gatewayreq.StateDispatched
-			if o, done := wf.decide(res, mayHaveArrived); done {
-				return wf.finish(ctx, o, true, false)
-			}
-			if wf.in.Class == gatewayreq.ClassRead && res.Status >= 500 && serverResends == 0 {
+			o, next := wf.afterAnswer(res, mayHaveArrived, serverResends, conflictRetries)
+			switch next {
+			case answerResend:
 				serverResends++
 				wf.state.LastError = fmt.Sprintf("gateway answered %d", res.Status)
 				logger.Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
 				continue
-			}
-			if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == gatewayStatusServiceUnavailable &&
-				res.ErrorCode == gatewayCodeAssignmentConflict && conflictRetries < wf.policy.ConflictRetries {
+			case answerRetryConflict:
 				conflictRetries++
 				wf.state.LastError = gatewayCodeAssignmentConflict
 				if err := workflow.Sleep(ctx, wf.policy.ConflictBackoff*time.Duration(conflictRetries)); err != nil {
@@ -195,13 +207,55 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				}
 				continue
 			}
-			return wf.finish(ctx, rejected(res), true, false)
+			return wf.finish(ctx, o, true, false)
 
 		default:
 			return gatewayreq.Result{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("unknown send outcome %q", res.Outcome), "InvalidOutcome", nil)
 		}
 	}
+}
+
+// What an answer leads to (afterAnswer).
+const (
+	answerFinish        = iota // settle the request with the outcome
+	answerResend               // a read answered 5xx: send it once more
+	answerRetryConflict        // a create answered 503 LOCKER_ASSIGNMENT_CONFLICT: retry after a pause
+)
+
+// afterAnswer decides what the gateway's answer leads to, given the re-sends and retries
+// made so far: the outcome to settle in, or another send.
+func (wf *gatewayRequestImpl) afterAnswer(res activities.SendGatewayRequestResult, mayHaveArrived bool,
+	serverResends, conflictRetries int) (gatewayreq.Outcome, int) {
+	if o, done := wf.decide(res, mayHaveArrived); done {
+		return o, answerFinish
+	}
+	if wf.in.Class == gatewayreq.ClassRead && res.Status >= 500 && serverResends == 0 {
+		return gatewayreq.Outcome{}, answerResend
+	}
+	if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == gatewayStatusServiceUnavailable &&
+		res.ErrorCode == gatewayCodeAssignmentConflict && conflictRetries < wf.policy.ConflictRetries {
+		return gatewayreq.Outcome{}, answerRetryConflict
+	}
+	return rejected(res), answerFinish
+}
+
+// SettleFirstSend says how a request whose first send the apiserver made itself settles
+// from that send alone, exactly as its workflow would settle it: ok with the outcome to
+// store when the gateway's answer decides it at once (the common case), false when more is
+// to be done (a re-send, a retry after a pause, a send not delivered or not answered), which
+// is the workflow's to do, from Spec.FirstSend.
+func SettleFirstSend(in gatewayreq.Spec, res activities.SendGatewayRequestResult) (activities.FinishGatewayRequestInput, bool) {
+	if res.Outcome != activities.SendAnswered {
+		return activities.FinishGatewayRequestInput{}, false
+	}
+	wf := &gatewayRequestImpl{in: in, policy: in.Policy.WithDefaults()}
+	wf.state.Attempts = res.Attempts
+	o, next := wf.afterAnswer(res, false, 0, 0)
+	if next != answerFinish {
+		return activities.FinishGatewayRequestInput{}, false
+	}
+	return wf.finishInput(o, true, false), true
 }
 
 // decide settles an answer that needs no retry: completed, or rejected outright. done is
@@ -295,6 +349,16 @@ func unresponsive(timeout time.Duration, cause string) gatewayreq.Outcome {
 		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway did not answer in time", Details: details}
 }
 
+// finishInput is what FinishGatewayRequest stores for outcome o.
+func (wf *gatewayRequestImpl) finishInput(o gatewayreq.Outcome, answered, unreachable bool) activities.FinishGatewayRequestInput {
+	if o.Status != gatewayreq.StateCompleted {
+		o.Details["attempts"] = wf.state.Attempts
+	}
+	return activities.FinishGatewayRequestInput{
+		RequestID: wf.in.RequestID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
+	}
+}
+
 // finish writes the outcome to Postgres and returns it as stored.
 func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome, answered, unreachable bool) (gatewayreq.Result, error) {
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -306,13 +370,8 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome,
 			NonRetryableErrorTypes: []string{"InvalidInput"},
 		},
 	})
-	if o.Status != gatewayreq.StateCompleted {
-		o.Details["attempts"] = wf.state.Attempts
-	}
 	var res activities.FinishGatewayRequestResult
-	err := workflow.ExecuteLocalActivity(actx, a.FinishGatewayRequest, activities.FinishGatewayRequestInput{
-		RequestID: wf.in.RequestID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
-	}).Get(ctx, &res)
+	err := workflow.ExecuteLocalActivity(actx, a.FinishGatewayRequest, wf.finishInput(o, answered, unreachable)).Get(ctx, &res)
 	if err != nil {
 		return gatewayreq.Result{}, err
 	}

@@ -231,6 +231,15 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 	r, res = run(openLocker)
 	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_redelivered.json")
+
+	// The apiserver made the first send itself, and it was not delivered: the workflow goes
+	// on from it (gatewayreq.Spec.FirstSend) and sends again.
+	st.refused.Store(false)
+	handed := openLocker
+	handed.FirstSend = &gatewayreq.SendResult{Outcome: gatewayreq.SendNotDelivered, Attempts: 1, Error: "the gateway refused the connection"}
+	r, res = run(handed)
+	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
+	writeHistory(ctx, t, c, r, "gateway_request_after_first_send.json")
 }
 
 // recordingWebhooks keeps one delivery's attempts in memory for the recording worker.

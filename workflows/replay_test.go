@@ -55,6 +55,7 @@ var histories = []recordedHistory{
 	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
 }

@@ -118,6 +118,45 @@ type Spec struct {
 	Path   string
 	Body   []byte
 	Policy Policy
+	// FirstSend is what the request's first send came to when the apiserver that stored it
+	// made that send itself (the gateway cloud API's fast path) and hands the rest to the
+	// workflow: a re-send, a retry, or the outcome of an unanswered call. The workflow goes on
+	// from it instead of sending again; nil when the workflow makes the first send.
+	FirstSend *SendResult `json:",omitempty"`
+}
+
+// Outcomes of one send (SendResult.Outcome).
+const (
+	// SendAnswered: the gateway answered with an HTTP response.
+	SendAnswered = "answered"
+	// SendNotDelivered: the request never reached the gateway (refused, DNS, TLS, disabled).
+	SendNotDelivered = "not_delivered"
+	// SendNoAnswer: the request was delivered but no answer came within the deadline.
+	SendNoAnswer = "no_answer"
+	// SendUnknown: this send was begun before by an attempt whose fate is unknown (the
+	// worker stopped); it may have been delivered.
+	SendUnknown = "unknown"
+	// SendFinished: the request already has its outcome (nothing was sent).
+	SendFinished = "finished"
+)
+
+// SendResult is what one send came to. Gateway outcomes are results, never errors: the
+// workflow decides what they mean.
+type SendResult struct {
+	Outcome  string
+	Attempts int
+	Status   int
+	// Headers keeps Content-Type and X-Response-Truncated.
+	Headers map[string]string
+	Body    []byte
+	// APIJSON is true when the body is empty or JSON (the local API's own answer), false for
+	// anything else (e.g. an HTML page from a proxy) or an answer too large to keep.
+	APIJSON bool
+	// ErrorCode and ErrorMessage are the local API's Error fields when the body has them.
+	ErrorCode    string
+	ErrorMessage string
+	// Error describes a transport failure.
+	Error string
 }
 
 // Policy is how a request is dispatched; whoever starts the workflow fills it from its

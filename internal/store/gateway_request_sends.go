@@ -176,7 +176,7 @@ func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 		WITH fin AS (
 		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4, response_body = $5,
 		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
-		        completed_at = now(), updated_at = now()
+		        completed_at = now(), updated_at = now(), lease_until = NULL
 		    WHERE id = $1 AND completed_at IS NULL
 		    RETURNING *
 		), gw AS (

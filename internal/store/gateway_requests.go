@@ -35,6 +35,10 @@ type NewGatewayRequest struct {
 	// code's id (an access-code hold, open or release), the gateway locker's id (an
 	// access-code close); empty for the cloud API's requests.
 	Subject string
+	// Lease, when set, stores the request with its first send already begun and owned by the
+	// storing apiserver for that long (it makes the send itself, then renews the lease while
+	// the call is in flight); zero stores it pending for its workflow to send.
+	Lease time.Duration
 }
 
 // IdempotencyClaim binds an Idempotency-Key to the request being created.
@@ -53,6 +57,9 @@ type GatewayRequest struct {
 	UpdatedAt   time.Time
 	CompletedAt *time.Time
 	Outcome     gatewayreq.Outcome
+	// LeaseUntil is when the apiserver making the first send itself stops owning it (nil:
+	// its workflow owns it). Past it, while the request is open, the owner is gone.
+	LeaseUntil *time.Time
 }
 
 // Terminal reports whether the request has its outcome.
@@ -87,7 +94,7 @@ func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
 
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
 	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
-	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
+	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details, lease_until`
 
 func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
 	var r GatewayRequest
@@ -95,7 +102,7 @@ func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, er
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
 		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
 		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
-		&r.Outcome.ErrorMessage, &details)
+		&r.Outcome.ErrorMessage, &details, &r.LeaseUntil)
 	if err != nil {
 		return GatewayRequest{}, err
 	}
@@ -161,11 +168,15 @@ func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, i
 		}
 		row := tx.db.QueryRow(ctx, `
 			INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
-			                              method, path, gateway_path, request_body, subject)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, ''))
+			                              method, path, gateway_path, request_body, subject,
+			                              status, attempts, last_send, lease_until)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, ''),
+			       CASE WHEN leased THEN 'dispatched' ELSE 'pending' END, leased::integer, leased::integer,
+			       CASE WHEN leased THEN now() + make_interval(secs => $13) END
+			FROM (SELECT $13::double precision > 0 AS leased) l
 			RETURNING `+gatewayRequestColumns,
 			r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
-			r.Method, r.Path, r.GatewayPath, r.Body, r.Subject)
+			r.Method, r.Path, r.GatewayPath, r.Body, r.Subject, r.Lease.Seconds())
 		var err error
 		if out, err = scanGatewayRequest(row); err != nil {
 			return fmt.Errorf("create gateway request: %w", translate(err))
@@ -200,12 +211,16 @@ func (s *Store) GatewayRequestByID(ctx context.Context, id uuid.UUID) (GatewayRe
 	return r, nil
 }
 
-// StalledGatewayRequests lists requests still pending, never sent, and older than olderThan:
-// their workflow may never have started (the apiserver stopped between commit and start).
+// StalledGatewayRequests lists open requests nobody carries: pending, never sent and older
+// than olderThan (their workflow may never have started: the apiserver stopped between
+// commit and start), or whose first send's owner let its lease lapse (it stopped mid-call).
 func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Duration, limit int) ([]GatewayRequest, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+gatewayRequestColumns+` FROM gateway_requests
-		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0
+		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0 AND lease_until IS NULL
 		  AND created_at < now() - make_interval(secs => $1)
+		UNION ALL
+		SELECT `+gatewayRequestColumns+` FROM gateway_requests
+		WHERE completed_at IS NULL AND lease_until IS NOT NULL AND lease_until < now()
 		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
@@ -223,6 +238,28 @@ func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Durat
 		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
 	}
 	return out, nil
+}
+
+// RenewGatewayLeases pushes the leases of the open requests ids, whose first sends this
+// apiserver is making, to lease from now. A request another owner took over (its lease
+// cleared) is left alone.
+func (s *Store) RenewGatewayLeases(ctx context.Context, ids []uuid.UUID, lease time.Duration) error {
+	_, err := s.db.Exec(ctx, `UPDATE gateway_requests SET lease_until = now() + make_interval(secs => $2)
+		WHERE id = ANY($1) AND completed_at IS NULL AND lease_until IS NOT NULL`, ids, lease.Seconds())
+	if err != nil {
+		return fmt.Errorf("renew gateway request leases: %w", translate(err))
+	}
+	return nil
+}
+
+// ReleaseGatewayLease ends the lease of a request whose workflow now owns it (started by
+// the owner to carry on after its first send, or by whoever found the lease lapsed).
+func (s *Store) ReleaseGatewayLease(ctx context.Context, id uuid.UUID) error {
+	_, err := s.db.Exec(ctx, `UPDATE gateway_requests SET lease_until = NULL WHERE id = $1 AND lease_until IS NOT NULL`, id)
+	if err != nil {
+		return fmt.Errorf("release gateway request lease: %w", translate(err))
+	}
+	return nil
 }
 
 // PruneGatewayRequests deletes expired idempotency keys and terminal requests older than
