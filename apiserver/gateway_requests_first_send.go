@@ -69,6 +69,29 @@ func (f *firstSends) end(id uuid.UUID) {
 	f.wg.Done()
 }
 
+// retryFor bounds how long a first send's owner keeps trying to store its outcome or start
+// the workflow (Postgres or Temporal briefly away) before it lets the lease lapse.
+const retryFor = 30 * time.Second
+
+// retry runs fn until it succeeds, with a backoff from 100 ms to 500 ms (short: the owner
+// should store its known outcome before anyone takes a lapsed lease over), for up to retryFor.
+func (f *firstSends) retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(retryFor)
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
 // renew pushes the leases of the first sends in flight forward.
 func (f *firstSends) renew(ctx context.Context, st *store.Store) error {
 	f.mu.Lock()
@@ -176,7 +199,14 @@ func (g *gatewayRequests) runFirstSend(ctx context.Context, row store.GatewayReq
 	})
 	if err == nil {
 		if fin, ok := workflows.SettleFirstSend(spec, res); ok {
-			out, ferr := g.first.sender.Finish(ctx, g.first.log, fin)
+			// Postgres may be briefly away (a restart): the outcome is known here only, so keep
+			// trying (the lease is renewed meanwhile) before handing it to the workflow.
+			var out activities.FinishGatewayRequestResult
+			ferr := g.first.retry(ctx, func() error {
+				var err error
+				out, err = g.first.sender.Finish(ctx, g.first.log, fin)
+				return err
+			})
 			if ferr == nil {
 				g.outcomes.handOff(row.WithResult(out.Result))
 				return
@@ -187,7 +217,12 @@ func (g *gatewayRequests) runFirstSend(ctx context.Context, row store.GatewayReq
 	} else {
 		g.logger.WarnContext(ctx, "first send of a gateway request; its workflow settles it", "requestId", row.ID, "err", err)
 	}
-	run, err := g.startSpec(ctx, row, spec)
+	var run client.WorkflowRun
+	err = g.first.retry(ctx, func() error {
+		var err error
+		run, err = g.startSpec(ctx, row, spec)
+		return err
+	})
 	if err != nil {
 		g.logger.WarnContext(ctx, "start the workflow of a gateway request after its first send; it is started once its lease lapses",
 			"requestId", row.ID, "err", err)

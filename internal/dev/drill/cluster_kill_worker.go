@@ -100,9 +100,10 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	of500, _ := cs.tally(true)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did; failed exchanges: %s", of500, counts(cs.counts()))
 
-	// Which processes ran the opens' workflows: the apiserver that accepted an open starts its
-	// workflow eagerly and sends it there (LOCKERNET_API_GATEWAY_WORKER=true); a worker takes
-	// one over only when that apiserver cannot go on.
+	// Which processes ran the opens' workflows: the apiserver that accepted an open makes its
+	// first send itself (LOCKERNET_API_GATEWAY_WORKER=true, decision 0009) and starts a
+	// workflow, eagerly and there, only when that send did not settle it; a worker takes one
+	// over only when that apiserver cannot go on.
 	byProc := map[string]int{}
 	names := map[string]string{}
 	for n, p := range pids {
@@ -113,6 +114,9 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		seen := taskPollers(ctx, sys, workflows.GatewayRequestWorkflowID(ids[i]))
 		mu.Lock()
 		defer mu.Unlock()
+		if len(seen) == 0 {
+			byProc["none (settled by the apiserver's own send)"]++
+		}
 		for p := range seen {
 			n := names[p]
 			if n == "" {
@@ -136,10 +140,11 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	}
 	restartFigure(r, sys, restartsBefore, "worker-1")
 	sweeperFigure(r, sys, sweepsBefore)
-	r.note("In the cluster shape each apiserver runs a gateway-request worker of its own, so the workflow of an open starts " +
-		"eagerly on the apiserver that accepted it and sends the open from there; the two workers run the reservation and " +
-		"token workflows (their timers and expiry activities), webhooks and the gateway sync, and take a gateway request " +
-		"over only when its apiserver cannot go on. The figure above counts where the opens' workflow tasks ran.")
+	r.note("In the cluster shape each apiserver runs a gateway-request worker of its own: the apiserver that accepted an " +
+		"open sends it to the gateway itself, and starts its workflow (eagerly, there) only when that send did not settle it; " +
+		"the two workers run the reservation and token workflows (their timers and expiry activities), webhooks and the " +
+		"gateway sync, and take a gateway request over only when its apiserver cannot go on. The figure above counts where " +
+		"the opens' workflow tasks ran, and the opens that needed none.")
 	return r
 }
 
