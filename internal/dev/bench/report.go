@@ -323,7 +323,7 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 	w("")
 	w("The same locker read and locker open of %s at %.0f requests/s for %s each, straight to the gateway's local API (the floor) "+
 		"and through the gateway cloud API (the apiserver stores the request and makes its first send itself; a gateway-request workflow, "+
-		"started eagerly, only when that send does not settle it). Latency from the scheduled start (open loop).", p.Gateway, p.Rate, p.Duration)
+		"started eagerly, only when that send does not settle it), after untimed cloud reads for a tenth of that (warm connections). Latency from the scheduled start (open loop).", p.Gateway, p.Rate, p.Duration)
 	w("")
 	w(summaryHeader)
 	w(p.DirectRead.row())
