@@ -50,7 +50,7 @@ const MaxGatewayResponse = 1 << 20
 type GatewayRequestStore interface {
 	BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (store.GatewaySend, error)
 	AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error
-	FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool) (store.GatewayRequest, error)
+	FinishGatewayRequest(ctx context.Context, id uuid.UUID, orgID int64, o gatewayreq.Outcome, seen int, syncMirror bool) (store.GatewayRequest, error)
 }
 
 // SecretOpener opens secrets sealed under the master key.
@@ -283,8 +283,12 @@ func isAPIJSON(contentType string, body []byte) bool {
 // FinishGatewayRequestInput stores a request's terminal outcome.
 type FinishGatewayRequestInput struct {
 	RequestID string
-	Class     string
-	Outcome   gatewayreq.Outcome
+	// OrganizationID is the request's organization (0 in histories recorded before it was
+	// passed: any organization), so that storing an outcome nobody subscribes to needs no
+	// transaction of its own.
+	OrganizationID int64 `json:",omitempty"`
+	Class          string
+	Outcome        gatewayreq.Outcome
 	// GatewayAnswered is true when the outcome came from an answer of the gateway (it is
 	// online); GatewayUnreachable when nothing could be delivered.
 	GatewayAnswered    bool
@@ -323,7 +327,7 @@ func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGat
 		seen = store.GatewaySeenUnreachable
 	}
 	syncMirror := in.Class != gatewayreq.ClassRead && in.Outcome.Status == gatewayreq.StateCompleted
-	r, err := d.Store.FinishGatewayRequest(ctx, id, in.Outcome, seen, syncMirror)
+	r, err := d.Store.FinishGatewayRequest(ctx, id, in.OrganizationID, in.Outcome, seen, syncMirror)
 	if err != nil {
 		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request: %w", err)
 	}

@@ -52,7 +52,7 @@ func (f *fakeRequests) AbandonGatewaySend(_ context.Context, _ uuid.UUID, send i
 	return nil
 }
 
-func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
+func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, _ int64, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.finished = append(f.finished, o)

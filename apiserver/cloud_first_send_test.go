@@ -160,17 +160,24 @@ func TestFirstSendRenewsItsLease(t *testing.T) {
 	t.Parallel()
 	settings := testenv.ScaledCustomerSettings()
 	settings.FirstSendLease = 600 * time.Millisecond
-	e := testenv.Start(t, testenv.Options{Customer: settings})
-	e.RunGatewayCloud(t)
-	_, gw2 := e.StartDemoGateways(t)
+	e, _, gw2 := startCustomerEnvWith(t, settings)
 	c := newCloud(t, e.URL, e.GatewayKey())
 	setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 2000})
+	o := e.NewOtherOrg(t)
+	rivalKey, _, err := e.Store.IssueGatewayKey(context.Background(), o.OrgID, "rival", nil)
+	require.NoError(t, err)
+	rival := newCloud(t, e.URL, rivalKey)
 
 	done := make(chan testenv.Response, 1)
 	go func() { done <- c.do(http.MethodPost, locPath(gw2, "/lockers/204/open"), nil, "Prefer", "wait=10") }()
-	// Meanwhile the reconciler and a poll find the lease held.
+	// Past the lease's first length, the reconciler finds it renewed (held), and another
+	// organization polling the request, even with a wait, finds nothing.
 	time.Sleep(time.Second)
 	e.ReconcileGatewayRequests(t, 0)
+	var id string
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
+		`SELECT id::text FROM gateway_requests WHERE lease_until IS NOT NULL AND completed_at IS NULL`).Scan(&id))
+	requireCustomerError(t, rival.do(http.MethodGet, "/requests/"+id, nil, "Prefer", "wait=1"), http.StatusNotFound, "REQUEST_NOT_FOUND")
 	r := <-done
 	requireProxied(t, r, gw2, "completed")
 	require.Equal(t, http.StatusOK, r.Status, "body: %s", r.Body)

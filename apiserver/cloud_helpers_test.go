@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
@@ -114,7 +115,13 @@ func direct(t *testing.T, g *testenv.Gateway, method, path string, body any) (in
 // startCustomerEnv is a system with the scaled gateway settings and the two demo gateways.
 func startCustomerEnv(t *testing.T) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
 	t.Helper()
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	return startCustomerEnvWith(t, testenv.ScaledCustomerSettings())
+}
+
+// startCustomerEnvWith is startCustomerEnv with the cloud API's settings given.
+func startCustomerEnvWith(t *testing.T, settings apiserver.CustomerSettings) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{Customer: settings})
 	e.RunGatewayCloud(t)
 	gw1, gw2 := e.StartDemoGateways(t)
 	return e, gw1, gw2

@@ -22,19 +22,13 @@ import (
 // the answer is the gateway's response verbatim, or 202 with the request to poll
 // (cloud_render.go).
 
-// proxy runs one proxied operation: store the request (claiming its Idempotency-Key), start
-// its workflow, wait, answer.
+// proxy runs one proxied operation: store the request (claiming its Idempotency-Key), send
+// it or start its workflow, wait, answer. A server with all its waiting slots taken answers
+// 503 before it looks at anything else (an unknown location included): nothing is stored.
 func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamResponse, error) {
 	k := customerKey(ctx)
 	e := edgeOf(ctx)
 	began := time.Now()
-	gw, err := s.deps.Store.GatewayAtLocation(ctx, k.OrganizationID, call.locationID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, s.customerFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})
-	}
-	if err != nil {
-		return nil, s.customerFailure(ctx, "find gateway", err)
-	}
 	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
 	if prefs.wait > 0 {
 		release, ok := s.requests.holdWaiter()
@@ -54,12 +48,15 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: idempotencyHash(call.method, e.uri, e.rawBody),
 			TTL: s.customer.settings.IdempotencyTTL}
 	}
-	row, created, err := s.requests.submit(ctx, store.NewGatewayRequest{
-		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID, GatewayID: gw.ID, GatewaySerial: gw.Serial,
+	// The location's gateway is found in the same round trip that stores the request.
+	row, gw, created, err := s.requests.submitAtLocation(ctx, store.NewGatewayRequest{
+		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID,
 		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
 		Lease: s.requests.firstSendLease(prefs.wait),
 	}, idem)
 	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, s.customerFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
 		return nil, s.customerFailure(ctx, "create gateway request", &idempotencyKeyReusedError{key: call.idemKey})
 	case err != nil:

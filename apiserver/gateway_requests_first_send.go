@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -106,23 +107,20 @@ func (f *firstSends) renew(ctx context.Context, st *store.Store) error {
 	return st.RenewGatewayLeases(ctx, ids, f.lease)
 }
 
-// keepLeases renews the leases every third of their length until ctx is done.
-func (g *gatewayRequests) keepLeases(ctx context.Context) {
-	if !g.first.on() {
-		return
+// FirstSendRenewEvery is how often the first sends' leases are renewed: every third of
+// their length (internal/maintenance runs RenewFirstSendLeases at this interval).
+func (s *Server) FirstSendRenewEvery() time.Duration { return s.requests.first.lease / 3 }
+
+// RenewFirstSendLeases pushes the leases of the first sends in flight in this apiserver
+// forward (one pass of its loop); nothing when it makes none.
+func (s *Server) RenewFirstSendLeases(ctx context.Context) error {
+	if !s.requests.first.on() {
+		return nil
 	}
-	t := time.NewTicker(g.first.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := g.first.renew(ctx, g.store); err != nil && ctx.Err() == nil {
-				g.logger.WarnContext(ctx, "renew the leases of first sends in flight", "err", err)
-			}
-		}
+	if err := s.requests.first.renew(ctx, s.requests.store); err != nil {
+		return fmt.Errorf("renew the leases of first sends in flight: %w", err)
 	}
+	return nil
 }
 
 // FinishFirstSends waits up to timeout for the first sends still in flight (renewing their
@@ -137,7 +135,7 @@ func (s *Server) FinishFirstSends(timeout time.Duration) {
 	go func() { f.wg.Wait(); close(done) }()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	t := time.NewTicker(f.lease / 3)
+	t := time.NewTicker(s.FirstSendRenewEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -147,8 +145,8 @@ func (s *Server) FinishFirstSends(timeout time.Duration) {
 			s.logger.Warn("stopping with first sends still in flight; their workflows take them over once the leases lapse")
 			return
 		case <-t.C:
-			if err := f.renew(ctx, s.requests.store); err != nil {
-				s.logger.Warn("renew the leases of first sends in flight", "err", err)
+			if err := s.RenewFirstSendLeases(ctx); err != nil {
+				s.logger.Warn("while stopping", "err", err)
 			}
 		}
 	}

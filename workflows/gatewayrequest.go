@@ -355,7 +355,7 @@ func (wf *gatewayRequestImpl) finishInput(o gatewayreq.Outcome, answered, unreac
 		o.Details["attempts"] = wf.state.Attempts
 	}
 	return activities.FinishGatewayRequestInput{
-		RequestID: wf.in.RequestID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
+		RequestID: wf.in.RequestID, OrganizationID: wf.in.OrganizationID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
 	}
 }
 

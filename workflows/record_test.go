@@ -188,7 +188,7 @@ func (s *recordingGateways) BeginGatewaySend(_ context.Context, _ uuid.UUID, sen
 
 func (s *recordingGateways) AbandonGatewaySend(context.Context, uuid.UUID, int) error { return nil }
 
-func (s *recordingGateways) FinishGatewayRequest(_ context.Context, id uuid.UUID, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
+func (s *recordingGateways) FinishGatewayRequest(_ context.Context, id uuid.UUID, _ int64, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
 	now := time.Now()
 	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: gatewayreq.ClassRead}, Status: o.Status,
 		Attempts: 1, CreatedAt: now, UpdatedAt: now, CompletedAt: &now, Outcome: o}, nil

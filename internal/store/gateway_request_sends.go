@@ -115,8 +115,9 @@ const (
 // FinishGatewayRequest stores the terminal outcome and, in the same statement, what it shows
 // about the gateway (seen, one of the GatewaySeen constants) and whether its locker mirror
 // needs a refresh. It is idempotent: once a request has an outcome, later calls change
-// nothing and return the stored request.
-func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewayreq.Outcome, seen int, syncMirror bool) (GatewayRequest, error) {
+// nothing and return the stored request. orgID is the request's organization (0: not known):
+// when it has no webhook endpoint, the outcome is one statement, not a transaction.
+func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, orgID int64, o gatewayreq.Outcome, seen int, syncMirror bool) (GatewayRequest, error) {
 	headers, err := json.Marshal(orEmpty(o.Headers))
 	if err != nil {
 		return GatewayRequest{}, fmt.Errorf("encode response headers: %w", err)
@@ -133,7 +134,7 @@ func (s *Store) FinishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 	}
 	var r GatewayRequest
 	var fresh bool
-	err = s.atomically(ctx, 0, func(tx *Store) error {
+	err = s.atomically(ctx, orgID, func(tx *Store) error {
 		var prior *bool
 		var serr error
 		r, serr = tx.finishGatewayRequest(ctx, id, o, seen, syncMirror, headers, details, cause, &prior)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
@@ -128,66 +129,104 @@ func decodeJSONNumbers(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// CreateGatewayRequest stores a new gateway request. With an idempotency claim it first
-// takes the key for (organization, key): when a live key already stands for another
-// request, nothing is created and that request is returned with created false, or
-// ErrIdempotencyKeyReused if its hash differs. Concurrent first requests with one key
-// serialise on the key's row, so exactly one of them creates a request.
+// CreateGatewayRequest stores a new gateway request at the gateway r names. With an
+// idempotency claim it first takes the key for (organization, key): when a live key already
+// stands for another request, nothing is created and that request is returned with created
+// false, or ErrIdempotencyKeyReused if its hash differs. Concurrent first requests with one
+// key serialise on the key's row, so exactly one of them creates a request. The claim and the
+// request are one statement: one round trip, one commit.
 func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, bool, error) {
-	var out GatewayRequest
-	created := false
-	err := s.WithTx(ctx, func(tx *Store) error {
-		if idem != nil {
-			var claimed uuid.UUID
-			err := tx.db.QueryRow(ctx, `
-				INSERT INTO gateway_idempotency_keys AS i (organization_id, key, request_hash, request_id, expires_at)
-				VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
-				ON CONFLICT (organization_id, key) DO UPDATE SET
-				    request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
-				    created_at = now(), expires_at = EXCLUDED.expires_at
-				WHERE i.expires_at <= now()
-				RETURNING request_id`,
-				r.OrganizationID, idem.Key, idem.Hash, r.ID, idem.TTL.Seconds()).Scan(&claimed)
-			if errors.Is(translate(err), ErrNotFound) {
-				var hash []byte
-				var existing uuid.UUID
-				err = tx.db.QueryRow(ctx, `SELECT request_hash, request_id FROM gateway_idempotency_keys
-					WHERE organization_id = $1 AND key = $2`, r.OrganizationID, idem.Key).Scan(&hash, &existing)
-				if err != nil {
-					return fmt.Errorf("read idempotency key: %w", translate(err))
-				}
-				if !bytes.Equal(hash, idem.Hash) {
-					return ErrIdempotencyKeyReused
-				}
-				out, err = tx.GatewayRequest(ctx, r.OrganizationID, existing)
-				return err
-			}
-			if err != nil {
-				return fmt.Errorf("claim idempotency key: %w", translate(err))
-			}
-		}
-		row := tx.db.QueryRow(ctx, `
-			INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
-			                              method, path, gateway_path, request_body, subject,
-			                              status, attempts, last_send, lease_until)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, nullif($12, ''),
-			       CASE WHEN leased THEN 'dispatched' ELSE 'pending' END, leased::integer, leased::integer,
-			       CASE WHEN leased THEN now() + make_interval(secs => $13) END
-			FROM (SELECT $13::double precision > 0 AS leased) l
-			RETURNING `+gatewayRequestColumns,
-			r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
-			r.Method, r.Path, r.GatewayPath, r.Body, r.Subject, r.Lease.Seconds())
-		var err error
-		if out, err = scanGatewayRequest(row); err != nil {
-			return fmt.Errorf("create gateway request: %w", translate(err))
-		}
-		created = true
-		return nil
-	})
-	if err != nil {
-		return GatewayRequest{}, false, err
+	out, err := scanGatewayRequest(s.db.QueryRow(ctx, createGatewayRequestSQL, createGatewayRequestArgs(r, idem)...))
+	return s.createdGatewayRequest(ctx, r, idem, out, err)
+}
+
+// CreateGatewayRequestAtLocation is CreateGatewayRequest for a request to the gateway of
+// r's location (r.GatewayID and r.GatewaySerial are ignored): it finds the gateway, claims the
+// key and stores the request in one round trip and one commit, and returns the gateway too.
+// ErrNotFound (with created false) means the organization has no enabled gateway there.
+func (s *Store) CreateGatewayRequestAtLocation(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, Gateway, bool, error) {
+	r.GatewayID, r.GatewaySerial = 0, ""
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+gatewayColumns+` FROM gateways g
+		WHERE g.location_id = $2 AND g.organization_id = $1 AND g.disabled_at IS NULL`, r.OrganizationID, r.LocationID)
+	b.Queue(createGatewayRequestSQL, createGatewayRequestArgs(r, idem)...)
+	// One batch is one implicit transaction: the request is stored with the gateway read.
+	res := s.db.SendBatch(ctx, b)
+	gw, gerr := scanGateway(res.QueryRow())
+	out, err := scanGatewayRequest(res.QueryRow())
+	if cerr := res.Close(); err == nil && gerr == nil {
+		err = cerr
 	}
-	return out, created, nil
+	if gerr != nil {
+		return GatewayRequest{}, Gateway{}, false, fmt.Errorf("get gateway of location: %w", translate(gerr))
+	}
+	row, created, err := s.createdGatewayRequest(ctx, r, idem, out, err)
+	return row, gw, created, err
+}
+
+// createdGatewayRequest finishes a create: the request stored, or, when the statement
+// stored nothing because the Idempotency-Key stands for another request, that request.
+func (s *Store) createdGatewayRequest(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim, out GatewayRequest,
+	err error) (GatewayRequest, bool, error) {
+	switch {
+	case err == nil:
+		return out, true, nil
+	case idem == nil || !errors.Is(translate(err), ErrNotFound):
+		return GatewayRequest{}, false, fmt.Errorf("create gateway request: %w", translate(err))
+	}
+	var hash []byte
+	var existing uuid.UUID
+	err = s.db.QueryRow(ctx, `SELECT request_hash, request_id FROM gateway_idempotency_keys
+		WHERE organization_id = $1 AND key = $2`, r.OrganizationID, idem.Key).Scan(&hash, &existing)
+	if err != nil {
+		return GatewayRequest{}, false, fmt.Errorf("read idempotency key: %w", translate(err))
+	}
+	if !bytes.Equal(hash, idem.Hash) {
+		return GatewayRequest{}, false, ErrIdempotencyKeyReused
+	}
+	out, err = s.GatewayRequest(ctx, r.OrganizationID, existing)
+	return out, false, err
+}
+
+// createGatewayRequestSQL claims the Idempotency-Key ($14, none when empty) and stores the
+// request, at the gateway $4 ($5 its serial) or, when $4 is 0, at the enabled gateway of the
+// location; no row when the key stands for a live request already (or there is no such
+// gateway). A key whose request expired is taken over. The key's row references the
+// request, checked at commit.
+const createGatewayRequestSQL = `
+	WITH g AS (
+	    SELECT $4::bigint AS id, $5::text AS serial WHERE $4::bigint <> 0
+	    UNION ALL
+	    SELECT id, serial FROM gateways
+	    WHERE $4::bigint = 0 AND location_id = $3 AND organization_id = $2 AND disabled_at IS NULL
+	), claim AS (
+	    INSERT INTO gateway_idempotency_keys AS i (organization_id, key, request_hash, request_id, expires_at)
+	    SELECT $2, $14, $15, $1, now() + make_interval(secs => $16) FROM g WHERE $14 <> ''
+	    ON CONFLICT (organization_id, key) DO UPDATE SET
+	        request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
+	        created_at = now(), expires_at = EXCLUDED.expires_at
+	    WHERE i.expires_at <= now()
+	    RETURNING request_id
+	)
+	INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
+	                              method, path, gateway_path, request_body, subject,
+	                              status, attempts, last_send, lease_until)
+	SELECT $1, $2, $3, g.id, g.serial, $6, $7, $8, $9, $10, $11, nullif($12, ''),
+	       CASE WHEN leased THEN 'dispatched' ELSE 'pending' END, leased::integer, leased::integer,
+	       CASE WHEN leased THEN now() + make_interval(secs => $13) END
+	FROM g, (SELECT $13::double precision > 0 AS leased) l
+	WHERE $14 = '' OR EXISTS (SELECT 1 FROM claim)
+	RETURNING ` + gatewayRequestColumns
+
+func createGatewayRequestArgs(r NewGatewayRequest, idem *IdempotencyClaim) []any {
+	var key string
+	var hash []byte
+	var ttl float64
+	if idem != nil {
+		key, hash, ttl = idem.Key, idem.Hash, idem.TTL.Seconds()
+	}
+	return []any{r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
+		r.Method, r.Path, r.GatewayPath, r.Body, r.Subject, r.Lease.Seconds(), key, hash, ttl}
 }
 
 // GatewayRequest returns one of the organization's gateway requests; another

@@ -226,13 +226,13 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	assert.Equal(t, "dispatched", got.Status)
 	assert.Equal(t, 3, got.Attempts)
 
-	done, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200,
+	done, err := st.FinishGatewayRequest(ctx, r.ID, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200,
 		Headers: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"doorOpen":true}`)}, store.GatewaySeenAnswered, true)
 	require.NoError(t, err)
 	require.NotNil(t, done.CompletedAt)
 	assert.Equal(t, "completed", done.Status)
 
-	again, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502, ErrorCode: "X"}, store.GatewaySeenUnknown, false)
+	again, err := st.FinishGatewayRequest(ctx, r.ID, 0, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502, ErrorCode: "X"}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	assert.Equal(t, "completed", again.Status, "the first outcome stays")
 	assert.Equal(t, []byte(`{"doorOpen":true}`), again.Outcome.Body)
@@ -269,7 +269,7 @@ func TestPruneGatewayRequests(t *testing.T) {
 	pending, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
 	require.NoError(t, err)
 	for _, id := range []uuid.UUID{old.ID, keyed.ID} {
-		_, err := st.FinishGatewayRequest(ctx, id, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+		_, err := st.FinishGatewayRequest(ctx, id, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 		require.NoError(t, err)
 	}
 	_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET completed_at = now() - interval '31 days', created_at = now() - interval '31 days'`+
@@ -307,7 +307,7 @@ func TestListenGatewayOutcomes(t *testing.T) {
 
 	r, _, err := st.CreateGatewayRequest(context.Background(), newRequest(res, g, "list-lockers"), nil)
 	require.NoError(t, err)
-	_, err = st.FinishGatewayRequest(context.Background(), r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	select {
 	case id := <-got:
@@ -316,7 +316,7 @@ func TestListenGatewayOutcomes(t *testing.T) {
 		t.Fatal("no announcement")
 	}
 	// A second finish changes nothing and announces nothing.
-	_, err = st.FinishGatewayRequest(context.Background(), r.ID, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502}, store.GatewaySeenUnknown, false)
+	_, err = st.FinishGatewayRequest(context.Background(), r.ID, 0, gatewayreq.Outcome{Status: "rejected", HTTPStatus: 502}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	cancel()
 	assert.Error(t, <-done)
@@ -367,7 +367,7 @@ func TestGatewayRequestSubject(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, codeID, r.Subject)
 
-	done, err := st.FinishGatewayRequest(ctx, r.ID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	done, err := st.FinishGatewayRequest(ctx, r.ID, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 	require.NoError(t, err)
 	assert.Equal(t, codeID, done.Subject)
 	got, err := st.GatewayRequestByID(ctx, r.ID)
