@@ -3,11 +3,8 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -111,9 +108,11 @@ func presentedKey(ctx huma.Context) (string, bool) {
 }
 
 // authenticateKey checks the key of every operation that needs one and counts the request
-// against the key's rate limit, in one Postgres statement (store.AuthorizeGatewayKey). No
-// cache: a revoked key fails on its next request on every instance, far within the 5 s the
-// design allows, and the rate limit is shared by all instances.
+// against the key's rate limit, in one Postgres statement (store.AuthorizeGatewayKey); a
+// proxied operation does both in the round trip that stores its request instead
+// (cloud_key_with_store.go). No cache: a revoked key fails on its next request on every
+// instance, far within the 5 s the design allows, and the rate limit is shared by all
+// instances.
 func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		if !needsGatewayKey(ctx.Operation()) {
@@ -131,33 +130,22 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			s.writeCustomerFailure(ctx, "authenticate", errUnauthenticated("an API key is required in X-API-Key or Authorization: Bearer"))
 			return
 		}
-		invalid := errUnauthenticated("the API key is not valid")
 		if !credential.IsGatewayKey(key) {
-			s.writeCustomerFailure(ctx, "authenticate", invalid)
+			s.writeCustomerFailure(ctx, "authenticate", errUnauthenticated("the API key is not valid"))
+			return
+		}
+		if checksKeyWithStore(ctx.Operation()) {
+			s.withKeyPending(ctx, credential.Hash(key), next)
 			return
 		}
 		began := time.Now()
 		auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), credential.Hash(key), s.customer.settings.RateLimit)
 		markTiming(ctx.Context(), "auth", began)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			s.writeCustomerFailure(ctx, "authenticate", invalid)
-			return
-		case errors.Is(err, context.Canceled):
-			s.writeCustomerFailure(ctx, "authenticate", err)
-			return
-		case err != nil:
-			s.writeCustomerFailure(ctx, "authenticate", fmt.Errorf("%w: %w", errAuthUnavailable, err))
-			return
+		if err == nil {
+			setRateLimitHeaders(ctx, auth)
 		}
-		ctx.SetHeader("X-RateLimit-Limit", strconv.Itoa(auth.Limit))
-		ctx.SetHeader("X-RateLimit-Remaining", strconv.Itoa(auth.Remaining()))
-		ctx.SetHeader("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(auth.ResetAt()), 10))
-		if !auth.Allowed {
-			s.customer.rateLimited.Inc()
-			wait := int64((auth.RetryAfter() + time.Second - 1) / time.Second)
-			wait = max(wait, 1)
-			s.writeCustomerFailure(ctx, "authenticate", &rateLimitedError{limit: auth.Limit, retryAfterSeconds: wait})
+		if verdict := s.keyVerdict(auth, err); verdict != nil {
+			s.writeCustomerFailure(ctx, "authenticate", verdict)
 			return
 		}
 		next(huma.WithValue(ctx, customerKeyCtx{}, auth))

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -323,4 +325,75 @@ func TestCustomerReconcilerStartsStalledRequests(t *testing.T) {
 
 	e.ReconcileGatewayRequests(t, 30*time.Second) // settled requests are left alone
 	assert.Equal(t, 1, simStats(t, gw1).Opens["116"])
+}
+
+// A proxied call's key is checked and counted in the round trip that stores its request; it
+// answers exactly as when the key is checked first: a bad key is 401 whatever else is wrong
+// with the request, a key over its limit 429, neither stores anything or reaches the door,
+// and the rate-limit headers come with every answer to a valid key.
+func TestCustomerProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
+	t.Parallel()
+	e, gw1, _ := startCustomerEnv(t)
+	limit := 3
+	key, _, err := e.Store.IssueGatewayKey(context.Background(), e.Creds.OrganizationID, "three", &limit)
+	require.NoError(t, err)
+	c := newCloud(t, e.URL, key)
+	unknown := newCloud(t, e.URL, credential.NewGatewayKey())
+	stored := func() int {
+		var n int
+		require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_requests`).Scan(&n))
+		return n
+	}
+
+	t.Run("an unknown key is 401, before the input's own errors", func(t *testing.T) {
+		big := fmt.Sprintf(`{"outOfService": true, "reason": %q}`, strings.Repeat("x", 70<<10))
+		for _, r := range []testenv.Response{
+			unknown.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil),
+			unknown.do(http.MethodPost, locPath(gw1, "/lockers/not-a-number/open"), nil),
+			unknown.do(http.MethodPatch, locPath(gw1, "/lockers/101"), big),
+			unknown.do(http.MethodGet, "/locations/999999/lockers", nil),
+		} {
+			requireCustomerError(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
+			assert.Empty(t, r.Header.Get("X-RateLimit-Limit"))
+			assert.Empty(t, r.Header.Get("X-Request-Id"))
+		}
+		assert.Zero(t, stored())
+		assert.Zero(t, simStats(t, gw1).Opens["101"])
+	})
+
+	t.Run("a valid key's input errors keep their status, with the rate-limit headers", func(t *testing.T) {
+		r := c.do(http.MethodPost, locPath(gw1, "/lockers/not-a-number/open"), nil)
+		assert.Equal(t, http.StatusUnprocessableEntity, r.Status, "body: %s", r.Body)
+		assert.Equal(t, "3", r.Header.Get("X-RateLimit-Limit"))
+		assert.Equal(t, "2", r.Header.Get("X-RateLimit-Remaining"))
+		r = c.do(http.MethodGet, "/locations/999999/lockers", nil)
+		requireCustomerError(t, r, http.StatusNotFound, "LOCATION_NOT_FOUND")
+		assert.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"))
+		assert.Zero(t, stored())
+	})
+
+	t.Run("the call goes through, counted, timed as one store phase", func(t *testing.T) {
+		r := c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil)
+		requireProxied(t, r, gw1, "completed")
+		assert.Equal(t, "0", r.Header.Get("X-RateLimit-Remaining"))
+		assert.Regexp(t, `(^|, )store;dur=`, r.Header.Get("Server-Timing"))
+		assert.NotContains(t, r.Header.Get("Server-Timing"), "auth;")
+		assert.Equal(t, 1, stored())
+		assert.Equal(t, 1, simStats(t, gw1).Opens["101"])
+	})
+
+	t.Run("over the limit: 429, nothing stored, the door untouched, before the input's own errors", func(t *testing.T) {
+		for _, r := range []testenv.Response{
+			c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Idempotency-Key", "over"),
+			c.do(http.MethodPost, locPath(gw1, "/lockers/not-a-number/open"), nil),
+		} {
+			requireCustomerError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+			assert.Equal(t, "3", r.Header.Get("X-RateLimit-Limit"))
+			assert.Equal(t, "0", r.Header.Get("X-RateLimit-Remaining"))
+			assert.NotEmpty(t, r.Header.Get("Retry-After"))
+			assert.Empty(t, r.Header.Get("X-Request-Id"))
+		}
+		assert.Equal(t, 1, stored())
+		assert.Equal(t, 1, simStats(t, gw1).Opens["101"])
+	})
 }

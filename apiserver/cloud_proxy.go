@@ -22,8 +22,8 @@ import (
 // the answer is the gateway's response verbatim, or 202 with the request to poll
 // (cloud_render.go).
 
-// proxy runs one proxied operation: store the request (claiming its Idempotency-Key), send
-// it or start its workflow, wait, answer. A server with all its waiting slots taken answers
+// proxy runs one proxied operation: check and count the key, store the request (claiming
+// its Idempotency-Key), send it or start its workflow, wait, answer. A server with all its waiting slots taken answers
 // 503 before it looks at anything else (an unknown location included): nothing is stored.
 func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamResponse, error) {
 	k := customerKey(ctx)
@@ -48,12 +48,27 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: idempotencyHash(call.method, e.uri, e.rawBody),
 			TTL: s.customer.settings.IdempotencyTTL}
 	}
-	// The location's gateway is found in the same round trip that stores the request.
-	row, gw, created, err := s.requests.submitAtLocation(ctx, store.NewGatewayRequest{
+	// The location's gateway is found in the same round trip that stores the request, and
+	// the key is checked and counted in it too (cloud_key_with_store.go).
+	req := store.NewGatewayRequest{
 		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID,
 		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
 		Lease: s.requests.firstSendLease(prefs.wait),
-	}, idem)
+	}
+	var row store.GatewayRequest
+	var gw store.Gateway
+	var created bool
+	var err error
+	if p := pendingKeyOf(ctx); p != nil {
+		var refused error
+		_, row, gw, created, refused, err = s.submitWithKey(ctx, p, req, idem)
+		if refused != nil {
+			markTiming(ctx, "store", began)
+			return nil, s.customerFailure(ctx, "authenticate", refused)
+		}
+	} else {
+		row, gw, created, err = s.requests.submitAtLocation(ctx, req, idem)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, s.customerFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})

@@ -181,6 +181,7 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 	huma.Register(api, op(huma.Operation{
 		OperationID: id, Method: method, Path: path, Tags: tags, Summary: summary, Description: desc,
 		Security: customerSecurity, Responses: proxyResponses(api, http.StatusOK),
+		Metadata: map[string]any{metaKeyWithStore: true},
 	}), func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
 		call, err := build(in)
 		if err != nil {

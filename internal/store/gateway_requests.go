@@ -136,7 +136,7 @@ func decodeJSONNumbers(b []byte, v any) error {
 // key serialise on the key's row, so exactly one of them creates a request. The claim and the
 // request are one statement: one round trip, one commit.
 func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, bool, error) {
-	out, err := scanGatewayRequest(s.db.QueryRow(ctx, createGatewayRequestSQL, createGatewayRequestArgs(r, idem)...))
+	out, err := scanGatewayRequest(s.db.QueryRow(ctx, createGatewayRequestSQL, append(createGatewayRequestArgs(r, idem), nil)...))
 	return s.createdGatewayRequest(ctx, r, idem, out, err)
 }
 
@@ -145,23 +145,69 @@ func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, i
 // key and stores the request in one round trip and one commit, and returns the gateway too.
 // ErrNotFound (with created false) means the organization has no enabled gateway there.
 func (s *Store) CreateGatewayRequestAtLocation(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, Gateway, bool, error) {
+	_, row, gw, created, err := s.createAtLocation(ctx, nil, 0, r, idem)
+	return row, gw, created, err
+}
+
+// AuthorizeAndCreateGatewayRequest is AuthorizeGatewayKey and CreateGatewayRequestAtLocation
+// in one round trip and one commit, for the key's organization (r.OrganizationID is
+// ignored): the key is checked and counted, and only when it is valid and within its limit
+// are the gateway found and the request stored. ErrKeyNotFound means the key is unknown or
+// revoked; a key over its limit returns its KeyAuthorization (Allowed false) and nothing
+// else. The key's rate-limit row stays locked until the commit, so one key's proxied calls
+// are counted and stored one after the other.
+func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []byte, defaultLimit int, r NewGatewayRequest,
+	idem *IdempotencyClaim) (KeyAuthorization, GatewayRequest, Gateway, bool, error) {
+	if keyHash == nil {
+		keyHash = []byte{}
+	}
+	return s.createAtLocation(ctx, keyHash, defaultLimit, r, idem)
+}
+
+// ErrKeyNotFound means a presented gateway cloud API key is unknown or revoked.
+var ErrKeyNotFound = fmt.Errorf("gateway key: %w", ErrNotFound)
+
+// createAtLocation runs one batch (one implicit transaction): with keyHash, the key's check
+// and count first; then the location's gateway and the stored request.
+func (s *Store) createAtLocation(ctx context.Context, keyHash []byte, defaultLimit int, r NewGatewayRequest,
+	idem *IdempotencyClaim) (KeyAuthorization, GatewayRequest, Gateway, bool, error) {
 	r.GatewayID, r.GatewaySerial = 0, ""
 	b := &pgx.Batch{}
-	b.Queue(`SELECT `+gatewayColumns+` FROM gateways g
-		WHERE g.location_id = $2 AND g.organization_id = $1 AND g.disabled_at IS NULL`, r.OrganizationID, r.LocationID)
-	b.Queue(createGatewayRequestSQL, createGatewayRequestArgs(r, idem)...)
-	// One batch is one implicit transaction: the request is stored with the gateway read.
+	if keyHash != nil {
+		b.Queue(authorizeGatewayKeySQL, keyHash, defaultLimit)
+		b.Queue(`SELECT `+gatewayColumns+` FROM gateways g JOIN gateway_api_keys k ON k.organization_id = g.organization_id
+			WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND g.location_id = $2 AND g.disabled_at IS NULL`, keyHash, r.LocationID)
+	} else {
+		b.Queue(`SELECT `+gatewayColumns+` FROM gateways g
+			WHERE g.location_id = $2 AND g.organization_id = $1 AND g.disabled_at IS NULL`, r.OrganizationID, r.LocationID)
+	}
+	b.Queue(createGatewayRequestSQL, append(createGatewayRequestArgs(r, idem), keyHash)...)
 	res := s.db.SendBatch(ctx, b)
+	var auth KeyAuthorization
+	var aerr error
+	if keyHash != nil {
+		aerr = scanKeyAuthorization(res.QueryRow(), &auth)
+	}
 	gw, gerr := scanGateway(res.QueryRow())
 	out, err := scanGatewayRequest(res.QueryRow())
-	if cerr := res.Close(); err == nil && gerr == nil {
+	cerr := res.Close()
+	switch {
+	case keyHash != nil && errors.Is(aerr, pgx.ErrNoRows):
+		return KeyAuthorization{}, GatewayRequest{}, Gateway{}, false, ErrKeyNotFound
+	case aerr != nil:
+		return KeyAuthorization{}, GatewayRequest{}, Gateway{}, false, fmt.Errorf("authorize gateway key: %w", translate(aerr))
+	case keyHash != nil && !auth.Allowed:
+		return auth, GatewayRequest{}, Gateway{}, false, nil
+	case gerr != nil:
+		return auth, GatewayRequest{}, Gateway{}, false, fmt.Errorf("get gateway of location: %w", translate(gerr))
+	case err == nil && cerr != nil:
 		err = cerr
 	}
-	if gerr != nil {
-		return GatewayRequest{}, Gateway{}, false, fmt.Errorf("get gateway of location: %w", translate(gerr))
+	if keyHash != nil {
+		r.OrganizationID = auth.OrganizationID
 	}
 	row, created, err := s.createdGatewayRequest(ctx, r, idem, out, err)
-	return row, gw, created, err
+	return auth, row, gw, created, err
 }
 
 // createdGatewayRequest finishes a create: the request stored, or, when the statement
@@ -192,16 +238,23 @@ func (s *Store) createdGatewayRequest(ctx context.Context, r NewGatewayRequest, 
 // request, at the gateway $4 ($5 its serial) or, when $4 is 0, at the enabled gateway of the
 // location; no row when the key stands for a live request already (or there is no such
 // gateway). A key whose request expired is taken over. The key's row references the
-// request, checked at commit.
+// request, checked at commit. The organization is $2, or, when $17 is a key's hash, the
+// key's, and then only when the key's rate limit allowed this request (counted by the
+// statement before, in the same transaction).
 const createGatewayRequestSQL = `
-	WITH g AS (
-	    SELECT $4::bigint AS id, $5::text AS serial WHERE $4::bigint <> 0
+	WITH who AS (
+	    SELECT $2::bigint AS org WHERE $17::bytea IS NULL
 	    UNION ALL
-	    SELECT id, serial FROM gateways
-	    WHERE $4::bigint = 0 AND location_id = $3 AND organization_id = $2 AND disabled_at IS NULL
+	    SELECT k.organization_id FROM gateway_api_keys k JOIN gateway_rate_limits rl ON rl.key_id = k.id
+	    WHERE $17::bytea IS NOT NULL AND k.key_hash = $17 AND k.revoked_at IS NULL AND rl.allowed
+	), g AS (
+	    SELECT $4::bigint AS id, $5::text AS serial FROM who WHERE $4::bigint <> 0
+	    UNION ALL
+	    SELECT gw.id, gw.serial FROM gateways gw, who
+	    WHERE $4::bigint = 0 AND gw.location_id = $3 AND gw.organization_id = who.org AND gw.disabled_at IS NULL
 	), claim AS (
 	    INSERT INTO gateway_idempotency_keys AS i (organization_id, key, request_hash, request_id, expires_at)
-	    SELECT $2, $14, $15, $1, now() + make_interval(secs => $16) FROM g WHERE $14 <> ''
+	    SELECT who.org, $14, $15, $1, now() + make_interval(secs => $16) FROM g, who WHERE $14 <> ''
 	    ON CONFLICT (organization_id, key) DO UPDATE SET
 	        request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
 	        created_at = now(), expires_at = EXCLUDED.expires_at
@@ -211,10 +264,10 @@ const createGatewayRequestSQL = `
 	INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
 	                              method, path, gateway_path, request_body, subject,
 	                              status, attempts, last_send, lease_until)
-	SELECT $1, $2, $3, g.id, g.serial, $6, $7, $8, $9, $10, $11, nullif($12, ''),
+	SELECT $1, who.org, $3, g.id, g.serial, $6, $7, $8, $9, $10, $11, nullif($12, ''),
 	       CASE WHEN leased THEN 'dispatched' ELSE 'pending' END, leased::integer, leased::integer,
 	       CASE WHEN leased THEN now() + make_interval(secs => $13) END
-	FROM g, (SELECT $13::double precision > 0 AS leased) l
+	FROM g, who, (SELECT $13::double precision > 0 AS leased) l
 	WHERE $14 = '' OR EXISTS (SELECT 1 FROM claim)
 	RETURNING ` + gatewayRequestColumns
 

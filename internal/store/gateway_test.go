@@ -189,6 +189,83 @@ func TestCreateGatewayRequestWithIdempotencyKeys(t *testing.T) {
 	assert.Equal(t, 3, n, "first, fresh and the race's one")
 }
 
+// A proxied call's key check, count and stored request in one round trip: stored only for a
+// valid key within its limit, at its organization's gateway, with the Idempotency-Key rules
+// of CreateGatewayRequest.
+func TestAuthorizeAndCreateGatewayRequest(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	limit := 3
+	key, k, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "t", &limit)
+	require.NoError(t, err)
+	hash := credential.Hash(key)
+	count := func() int {
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests`).Scan(&n))
+		return n
+	}
+	nr := newRequest(res, g, "open-locker")
+	nr.OrganizationID, nr.GatewayID, nr.GatewaySerial = 0, 0, "" // the key's, the location's
+
+	a, r, gw, created, err := st.AuthorizeAndCreateGatewayRequest(ctx, hash, 120, nr, nil)
+	require.NoError(t, err)
+	assert.True(t, a.Allowed)
+	assert.Equal(t, 2, a.Remaining())
+	assert.Equal(t, k.ID, a.KeyID)
+	assert.True(t, created)
+	assert.Equal(t, g.ID, gw.ID)
+	assert.Equal(t, "http://127.0.0.1:1", gw.BaseURL)
+	assert.Equal(t, res.Credentials.OrganizationID, r.OrganizationID)
+	assert.Equal(t, g.ID, r.GatewayID)
+	assert.Equal(t, g.Serial, r.GatewaySerial)
+	assert.Equal(t, "pending", r.Status)
+
+	// Idempotency-Key: the second call finds the first request (and is counted).
+	claim := &store.IdempotencyClaim{Key: "keyed", Hash: []byte("h"), TTL: time.Hour}
+	nr.ID = uuid.New()
+	_, first, _, created, err := st.AuthorizeAndCreateGatewayRequest(ctx, hash, 120, nr, claim)
+	require.NoError(t, err)
+	require.True(t, created)
+	nr.ID = uuid.New()
+	a, again, _, created, err := st.AuthorizeAndCreateGatewayRequest(ctx, hash, 120, nr, claim)
+	require.NoError(t, err)
+	assert.False(t, created)
+	assert.Equal(t, first.ID, again.ID)
+	assert.Equal(t, 0, a.Remaining())
+	require.Equal(t, 2, count())
+
+	// Over the limit: refused, not counted, nothing stored.
+	nr.ID = uuid.New()
+	a, r, _, created, err = st.AuthorizeAndCreateGatewayRequest(ctx, hash, 120, nr, nil)
+	require.NoError(t, err)
+	assert.False(t, a.Allowed)
+	assert.False(t, created)
+	assert.Equal(t, uuid.Nil, r.ID)
+	assert.Equal(t, 2, count())
+
+	// An unknown or revoked key: ErrKeyNotFound, nothing stored.
+	other, _, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "other", nil)
+	require.NoError(t, err)
+	_, _, _, _, err = st.AuthorizeAndCreateGatewayRequest(ctx, credential.Hash(credential.NewGatewayKey()), 120, nr, nil)
+	assert.ErrorIs(t, err, store.ErrKeyNotFound)
+	_, err = st.RevokeGatewayKeyByPrefix(ctx, other[:12])
+	require.NoError(t, err)
+	_, _, _, _, err = st.AuthorizeAndCreateGatewayRequest(ctx, credential.Hash(other), 120, nr, nil)
+	assert.ErrorIs(t, err, store.ErrKeyNotFound)
+	assert.Equal(t, 2, count())
+
+	// A location without a gateway of the key's organization: ErrNotFound, counted, nothing stored.
+	third, _, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "third", nil)
+	require.NoError(t, err)
+	nr.LocationID = 999999
+	a, _, _, _, err = st.AuthorizeAndCreateGatewayRequest(ctx, credential.Hash(third), 120, nr, nil)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.NotErrorIs(t, err, store.ErrKeyNotFound)
+	assert.True(t, a.Allowed)
+	assert.Equal(t, 2, count())
+}
+
 func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	t.Parallel()
 	st, res, g := gatewayFixture(t)

@@ -60,7 +60,15 @@ func (a RateState) ResetAt() time.Time { return a.TAT }
 // override.
 func (s *Store) AuthorizeGatewayKey(ctx context.Context, keyHash []byte, defaultLimit int) (KeyAuthorization, error) {
 	var a KeyAuthorization
-	err := s.db.QueryRow(ctx, `
+	if err := scanKeyAuthorization(s.db.QueryRow(ctx, authorizeGatewayKeySQL, keyHash, defaultLimit), &a); err != nil {
+		return KeyAuthorization{}, fmt.Errorf("authorize gateway key: %w", translate(err))
+	}
+	return a, nil
+}
+
+// authorizeGatewayKeySQL is AuthorizeGatewayKey's statement ($1 the key's hash, $2 the
+// default limit).
+const authorizeGatewayKeySQL = `
 		WITH k AS (
 		    SELECT k.id, k.organization_id, o.name AS org_name, k.prefix,
 		           coalesce(k.rate_limit, $2)::integer AS lim, clock_timestamp() AS at
@@ -69,19 +77,17 @@ func (s *Store) AuthorizeGatewayKey(ctx context.Context, keyHash []byte, default
 		), rl AS (
 		    INSERT INTO gateway_rate_limits AS r (key_id, tat, limit_per_minute, allowed, seen_at)
 		    SELECT id, at + make_interval(secs => 60.0 / lim), lim, true, at FROM k
-		    ON CONFLICT (key_id) `+gcraUpdate+`
+		    ON CONFLICT (key_id) ` + gcraUpdate + `
 		    RETURNING r.key_id, r.tat, r.allowed, r.limit_per_minute, r.seen_at
 		), used AS (
 		    UPDATE gateway_api_keys u SET last_used_at = now()
 		    FROM k WHERE u.id = k.id AND (u.last_used_at IS NULL OR u.last_used_at < now() - interval '1 minute')
 		)
 		SELECT k.id, k.prefix, k.organization_id, k.org_name, rl.limit_per_minute, rl.allowed, rl.tat, rl.seen_at
-		FROM k JOIN rl ON rl.key_id = k.id`, keyHash, defaultLimit).
-		Scan(&a.KeyID, &a.KeyPrefix, &a.OrganizationID, &a.OrganizationName, &a.Limit, &a.Allowed, &a.TAT, &a.At)
-	if err != nil {
-		return KeyAuthorization{}, fmt.Errorf("authorize gateway key: %w", translate(err))
-	}
-	return a, nil
+		FROM k JOIN rl ON rl.key_id = k.id`
+
+func scanKeyAuthorization(row interface{ Scan(...any) error }, a *KeyAuthorization) error {
+	return row.Scan(&a.KeyID, &a.KeyPrefix, &a.OrganizationID, &a.OrganizationName, &a.Limit, &a.Allowed, &a.TAT, &a.At)
 }
 
 // gcraUpdate advances a GCRA bucket (the row r, the request EXCLUDED): the request is allowed

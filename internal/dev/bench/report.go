@@ -339,8 +339,9 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 	if len(p.Phases) == 0 {
 		return
 	}
-	w("Where a cloud call spends its time inside the apiserver (`Server-Timing`): *auth* checks the key and counts it against its rate limit, " +
-		"*store* finds the gateway and stores the request with its first send begun (one commit), *start* (only when a workflow sends the request) " +
+	w("Where a cloud call spends its time inside the apiserver (`Server-Timing`): *store* checks the key and counts it against its rate limit, " +
+		"finds the gateway and stores the request with its first send begun, in one round trip and one commit (a call that is not proxied, " +
+		"such as a poll, names the key's check *auth* instead), *start* (only when a workflow sends the request) " +
 		"starts its workflow, *wait* lasts until the gateway has answered and the outcome is stored (a second commit).")
 	w("")
 	w(summaryHeader)
