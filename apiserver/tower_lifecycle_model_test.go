@@ -887,14 +887,19 @@ func (m *lockerModel) opRace() {
 	if m.stalled([]*mLocker{l}) {
 		return
 	}
-	// A winner's own hold may be as short as a second: a race that lasted that long may
-	// have seen it lapse and a second racer win after it, both rightly (a hold lapses at its
-	// second). Such a race is not judged either; the locker is read back.
-	shortest := answers[0].duration
+	// A winner's own hold may be as short as a second, and a drop-off token's up to a second
+	// shorter than asked (its expiry is on a whole second: the payload carries unix
+	// seconds): a race that lasted that long may have seen it lapse and a second racer win
+	// after it, both rightly. Such a race is not judged either; the locker is read back.
+	shortest := time.Duration(answers[0].duration) * time.Second
 	for _, a := range answers {
-		shortest = min(shortest, a.duration)
+		hold := time.Duration(a.duration) * time.Second
+		if a.kind == store.TokenDropoff {
+			hold -= time.Second
+		}
+		shortest = min(shortest, hold)
 	}
-	if m.dbNow().Sub(m.now) >= time.Duration(shortest)*time.Second-100*time.Millisecond {
+	if m.dbNow().Sub(m.now) >= shortest-100*time.Millisecond {
 		m.resync(l)
 		return
 	}
