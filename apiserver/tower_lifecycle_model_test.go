@@ -290,6 +290,12 @@ func (m *lockerModel) resync(l *mLocker) {
 				l.res = r
 			}
 		}
+		if l.res == nil {
+			// A reservation the model never followed (a race read back rather than judged):
+			// from now on it follows it as the database has it.
+			l.res = &mReservation{id: *resID, client: l.possessor, locker: l, expires: l.hold, state: "active"}
+			m.rsvs = append(m.rsvs, l.res)
+		}
 	}
 	tw, _ := m.sim.Tower(l.tower)
 	for _, s := range tw.Status().Lockers {
@@ -863,6 +869,9 @@ func (m *lockerModel) opRace() {
 		answers[i] = answer{client: cl, duration: m.duration(), kind: "reserve"}
 		if m.rng.IntN(2) == 0 {
 			answers[i].kind = store.TokenDropoff
+			// A drop-off token's expiry is on a whole second, up to a second short of its
+			// duration: two seconds at least keep its hold longer than a race usually lasts.
+			answers[i].duration = max(answers[i].duration, 2)
 		}
 		m.token(cl)
 	}
