@@ -171,18 +171,19 @@ func setRateLimitHeaders(ctx huma.Context, auth store.KeyAuthorization) {
 }
 
 // submitWithKey stores a proxied call's request for the organization of the pending key
-// p, checking and counting the key in the same round trip, and settles p. refused is the
-// key's verdict when it is not valid or over its limit (nothing was stored); err is the
-// store's (store.CreateGatewayRequestAtLocation's errors).
+// p (every proxied operation has one: registerProxy marks them), checking and counting the
+// key in the same round trip, and settles p. refused is the key's verdict when it is not
+// valid or over its limit (nothing was stored); err is the store's: ErrNotFound for a
+// location without an enabled gateway of the key's organization, ErrIdempotencyKeyReused.
 func (s *Server) submitWithKey(ctx context.Context, p *pendingKey, r store.NewGatewayRequest,
-	idem *store.IdempotencyClaim) (k store.KeyAuthorization, row store.GatewayRequest, gw store.Gateway, created bool, refused, err error) {
-	k, row, gw, created, err = s.deps.Store.AuthorizeAndCreateGatewayRequest(ctx, p.hash, s.customer.settings.RateLimit, r, idem)
+	idem *store.IdempotencyClaim) (row store.GatewayRequest, gw store.Gateway, created bool, refused, err error) {
+	k, row, gw, created, err := s.deps.Store.AuthorizeAndCreateGatewayRequest(ctx, p.hash, s.customer.settings.RateLimit, r, idem)
 	keyErr := err
 	if k.KeyID != uuid.Nil {
 		keyErr = nil // the key was checked; err, if any, is the store's
 	}
 	if refused = s.settleKey(p, k, keyErr); refused != nil {
-		return k, store.GatewayRequest{}, store.Gateway{}, false, refused, nil
+		return store.GatewayRequest{}, store.Gateway{}, false, refused, nil
 	}
-	return k, row, gw, created, nil, err
+	return row, gw, created, nil, err
 }

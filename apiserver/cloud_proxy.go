@@ -26,7 +26,6 @@ import (
 // its Idempotency-Key), send it or start its workflow, wait, answer. A server with all its waiting slots taken answers
 // 503 before it looks at anything else (an unknown location included): nothing is stored.
 func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamResponse, error) {
-	k := customerKey(ctx)
 	e := edgeOf(ctx)
 	began := time.Now()
 	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
@@ -51,23 +50,14 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	// The location's gateway is found in the same round trip that stores the request, and
 	// the key is checked and counted in it too (cloud_key_with_store.go).
 	req := store.NewGatewayRequest{
-		ID: id, OrganizationID: k.OrganizationID, LocationID: call.locationID,
+		ID: id, LocationID: call.locationID, // the organization is the key's
 		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
 		Lease: s.requests.firstSendLease(prefs.wait),
 	}
-	var row store.GatewayRequest
-	var gw store.Gateway
-	var created bool
-	var err error
-	if p := pendingKeyOf(ctx); p != nil {
-		var refused error
-		_, row, gw, created, refused, err = s.submitWithKey(ctx, p, req, idem)
-		if refused != nil {
-			markTiming(ctx, "store", began)
-			return nil, s.customerFailure(ctx, "authenticate", refused)
-		}
-	} else {
-		row, gw, created, err = s.requests.submitAtLocation(ctx, req, idem)
+	row, gw, created, refused, err := s.submitWithKey(ctx, pendingKeyOf(ctx), req, idem)
+	if refused != nil {
+		markTiming(ctx, "store", began)
+		return nil, s.customerFailure(ctx, "authenticate", refused)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -78,13 +78,6 @@ func (g *gatewayRequests) submit(ctx context.Context, r store.NewGatewayRequest,
 	return g.store.CreateGatewayRequest(ctx, r, idem)
 }
 
-// submitAtLocation stores a new request to the gateway of its location and returns that
-// gateway too, in one round trip (store.CreateGatewayRequestAtLocation); ErrNotFound means
-// the location has no enabled gateway of the organization.
-func (g *gatewayRequests) submitAtLocation(ctx context.Context, r store.NewGatewayRequest, idem *store.IdempotencyClaim) (store.GatewayRequest, store.Gateway, bool, error) {
-	return g.store.CreateGatewayRequestAtLocation(ctx, r, idem)
-}
-
 // state returns one of the organization's requests as stored: pending, or with its outcome.
 func (g *gatewayRequests) state(ctx context.Context, orgID int64, id uuid.UUID) (store.GatewayRequest, error) {
 	return g.store.GatewayRequest(ctx, orgID, id)

@@ -140,75 +140,52 @@ func (s *Store) CreateGatewayRequest(ctx context.Context, r NewGatewayRequest, i
 	return s.createdGatewayRequest(ctx, r, idem, out, err)
 }
 
-// CreateGatewayRequestAtLocation is CreateGatewayRequest for a request to the gateway of
-// r's location (r.GatewayID and r.GatewaySerial are ignored): it finds the gateway, claims the
-// key and stores the request in one round trip and one commit, and returns the gateway too.
-// ErrNotFound (with created false) means the organization has no enabled gateway there.
-func (s *Store) CreateGatewayRequestAtLocation(ctx context.Context, r NewGatewayRequest, idem *IdempotencyClaim) (GatewayRequest, Gateway, bool, error) {
-	_, row, gw, created, err := s.createAtLocation(ctx, nil, 0, r, idem)
-	return row, gw, created, err
-}
-
-// AuthorizeAndCreateGatewayRequest is AuthorizeGatewayKey and CreateGatewayRequestAtLocation
-// in one round trip and one commit, for the key's organization (r.OrganizationID is
-// ignored): the key is checked and counted, and only when it is valid and within its limit
-// are the gateway found and the request stored. ErrKeyNotFound means the key is unknown or
-// revoked; a key over its limit returns its KeyAuthorization (Allowed false) and nothing
-// else. The key's rate-limit row stays locked until the commit, so one key's proxied calls
-// are counted and stored one after the other.
+// AuthorizeAndCreateGatewayRequest checks a presented key and counts it against its rate
+// limit (AuthorizeGatewayKey's statement), finds the enabled gateway of r's location for the
+// key's organization and stores the request there with its Idempotency-Key claim
+// (CreateGatewayRequest's statement; r.OrganizationID, r.GatewayID and r.GatewaySerial are
+// ignored): one batch, so one round trip and one implicit transaction, one commit. The
+// request is stored only when the key is valid and within its limit. ErrKeyNotFound means
+// the key is unknown or revoked; a key over its limit returns its KeyAuthorization (Allowed
+// false) and nothing else; ErrNotFound, a location without such a gateway. The key's
+// rate-limit row stays locked until the commit, so one key's proxied calls are counted and
+// stored one after the other.
 func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []byte, defaultLimit int, r NewGatewayRequest,
 	idem *IdempotencyClaim) (KeyAuthorization, GatewayRequest, Gateway, bool, error) {
 	if keyHash == nil {
 		keyHash = []byte{}
 	}
-	return s.createAtLocation(ctx, keyHash, defaultLimit, r, idem)
-}
-
-// ErrKeyNotFound means a presented gateway cloud API key is unknown or revoked.
-var ErrKeyNotFound = fmt.Errorf("gateway key: %w", ErrNotFound)
-
-// createAtLocation runs one batch (one implicit transaction): with keyHash, the key's check
-// and count first; then the location's gateway and the stored request.
-func (s *Store) createAtLocation(ctx context.Context, keyHash []byte, defaultLimit int, r NewGatewayRequest,
-	idem *IdempotencyClaim) (KeyAuthorization, GatewayRequest, Gateway, bool, error) {
-	r.GatewayID, r.GatewaySerial = 0, ""
+	r.OrganizationID, r.GatewayID, r.GatewaySerial = 0, 0, ""
 	b := &pgx.Batch{}
-	if keyHash != nil {
-		b.Queue(authorizeGatewayKeySQL, keyHash, defaultLimit)
-		b.Queue(`SELECT `+gatewayColumns+` FROM gateways g JOIN gateway_api_keys k ON k.organization_id = g.organization_id
-			WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND g.location_id = $2 AND g.disabled_at IS NULL`, keyHash, r.LocationID)
-	} else {
-		b.Queue(`SELECT `+gatewayColumns+` FROM gateways g
-			WHERE g.location_id = $2 AND g.organization_id = $1 AND g.disabled_at IS NULL`, r.OrganizationID, r.LocationID)
-	}
+	b.Queue(authorizeGatewayKeySQL, keyHash, defaultLimit)
+	b.Queue(`SELECT `+gatewayColumns+` FROM gateways g JOIN gateway_api_keys k ON k.organization_id = g.organization_id
+		WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND g.location_id = $2 AND g.disabled_at IS NULL`, keyHash, r.LocationID)
 	b.Queue(createGatewayRequestSQL, append(createGatewayRequestArgs(r, idem), keyHash)...)
 	res := s.db.SendBatch(ctx, b)
 	var auth KeyAuthorization
-	var aerr error
-	if keyHash != nil {
-		aerr = scanKeyAuthorization(res.QueryRow(), &auth)
-	}
+	aerr := scanKeyAuthorization(res.QueryRow(), &auth)
 	gw, gerr := scanGateway(res.QueryRow())
 	out, err := scanGatewayRequest(res.QueryRow())
 	cerr := res.Close()
 	switch {
-	case keyHash != nil && errors.Is(aerr, pgx.ErrNoRows):
+	case errors.Is(aerr, pgx.ErrNoRows):
 		return KeyAuthorization{}, GatewayRequest{}, Gateway{}, false, ErrKeyNotFound
 	case aerr != nil:
 		return KeyAuthorization{}, GatewayRequest{}, Gateway{}, false, fmt.Errorf("authorize gateway key: %w", translate(aerr))
-	case keyHash != nil && !auth.Allowed:
+	case !auth.Allowed:
 		return auth, GatewayRequest{}, Gateway{}, false, nil
 	case gerr != nil:
 		return auth, GatewayRequest{}, Gateway{}, false, fmt.Errorf("get gateway of location: %w", translate(gerr))
 	case err == nil && cerr != nil:
 		err = cerr
 	}
-	if keyHash != nil {
-		r.OrganizationID = auth.OrganizationID
-	}
+	r.OrganizationID = auth.OrganizationID
 	row, created, err := s.createdGatewayRequest(ctx, r, idem, out, err)
 	return auth, row, gw, created, err
 }
+
+// ErrKeyNotFound means a presented gateway cloud API key is unknown or revoked.
+var ErrKeyNotFound = fmt.Errorf("gateway key: %w", ErrNotFound)
 
 // createdGatewayRequest finishes a create: the request stored, or, when the statement
 // stored nothing because the Idempotency-Key stands for another request, that request.
