@@ -157,13 +157,30 @@ func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []
 	}
 	r.OrganizationID, r.GatewayID, r.GatewaySerial = 0, 0, ""
 	b := &pgx.Batch{}
+	if r.Class == gatewayreq.ClassRead && r.Lease > 0 {
+		// A read whose first send this apiserver makes while its caller waits: the commit
+		// does not wait for its WAL flush. Nothing of it must survive a Postgres crash: a
+		// read may be sent again (DESIGN §6.2), a lost rate-limit count is harmless, and the
+		// caller's answer waits for the outcome's commit, which flushes the WAL up to and
+		// past this one (or, after a wait ran out, is given long after the WAL writer
+		// flushed it, within 3 × wal_writer_delay). A respond-async read (no lease) answers
+		// 202 naming the row at once, so it waits for the flush like every write.
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	}
 	b.Queue(authorizeGatewayKeySQL, keyHash, defaultLimit)
 	b.Queue(`SELECT `+gatewayColumns+` FROM gateways g JOIN gateway_api_keys k ON k.organization_id = g.organization_id
 		WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND g.location_id = $2 AND g.disabled_at IS NULL`, keyHash, r.LocationID)
 	b.Queue(createGatewayRequestSQL, append(createGatewayRequestArgs(r, idem), keyHash)...)
 	res := s.db.SendBatch(ctx, b)
+	var serr error
+	if b.Len() == 4 {
+		_, serr = res.Exec()
+	}
 	var auth KeyAuthorization
 	aerr := scanKeyAuthorization(res.QueryRow(), &auth)
+	if aerr == nil && serr != nil {
+		aerr = serr
+	}
 	gw, gerr := scanGateway(res.QueryRow())
 	out, err := scanGatewayRequest(res.QueryRow())
 	cerr := res.Close()

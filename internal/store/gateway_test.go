@@ -264,6 +264,28 @@ func TestAuthorizeAndCreateGatewayRequest(t *testing.T) {
 	assert.NotErrorIs(t, err, store.ErrKeyNotFound)
 	assert.True(t, a.Allowed)
 	assert.Equal(t, 2, count())
+
+	// A waiting read (its first send leased to this apiserver) is stored, leased and counted
+	// like any request; its commit skips the WAL flush for that transaction only: no
+	// connection of the pool keeps synchronous_commit off.
+	nr = newRequest(res, g, "get-locker")
+	nr.OrganizationID, nr.GatewayID, nr.GatewaySerial = 0, 0, ""
+	nr.Class, nr.Method, nr.GatewayPath, nr.Lease = "read", "GET", "/lockers/101", time.Minute
+	a, r, _, created, err = st.AuthorizeAndCreateGatewayRequest(ctx, credential.Hash(third), 120, nr, nil)
+	require.NoError(t, err)
+	assert.True(t, created)
+	assert.Equal(t, "dispatched", r.Status)
+	assert.NotNil(t, r.LeaseUntil)
+	assert.Equal(t, a.Limit-2, a.Remaining())
+	assert.Equal(t, 3, count())
+	conns := st.Pool().AcquireAllIdle(ctx)
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		var sc string
+		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
+		assert.Equal(t, "on", sc)
+		c.Release()
+	}
 }
 
 func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
@@ -459,4 +481,48 @@ func TestGatewayRequestSubject(t *testing.T) {
 	assert.Equal(t, gatewayreq.Spec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
 		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: "access-code-open", Class: "hardware", Method: "POST",
 		Path: "/transactions/" + codeID + "/open", Policy: policy}, r.Spec(policy))
+}
+
+func TestGatewayAnswerBodyIsStoredWithItsSend(t *testing.T) {
+	t.Parallel()
+	st, res, g := gatewayFixture(t)
+	ctx := context.Background()
+	r, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+	_, err = st.BeginGatewaySend(ctx, r.ID, 1)
+	require.NoError(t, err)
+
+	// Only the send in flight stores its answer.
+	assert.ErrorIs(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{}`)), store.ErrNotFound)
+	require.NoError(t, st.StoreGatewayAnswer(ctx, r.ID, 1, []byte(`{"doorOpen":false}`)))
+	_, err = st.BeginGatewaySend(ctx, r.ID, 2)
+	require.NoError(t, err)
+	require.NoError(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{"doorOpen":true}`)))
+
+	// The outcome takes the last answer's body, which is then kept once.
+	done, err := st.FinishGatewayRequest(ctx, r.ID, res.Credentials.OrganizationID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200,
+		Headers: map[string]string{"Content-Type": "application/json"}, BodyInStore: true}, store.GatewaySeenAnswered, false)
+	require.NoError(t, err)
+	assert.Equal(t, []byte(`{"doorOpen":true}`), done.Outcome.Body)
+	got, err := st.GatewayRequest(ctx, res.Credentials.OrganizationID, r.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []byte(`{"doorOpen":true}`), got.Outcome.Body)
+	var left int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests WHERE answer_body IS NOT NULL OR answer_send IS NOT NULL`).Scan(&left))
+	assert.Zero(t, left)
+
+	// A settled request stores no answer.
+	assert.ErrorIs(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{}`)), store.ErrNotFound)
+
+	// An empty answer is an empty body, not a missing one.
+	r2, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
+	require.NoError(t, err)
+	_, err = st.BeginGatewaySend(ctx, r2.ID, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.StoreGatewayAnswer(ctx, r2.ID, 1, nil))
+	done, err = st.FinishGatewayRequest(ctx, r2.ID, res.Credentials.OrganizationID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 204,
+		BodyInStore: true}, store.GatewaySeenAnswered, false)
+	require.NoError(t, err)
+	assert.NotNil(t, done.Outcome.Body)
+	assert.Empty(t, done.Outcome.Body)
 }
