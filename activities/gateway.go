@@ -50,6 +50,7 @@ const MaxGatewayResponse = 1 << 20
 type GatewayRequestStore interface {
 	BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (store.GatewaySend, error)
 	AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error
+	StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, body []byte) error
 	FinishGatewayRequest(ctx context.Context, id uuid.UUID, orgID int64, o gatewayreq.Outcome, seen int, syncMirror bool) (store.GatewayRequest, error)
 }
 
@@ -113,6 +114,9 @@ type SendGatewayRequestInput struct {
 	Body []byte
 	// Timeout is how long to wait for the answer once the request is delivered.
 	Timeout time.Duration
+	// StoreBody stores the answer's body with the request instead of returning it
+	// (SendGatewayRequestResult.BodyInStore): the workflow's history then never carries it.
+	StoreBody bool `json:",omitempty"`
 }
 
 // SendGatewayRequestResult is what one send came to (gatewayreq.SendResult: the workflow's
@@ -144,7 +148,26 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial)
 		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts}, nil
 	}
-	return d.sendBegun(ctx, logger, id, begun, in)
+	res, err := d.sendBegun(ctx, logger, id, begun, in)
+	if err != nil || !in.StoreBody || res.Outcome != SendAnswered {
+		return res, err
+	}
+	// The body goes to Postgres, not into the workflow's history. A 409's stays: the
+	// workflow compares a re-sent create's TRANSACTION_EXISTS with its own transaction.
+	switch err := d.Store.StoreGatewayAnswer(ctx, id, in.Send, res.Body); {
+	case errors.Is(err, store.ErrNotFound):
+		return SendGatewayRequestResult{Outcome: SendFinished, Attempts: res.Attempts}, nil
+	case err != nil:
+		// Postgres is away: the answer is known here only, and an error would make the
+		// retry find the send begun and answer SendUnknown. Carry the body instead.
+		logger.Warn("store a gateway answer's body; the workflow carries it", "requestId", in.RequestID, "err", err)
+		return res, nil
+	}
+	res.BodyInStore = true
+	if res.Status != http.StatusConflict {
+		res.Body = nil
+	}
+	return res, nil
 }
 
 // SendFirst makes a request's first send from the apiserver that stored it (the gateway
@@ -347,7 +370,12 @@ func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGat
 	d.Metrics.terminal(r.Class, r.Status)
 	logger.Info("gateway request finished", "requestId", in.RequestID, "status", r.Status,
 		"httpStatus", r.Outcome.HTTPStatus, "attempts", r.Attempts)
-	return FinishGatewayRequestResult{Result: r.Result(), UsedCode: usedCode}, nil
+	res := r.Result()
+	if in.Outcome.BodyInStore {
+		// Its body stays in Postgres: the workflow's result does not carry it either.
+		res.Outcome.Body, res.Outcome.BodyInStore = nil, true
+	}
+	return FinishGatewayRequestResult{Result: res, UsedCode: usedCode}, nil
 }
 
 // fixedCause says why an exchange with a gateway failed in words that reach the caller's

@@ -31,6 +31,21 @@ type fakeRequests struct {
 	abandoned []int
 	finished  []gatewayreq.Outcome
 	terminal  bool
+	answers   map[int][]byte // the bodies stored with their sends
+	answerErr error          // what StoreGatewayAnswer fails with
+}
+
+func (f *fakeRequests) StoreGatewayAnswer(_ context.Context, _ uuid.UUID, send int, body []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.answerErr != nil {
+		return f.answerErr
+	}
+	if f.answers == nil {
+		f.answers = map[int][]byte{}
+	}
+	f.answers[send] = body
+	return nil
 }
 
 func (f *fakeRequests) BeginGatewaySend(_ context.Context, _ uuid.UUID, send int) (store.GatewaySend, error) {
@@ -265,4 +280,59 @@ func TestSendGatewayRequestWithASecretThatDoesNotOpen(t *testing.T) {
 	assert.Equal(t, activities.ErrTypeGatewayMisconfigured, appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 	assert.Equal(t, []int{1}, f.abandoned)
+}
+
+func TestSendGatewayRequestStoresItsBody(t *testing.T) {
+	t.Parallel()
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"error":"TRANSACTION_EXISTS","message":"exists","transactionId":"t1"}`))
+	}))
+	t.Cleanup(srv.Close)
+
+	// Stored with the request, not returned: the workflow's history never carries it.
+	f := fakeAt(srv.URL)
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers", StoreBody: true})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendAnswered, res.Outcome)
+	assert.True(t, res.BodyInStore)
+	assert.Nil(t, res.Body)
+	assert.Equal(t, "TRANSACTION_EXISTS", res.ErrorCode, "the fields the workflow decides on are still returned")
+	assert.JSONEq(t, `{"error":"TRANSACTION_EXISTS","message":"exists","transactionId":"t1"}`, string(f.answers[1]))
+
+	// A 409's body is returned too: the workflow compares its transaction with its own.
+	status = http.StatusConflict
+	f = fakeAt(srv.URL)
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "POST", Path: "/transactions", StoreBody: true})
+	require.NoError(t, err)
+	assert.True(t, res.BodyInStore)
+	assert.Contains(t, string(res.Body), `"transactionId":"t1"`)
+	assert.NotEmpty(t, f.answers[1])
+
+	// Postgres away after the answer: the body is carried as before, the answer not lost.
+	status = http.StatusOK
+	f = fakeAt(srv.URL)
+	f.answerErr = errors.New("connection refused")
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers", StoreBody: true})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendAnswered, res.Outcome)
+	assert.False(t, res.BodyInStore)
+	assert.NotEmpty(t, res.Body)
+
+	// The request was settled meanwhile (another run): nothing to store, nothing to decide.
+	f = fakeAt(srv.URL)
+	f.answerErr = store.ErrNotFound
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers", StoreBody: true})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendFinished, res.Outcome)
+
+	// Without StoreBody (runs recorded before it): returned, not stored.
+	f = fakeAt(srv.URL)
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers"})
+	require.NoError(t, err)
+	assert.False(t, res.BodyInStore)
+	assert.NotEmpty(t, res.Body)
+	assert.Empty(t, f.answers)
 }

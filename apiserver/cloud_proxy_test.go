@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -11,7 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
@@ -78,6 +82,42 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 		}, 30*time.Second, 100*time.Millisecond)
 		body := string(testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil).Body)
 		assert.Regexp(t, `lockernet_customer_gateway_request_responses_total\{class="read",state="completed"\} [1-9]`, body)
+	})
+
+	t.Run("a workflow keeps the gateway's body out of its history", func(t *testing.T) {
+		r := c.do(http.MethodGet, locPath(gw2, "/system"), nil, "Prefer", "respond-async")
+		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+		id := r.Header.Get("X-Request-Id")
+		got := c.poll(id)
+		requireProxied(t, got, gw2, "completed")
+		require.Equal(t, "GW-0002", got.Map(t)["gatewayId"], "the answer is the gateway's body, from Postgres")
+
+		// Every payload the run recorded (its sends' and its finish's results, its own result):
+		// none carries the body.
+		ctx := context.Background()
+		var payloads []string
+		it := e.Temporal.GetWorkflowHistory(ctx, "gateway-request/"+id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(t, err)
+			var ps []*commonpb.Payload
+			if m := ev.GetMarkerRecordedEventAttributes(); m != nil {
+				ps = append(ps, m.GetDetails()["result"].GetPayloads()...)
+			}
+			ps = append(ps, ev.GetWorkflowExecutionCompletedEventAttributes().GetResult().GetPayloads()...)
+			for _, p := range ps {
+				var raw json.RawMessage
+				require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &raw))
+				payloads = append(payloads, string(raw))
+			}
+		}
+		require.NotEmpty(t, payloads)
+		encoded := base64.StdEncoding.EncodeToString(got.Body) // how a []byte field would carry it
+		for _, p := range payloads {
+			assert.NotContains(t, p, `gatewayId`)
+			assert.NotContains(t, p, encoded)
+		}
+		assert.Contains(t, payloads[len(payloads)-1], `"BodyInStore":true`)
 	})
 
 	t.Run("health and system", func(t *testing.T) {

@@ -140,10 +140,13 @@ func (g *gatewayRequests) afterWait(ctx context.Context, row store.GatewayReques
 		g.logger.InfoContext(ctx, "client left while waiting for its gateway request", "requestId", row.ID)
 	case err != nil:
 		g.logger.ErrorContext(ctx, "wait for gateway request", "requestId", row.ID, "err", err)
-	case done && res != nil:
+	case done && res != nil && !res.Outcome.BodyInStore:
 		return row.WithResult(*res), nil
-	case done:
+	case done && res == nil:
 		return row, nil
+	case done:
+		// The result does not carry the gateway's body: the stored request does (below).
+		// If it cannot be read now, the client gets the request to poll.
 	}
 	// Not finished within the wait: the stored row says what the request is doing now (the
 	// outcome is written there before the workflow ends).

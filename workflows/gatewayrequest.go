@@ -41,6 +41,12 @@ const (
 // itself (gatewayreq.Spec.FirstSend); runs recorded before it always send first.
 const versionFirstSendInLine = "first-send-in-line"
 
+// versionBodiesInPostgres marks runs whose sends store the gateway's answer body with the
+// request instead of returning it (SendGatewayRequestInput.StoreBody): the outcome's store
+// takes it from there and the workflow's result does not carry it. Runs recorded before it
+// carry bodies in their sends' markers and in their result.
+const versionBodiesInPostgres = "bodies-in-postgres"
+
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
 func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
 
@@ -137,6 +143,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		firstSend = nil
 	}
+	storeBody := workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
 	for {
 		send++
 		var res activities.SendGatewayRequestResult
@@ -146,6 +153,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		} else {
 			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, activities.SendGatewayRequestInput{
 				RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
+				StoreBody: storeBody,
 			}).Get(ctx, &res)
 		}
 		var appErr *temporal.ApplicationError
@@ -286,7 +294,8 @@ func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, ma
 	if res.Status >= 500 {
 		return gatewayreq.Outcome{}, false
 	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: res.Status, Headers: res.Headers, Body: res.Body}, true
+	return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: res.Status, Headers: res.Headers, Body: res.Body,
+		BodyInStore: res.BodyInStore}, true
 }
 
 // sameTransaction checks that a 409 TRANSACTION_EXISTS names the transaction the request

@@ -128,6 +128,28 @@ func TestGatewayRequestCompleted(t *testing.T) {
 	}
 }
 
+func TestGatewayRequestKeepsBodiesOutOfItsHistory(t *testing.T) {
+	t.Parallel()
+	stored := activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, BodyInStore: true,
+		Headers: map[string]string{"Content-Type": "application/json"}, APIJSON: true}
+	s, fin, res := runGateway(t, readLockers, stored)
+	require.Len(t, s.got, 1)
+	assert.True(t, s.got[0].StoreBody, "every send stores its answer's body with the request")
+	assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
+	assert.Equal(t, 200, fin.Outcome.HTTPStatus)
+	assert.True(t, fin.Outcome.BodyInStore, "the outcome's store takes the body from the request")
+	assert.Nil(t, fin.Outcome.Body)
+	assert.True(t, res.Outcome.BodyInStore)
+	assert.Nil(t, res.Outcome.Body, "nor does the result carry it")
+
+	// A rejected answer has no body to keep either way.
+	s, fin, _ = runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 502,
+		BodyInStore: true, APIJSON: true})
+	assert.True(t, s.got[0].StoreBody)
+	assert.Equal(t, gatewayreq.StateRejected, fin.Outcome.Status)
+	assert.False(t, fin.Outcome.BodyInStore)
+}
+
 func TestGatewayRequestDeadlinesByClass(t *testing.T) {
 	t.Parallel()
 	s, _, _ := runGateway(t, openLocker, answered(200, `{}`, ""))

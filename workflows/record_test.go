@@ -188,6 +188,10 @@ func (s *recordingGateways) BeginGatewaySend(_ context.Context, _ uuid.UUID, sen
 
 func (s *recordingGateways) AbandonGatewaySend(context.Context, uuid.UUID, int) error { return nil }
 
+func (s *recordingGateways) StoreGatewayAnswer(context.Context, uuid.UUID, int, []byte) error {
+	return nil
+}
+
 func (s *recordingGateways) FinishGatewayRequest(_ context.Context, id uuid.UUID, _ int64, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
 	now := time.Now()
 	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: gatewayreq.ClassRead}, Status: o.Status,

@@ -56,6 +56,10 @@ var histories = []recordedHistory{
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send.json"},
+	// Runs from before the sends stored the gateway's body with the request (versionBodiesInPostgres).
+	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_bodies_in_postgres.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_bodies_in_postgres.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
 }

@@ -83,10 +83,15 @@ const (
 // Outcome is a request's terminal outcome: for completed, the gateway's answer verbatim;
 // otherwise the state's own HTTP status and error.
 type Outcome struct {
-	Status       string
-	HTTPStatus   int
-	Headers      map[string]string
-	Body         []byte
+	Status     string
+	HTTPStatus int
+	Headers    map[string]string
+	Body       []byte
+	// BodyInStore says the body is not carried here: it is the gateway's answer stored with
+	// the request (a workflow's send stores it; the outcome's store takes it from there), so
+	// that workflow histories do not carry bodies of up to 1 MiB. Whoever needs it reads the
+	// stored request.
+	BodyInStore  bool `json:",omitempty"`
 	ErrorCode    string
 	ErrorMessage string
 	Details      map[string]any
@@ -149,6 +154,10 @@ type SendResult struct {
 	// Headers keeps Content-Type and X-Response-Truncated.
 	Headers map[string]string
 	Body    []byte
+	// BodyInStore says the answer's body was stored with the request
+	// (store.StoreGatewayAnswer) and is not carried here, except a 409's, which the
+	// workflow reads (a re-sent create's TRANSACTION_EXISTS names its transaction).
+	BodyInStore bool `json:",omitempty"`
 	// APIJSON is true when the body is empty or JSON (the local API's own answer), false for
 	// anything else (e.g. an HTML page from a proxy) or an answer too large to keep.
 	APIJSON bool

@@ -59,6 +59,26 @@ func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (G
 	return out, nil
 }
 
+// StoreGatewayAnswer keeps the body of the answer send number send got, so that the
+// workflow's history need not carry it: the outcome's store takes it from here
+// (gatewayreq.Outcome.BodyInStore). ErrNotFound when the request is settled already or
+// another send began since. It waits for its flush, as the outcome's store relies on it.
+func (s *Store) StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, body []byte) error {
+	if body == nil {
+		body = []byte{}
+	}
+	tag, err := s.db.Exec(ctx, `
+		UPDATE gateway_requests SET answer_body = $3, answer_send = $2
+		WHERE id = $1 AND last_send = $2 AND completed_at IS NULL`, id, send, body)
+	if err != nil {
+		return fmt.Errorf("store gateway answer: %w", translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("store gateway answer: %w", ErrNotFound)
+	}
+	return nil
+}
+
 // AbandonGatewaySend records that send number send never reached the gateway (connection
 // refused, DNS, TLS): the request is pending again and the same send may go out later.
 func (s *Store) AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error {
@@ -175,7 +195,8 @@ func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 	headers, details []byte, cause string, prior **bool) (GatewayRequest, error) {
 	return scanGatewayRequest(extraScan{row: s.db.QueryRow(ctx, `
 		WITH fin AS (
-		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4, response_body = $5,
+		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4,
+		        response_body = CASE WHEN $12 THEN answer_body ELSE $5 END, answer_body = NULL, answer_send = NULL,
 		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
 		        completed_at = now(), updated_at = now(), lease_until = NULL
 		    WHERE id = $1 AND completed_at IS NULL
@@ -193,7 +214,7 @@ func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 		)
 		SELECT `+gatewayRequestColumns+`, (SELECT online FROM prior)
 		FROM fin CROSS JOIN LATERAL (SELECT pg_notify('`+GatewayOutcomeChannel+`', fin.id::text)) AS announced`,
-		id, o.Status, o.HTTPStatus, headers, o.Body, o.ErrorCode, o.ErrorMessage, details, seen, syncMirror, cause), extra: []any{prior}})
+		id, o.Status, o.HTTPStatus, headers, o.Body, o.ErrorCode, o.ErrorMessage, details, seen, syncMirror, cause, o.BodyInStore), extra: []any{prior}})
 }
 
 // extraScan scans a row's leading columns into the caller's destinations and the rest into
