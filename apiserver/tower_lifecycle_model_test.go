@@ -92,6 +92,10 @@ type mLocker struct {
 	res       *mReservation
 	kept      bool
 	tokens    []*mToken
+	// forgotten is set when a read-back dropped the tokens of generation forgottenGen: the
+	// server may still list them while that generation lasts, so they are not compared.
+	forgotten    bool
+	forgottenGen uint32
 }
 
 type lockerModel struct {
@@ -177,6 +181,9 @@ func (l *mLocker) activeTokens(at time.Time) []string {
 }
 
 func (l *mLocker) tokensUncertain(lo, hi time.Time) bool {
+	if l.forgotten && l.forgottenGen == l.gen {
+		return true
+	}
 	for _, tk := range l.tokens {
 		if tk.gen == l.gen && !tk.cloudUsed && near(tk.expires, lo, hi) {
 			return true
@@ -303,7 +310,9 @@ func (m *lockerModel) resync(l *mLocker) {
 			l.towerGen, l.towerOOS = s.Generation, s.OutOfService
 		}
 	}
-	// Tokens whose fate is unknown are no use to the model any more.
+	// Tokens whose fate is unknown are no use to the model any more, and the server may
+	// still list them for as long as this generation lasts.
+	l.forgotten, l.forgottenGen = true, l.gen
 	l.tokens = nil
 }
 
