@@ -42,6 +42,9 @@ const (
 // not open); retrying cannot help, so the request fails to dispatch.
 const ErrTypeGatewayMisconfigured = "GatewayMisconfigured"
 
+// ErrTypeRequestNotStored marks an outcome for a request Postgres does not have at all.
+const ErrTypeRequestNotStored = "RequestNotStored"
+
 // MaxGatewayResponse bounds what the cloud keeps of an answer; larger ones are rejected
 // (a log query with limit=1000 is a few hundred KiB).
 const MaxGatewayResponse = 1 << 20
@@ -329,7 +332,7 @@ type FinishGatewayRequestResult struct {
 
 // FinishGatewayRequest writes the terminal outcome to Postgres (the workflow's last
 // activity), records what it showed about the gateway's health, and asks for a refresh of
-// the gateway's locker mirror after a completed write or hardware call.
+// the gateway's locker mirror after a completed write (DESIGN §2: "after every proxied write").
 func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayRequestInput) (FinishGatewayRequestResult, error) {
 	return a.Finish(ctx, activity.GetLogger(ctx), in)
 }
@@ -349,8 +352,16 @@ func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGat
 	case in.GatewayUnreachable:
 		seen = store.GatewaySeenUnreachable
 	}
-	syncMirror := in.Class != gatewayreq.ClassRead && in.Outcome.Status == gatewayreq.StateCompleted
+	// A write may change what the mirror holds (a locker's type, its service state); a door
+	// open (a hardware call) never does, and a busy bank opens doors all day.
+	syncMirror := in.Class == gatewayreq.ClassWrite && in.Outcome.Status == gatewayreq.StateCompleted
 	r, err := d.Store.FinishGatewayRequest(ctx, id, in.OrganizationID, in.Outcome, seen, syncMirror)
+	if errors.Is(err, store.ErrNotFound) {
+		// No such request at all (a waiting read's row lost in a Postgres crash before its
+		// flush, decision 0011): there is nothing to settle, now or later.
+		return FinishGatewayRequestResult{}, temporal.NewNonRetryableApplicationError(
+			"the request is not stored", ErrTypeRequestNotStored, err)
+	}
 	if err != nil {
 		return FinishGatewayRequestResult{}, fmt.Errorf("finish gateway request: %w", err)
 	}

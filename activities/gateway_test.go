@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -33,6 +34,8 @@ type fakeRequests struct {
 	terminal  bool
 	answers   map[int][]byte // the bodies stored with their sends
 	answerErr error          // what StoreGatewayAnswer fails with
+	missing   bool           // no such request: FinishGatewayRequest answers ErrNotFound
+	synced    []bool         // each finish's syncMirror
 }
 
 func (f *fakeRequests) StoreGatewayAnswer(_ context.Context, _ uuid.UUID, send int, body []byte) error {
@@ -67,9 +70,13 @@ func (f *fakeRequests) AbandonGatewaySend(_ context.Context, _ uuid.UUID, send i
 	return nil
 }
 
-func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, _ int64, o gatewayreq.Outcome, _ int, _ bool) (store.GatewayRequest, error) {
+func (f *fakeRequests) FinishGatewayRequest(_ context.Context, id uuid.UUID, _ int64, o gatewayreq.Outcome, _ int, syncMirror bool) (store.GatewayRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.synced = append(f.synced, syncMirror)
+	if f.missing {
+		return store.GatewayRequest{}, fmt.Errorf("get gateway request: %w", store.ErrNotFound)
+	}
 	f.finished = append(f.finished, o)
 	now := time.Now()
 	return store.GatewayRequest{NewGatewayRequest: store.NewGatewayRequest{ID: id, Class: gatewayreq.ClassRead}, Status: o.Status,
@@ -335,4 +342,42 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 	assert.False(t, res.BodyInStore)
 	assert.NotEmpty(t, res.Body)
 	assert.Empty(t, f.answers)
+}
+
+func TestFinishGatewayRequestOfARequestNotStored(t *testing.T) {
+	t.Parallel()
+	f := fakeAt("http://127.0.0.1:1")
+	f.missing = true
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f}})
+	_, err := env.ExecuteActivity((&activities.Activities{}).FinishGatewayRequest, activities.FinishGatewayRequestInput{
+		RequestID: uuid.NewString(), Class: gatewayreq.ClassRead, Outcome: gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: 200}})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrTypeRequestNotStored, appErr.Type())
+	assert.True(t, appErr.NonRetryable(), "nothing to settle, now or later")
+}
+
+func TestFinishGatewayRequestAsksForAMirrorRefreshAfterACompletedWrite(t *testing.T) {
+	t.Parallel()
+	f := fakeAt("http://127.0.0.1:1")
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f}})
+	for _, tc := range []struct {
+		class, state string
+		want         bool
+	}{
+		{gatewayreq.ClassWrite, gatewayreq.StateCompleted, true},
+		{gatewayreq.ClassWrite, gatewayreq.StateRejected, false},
+		{gatewayreq.ClassHardware, gatewayreq.StateCompleted, false}, // a door open changes nothing the mirror holds
+		{gatewayreq.ClassRead, gatewayreq.StateCompleted, false},
+	} {
+		f.synced = nil
+		_, err := env.ExecuteActivity((&activities.Activities{}).FinishGatewayRequest, activities.FinishGatewayRequestInput{
+			RequestID: uuid.NewString(), Class: tc.class, Outcome: gatewayreq.Outcome{Status: tc.state, HTTPStatus: 200, Details: map[string]any{}}})
+		require.NoError(t, err)
+		assert.Equal(t, []bool{tc.want}, f.synced, "%s %s", tc.class, tc.state)
+	}
 }
