@@ -95,6 +95,9 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 		// Every payload the run recorded (its sends' and its finish's results, its own result):
 		// none carries the body.
 		ctx := context.Background()
+		// The poll answers from Postgres as soon as the outcome is stored; the run's history
+		// is complete once the run is.
+		require.NoError(t, e.Temporal.GetWorkflow(ctx, "gateway-request/"+id, "").Get(ctx, nil))
 		var payloads []string
 		it := e.Temporal.GetWorkflowHistory(ctx, "gateway-request/"+id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
