@@ -157,7 +157,8 @@ func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []
 	}
 	r.OrganizationID, r.GatewayID, r.GatewaySerial = 0, 0, ""
 	b := &pgx.Batch{}
-	if r.Class == gatewayreq.ClassRead && r.Lease > 0 {
+	noFlush := r.Class == gatewayreq.ClassRead && r.Lease > 0
+	if noFlush {
 		// A read whose first send this apiserver makes while its caller waits: the commit
 		// does not wait for its WAL flush. Nothing of it must survive a Postgres crash: a
 		// read may be sent again (DESIGN §6.2), a lost rate-limit count is harmless, and the
@@ -173,7 +174,7 @@ func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []
 	b.Queue(createGatewayRequestSQL, append(createGatewayRequestArgs(r, idem), keyHash)...)
 	res := s.db.SendBatch(ctx, b)
 	var serr error
-	if b.Len() == 4 {
+	if noFlush {
 		_, serr = res.Exec()
 	}
 	var auth KeyAuthorization
