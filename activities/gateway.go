@@ -157,12 +157,11 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	}
 	// The body goes to Postgres, not into the workflow's history. A 409's stays: the
 	// workflow compares a re-sent create's TRANSACTION_EXISTS with its own transaction.
-	switch err := d.Store.StoreGatewayAnswer(ctx, id, in.Send, res.Body); {
-	case errors.Is(err, store.ErrNotFound):
-		return SendGatewayRequestResult{Outcome: SendFinished, Attempts: res.Attempts}, nil
-	case err != nil:
-		// Postgres is away: the answer is known here only, and an error would make the
-		// retry find the send begun and answer SendUnknown. Carry the body instead.
+	if err := d.Store.StoreGatewayAnswer(ctx, id, in.Send, res.Body); err != nil {
+		// Postgres is away, or the row moved on (settled, or another send began: two runs
+		// of one task sending at once): the answer is known here only, and an error would
+		// make the retry find the send begun and answer SendUnknown. Carry the body
+		// instead; the outcome's store keeps whichever outcome settled the request first.
 		logger.Warn("store a gateway answer's body; the workflow carries it", "requestId", in.RequestID, "err", err)
 		return res, nil
 	}

@@ -328,12 +328,15 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 	assert.False(t, res.BodyInStore)
 	assert.NotEmpty(t, res.Body)
 
-	// The request was settled meanwhile (another run): nothing to store, nothing to decide.
+	// The row moved on meanwhile (settled, or another send began): the answer is not
+	// dropped; the workflow carries it and the outcome's store keeps the first settlement.
 	f = fakeAt(srv.URL)
 	f.answerErr = store.ErrNotFound
 	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers", StoreBody: true})
 	require.NoError(t, err)
-	assert.Equal(t, activities.SendFinished, res.Outcome)
+	assert.Equal(t, activities.SendAnswered, res.Outcome)
+	assert.False(t, res.BodyInStore)
+	assert.NotEmpty(t, res.Body)
 
 	// Without StoreBody (runs recorded before it): returned, not stored.
 	f = fakeAt(srv.URL)

@@ -21,7 +21,19 @@ type proxyResult struct {
 	OpenAdded50, OpenAdded99 time.Duration
 	// Phases are the apiserver's own phases of the cloud calls (Server-Timing), by operation.
 	Phases map[string][]summary
+	// Floors are the round trips a cloud call adds, each alone at the same rate on the same
+	// machine: an HTTP exchange with the apiserver that does no work, a Postgres round trip,
+	// and a Postgres commit that waits for its WAL flush.
+	Floors   []summary
+	FloorFor time.Duration
 }
+
+// floorNames name the floors, in the order they are measured.
+const (
+	floorHTTP   = "HTTP exchange with the apiserver (GET /healthz)"
+	floorPG     = "Postgres round trip (SELECT 1)"
+	floorCommit = "Postgres commit with its WAL flush (SELECT txid_current())"
+)
 
 // phaseNames are the Server-Timing phases of a proxied call, in the order they happen.
 var phaseNames = []string{"auth", "store", "start", "wait"}
@@ -87,9 +99,50 @@ func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (pro
 	res.CloudRead = measure("locker read, gateway cloud API", http.MethodGet, cloudBase, cloud, http.StatusOK)
 	res.DirectOpen = measure("locker open, gateway local API", http.MethodPost, directBase+"/open", direct, http.StatusOK)
 	res.CloudOpen = measure("locker open, gateway cloud API", http.MethodPost, cloudBase+"/open", cloud, http.StatusOK)
+	res.FloorFor = d / 5
+	res.Floors = measureFloors(ctx, b, rate, res.FloorFor)
 	res.ReadAdded50, res.ReadAdded99 = res.CloudRead.P50-res.DirectRead.P50, res.CloudRead.P99-res.DirectRead.P99
 	res.OpenAdded50, res.OpenAdded99 = res.CloudOpen.P50-res.DirectOpen.P50, res.CloudOpen.P99-res.DirectOpen.P99
 	return res, nil
+}
+
+// measureFloors measures, at rate a second for d each, the round trips a proxied call makes
+// beyond the gateway's own: one HTTP exchange (with the apiserver, doing no work), one
+// Postgres round trip and one commit that waits for its flush. On a machine whose cores sit
+// idle between calls each includes waking the process at the other end.
+func measureFloors(ctx context.Context, b *bench, rate float64, d time.Duration) []summary {
+	one := func(name string, call func(ctx context.Context) error) summary {
+		s := newSample(name)
+		loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, _ time.Time) {
+			began := time.Now() // the round trip alone, not the load generator's lateness
+			if err := call(ctx); err != nil {
+				s.fail()
+				return
+			}
+			s.add(time.Since(began))
+		})
+		return s.summary()
+	}
+	health := b.api.base + "/healthz"
+	return []summary{
+		one(floorHTTP, func(ctx context.Context) error {
+			r, err := b.api.do(ctx, http.MethodGet, health, nil, nil)
+			if err == nil && r.status != http.StatusOK {
+				err = fmt.Errorf("status %d", r.status)
+			}
+			return err
+		}),
+		one(floorPG, func(ctx context.Context) error {
+			var one int
+			return b.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+		}),
+		one(floorCommit, func(ctx context.Context) error {
+			// An autocommit statement that takes a transaction id: its commit record is
+			// flushed before the answer (synchronous_commit on, the server's default).
+			var xid int64
+			return b.pool.QueryRow(ctx, "SELECT txid_current()").Scan(&xid)
+		}),
+	}
 }
 
 func firstLocker(ctx context.Context, b *bench, gw seed.GatewayRef) (int, error) {

@@ -336,6 +336,17 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 		verdict(p.ReadAdded50 <= 5*time.Millisecond && p.ReadAdded99 <= 25*time.Millisecond),
 		verdict(p.OpenAdded50 <= 5*time.Millisecond && p.OpenAdded99 <= 25*time.Millisecond))
 	w("")
+	if len(p.Floors) > 0 {
+		w("The round trips a cloud call adds, each alone at %.0f/s for %s on the same machine, timed from the call's start (the floor below the added figures: a call "+
+			"makes one more HTTP exchange than a direct one and two Postgres commits, of which it waits for the flush of one on a read "+
+			"and of both on an open):", p.Rate, p.FloorFor)
+		w("")
+		w(summaryHeader)
+		for _, s := range p.Floors {
+			w(s.row())
+		}
+		w("")
+	}
 	if len(p.Phases) == 0 {
 		return
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,4 +80,17 @@ func TestReportSaysWhatWasNotSustained(t *testing.T) {
 	assert.Contains(t, md, "| flow | **4** (4 × 503) |")
 	assert.Contains(t, md, "**The webhooks scenario failed**: receiver gone")
 	assert.Less(t, strings.Index(md, "## `make run`"), strings.Index(md, "## cluster shape"), "one section per shape, make run first")
+}
+
+// The proxy scenario's report puts the round trips a cloud call adds beside its figures.
+func TestProxyReportShowsTheFloors(t *testing.T) {
+	p := &proxyResult{Rate: 50, Duration: time.Minute, Gateway: "GW-0001", FloorFor: 12 * time.Second,
+		Floors: []summary{{Name: floorHTTP, Count: 600, P50: 600 * time.Microsecond}, {Name: floorPG, Count: 600, P50: 500 * time.Microsecond},
+			{Name: floorCommit, Count: 600, Errors: 1, P50: 900 * time.Microsecond}}}
+	var b strings.Builder
+	p.markdown(func(format string, a ...any) { b.WriteString(fmt.Sprintf(format, a...) + "\n") }, nil)
+	md := b.String()
+	assert.Contains(t, md, "each alone at 50/s for 12s on the same machine")
+	assert.Contains(t, md, "| "+floorHTTP+" | 600 | 0 | 0.60 ms |")
+	assert.Contains(t, md, "| "+floorCommit+" | 600 | 1 | 0.90 ms |")
 }
