@@ -32,7 +32,7 @@ type proxyResult struct {
 const (
 	floorHTTP   = "HTTP exchange with the apiserver (GET /healthz)"
 	floorPG     = "Postgres round trip (SELECT 1)"
-	floorCommit = "Postgres commit with its WAL flush (SELECT txid_current())"
+	floorCommit = "Postgres commit with its WAL flush (one WAL record)"
 )
 
 // phaseNames are the Server-Timing phases of a proxied call, in the order they happen.
@@ -137,10 +137,11 @@ func measureFloors(ctx context.Context, b *bench, rate float64, d time.Duration)
 			return b.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
 		}),
 		one(floorCommit, func(ctx context.Context) error {
-			// An autocommit statement that takes a transaction id: its commit record is
-			// flushed before the answer (synchronous_commit on, the server's default).
-			var xid int64
-			return b.pool.QueryRow(ctx, "SELECT txid_current()").Scan(&xid)
+			// A transaction that writes one WAL record and nothing to any table: its commit
+			// waits for the flush (synchronous_commit on, the server's default). A commit
+			// that wrote no WAL of its own, such as SELECT txid_current(), would not.
+			_, err := b.pool.Exec(ctx, "SELECT pg_logical_emit_message(true, 'lockernet-bench', '')")
+			return err
 		}),
 	}
 }
