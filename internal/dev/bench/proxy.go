@@ -24,11 +24,12 @@ type proxyResult struct {
 	// Floors are the round trips a cloud call adds, each alone at the same rate on the same
 	// machine: an HTTP exchange with the apiserver that does no work, a Postgres round trip,
 	// and a Postgres commit that waits for its WAL flush.
-	Floors   []summary
+	Floors []summary
+	// FloorFor is how long each floor was measured.
 	FloorFor time.Duration
 }
 
-// floorNames name the floors, in the order they are measured.
+// The floors' names, in the order they are measured.
 const (
 	floorHTTP   = "HTTP exchange with the apiserver (GET /healthz)"
 	floorPG     = "Postgres round trip (SELECT 1)"
