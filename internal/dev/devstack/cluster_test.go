@@ -377,16 +377,23 @@ func freeAddrs(t *testing.T, n int) []string {
 			ln.Close()
 		}
 	}()
-	for len(out) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		held = append(held, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		admin, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
+	// Below the kernel's ephemeral range (32768 and up here) and the Temporal block
+	// (freeTemporalPorts, 28000 and up): a port the kernel hands out for ":0" or for an
+	// outgoing connection of a test package running alongside may be taken again between
+	// this check and the cluster's own bind (seen: a gateway's "address already in use").
+	for tries := 0; len(out) < n; tries++ {
+		require.Less(t, tries, 1000, "no free ports below 28000")
+		p := 20000 + rand.IntN(28000-100-20000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
 		}
-		held = append(held, admin)
+		admin, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
+		if err != nil {
+			ln.Close()
+			continue
+		}
+		held = append(held, ln, admin)
 		out = append(out, ln.Addr().String())
 	}
 	return out
