@@ -77,6 +77,11 @@ type GatewayDeps struct {
 	// followed up): an apiserver running this worker hands it to its handlers waiting for
 	// that request, in-process (nothing when nil).
 	Stored func(store.GatewayRequest)
+	// Settle decides whether a first send's answer settles its request at once, and with
+	// which outcome, by the gateway-request workflow's own rules (workflows.SettleFirstSend;
+	// worker.Register sets it): the send then stores the outcome itself
+	// (SendGatewayRequestInput.Settle). Nil: every outcome is the workflow's to store.
+	Settle func(gatewayreq.Spec, SendGatewayRequestResult) (FinishGatewayRequestInput, bool)
 }
 
 var defaultGatewayClient = &http.Client{
@@ -120,6 +125,12 @@ type SendGatewayRequestInput struct {
 	// StoreBody stores the answer's body with the request instead of returning it
 	// (SendGatewayRequestResult.BodyInStore): the workflow's history then never carries it.
 	StoreBody bool `json:",omitempty"`
+	// Settle, on a run's first send, is the request (without its body) the send may settle
+	// itself: when the gateway's answer decides the request at once (GatewayDeps.Settle),
+	// the outcome is stored here, the waiting handlers are woken, and the result carries it
+	// (Settled) — the caller's answer does not wait for this activity's completion to go
+	// through Temporal and a second workflow task. Nil: the workflow settles the request.
+	Settle *gatewayreq.Spec `json:",omitempty"`
 }
 
 // SendGatewayRequestResult is what one send came to (gatewayreq.SendResult: the workflow's
@@ -131,7 +142,8 @@ type SendGatewayRequestResult = gatewayreq.SendResult
 // knows the request may have been delivered and answers SendUnknown instead of sending it
 // again; then it calls the gateway and classifies what happened: not delivered (nothing
 // reached the gateway: the send is released so it may go out again), delivered without an
-// answer, or answered. The workflow runs it as a local activity.
+// answer, or answered. The workflow runs it as an activity of its own (a local activity in
+// runs recorded before decision 0012), so a query is never held up behind a send.
 func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayRequestInput) (SendGatewayRequestResult, error) {
 	d := a.Gateways
 	id, err := uuid.Parse(in.RequestID)
@@ -152,8 +164,11 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts}, nil
 	}
 	res, err := d.sendBegun(ctx, logger, id, begun, in)
-	if err != nil || !in.StoreBody || res.Outcome != SendAnswered {
+	if err != nil || res.Outcome != SendAnswered {
 		return res, err
+	}
+	if !in.StoreBody {
+		return a.settle(ctx, logger, in, res), nil
 	}
 	// The body goes to Postgres, not into the workflow's history. A 409's stays: the
 	// workflow compares a re-sent create's TRANSACTION_EXISTS with its own transaction.
@@ -169,20 +184,29 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	if res.Status != http.StatusConflict {
 		res.Body = nil
 	}
-	return res, nil
+	return a.settle(ctx, logger, in, res), nil
 }
 
-// SendFirst makes a request's first send from the apiserver that stored it (the gateway
-// cloud API's fast path): the send was recorded as begun when the request was stored
-// (store.NewGatewayRequest.Lease), so it goes straight out to gw, and is classified exactly
-// as SendGatewayRequest classifies it. An error means the send's fate is for the request's
-// workflow to settle (a misconfigured gateway, a stop mid-call).
-func (a *Activities) SendFirst(ctx context.Context, logger log.Logger, gw store.Gateway, in SendGatewayRequestInput) (SendGatewayRequestResult, error) {
-	id, err := uuid.Parse(in.RequestID)
-	if err != nil {
-		return SendGatewayRequestResult{}, fmt.Errorf("bad request id %q: %w", in.RequestID, err)
+// settle stores the outcome of a first send whose answer decides its request at once
+// (SendGatewayRequestInput.Settle), and returns res carrying it. When it cannot be stored
+// now (Postgres away), res goes back as it was and the workflow stores the outcome with its
+// own retries.
+func (a *Activities) settle(ctx context.Context, logger log.Logger, in SendGatewayRequestInput, res SendGatewayRequestResult) SendGatewayRequestResult {
+	d := a.Gateways
+	if in.Settle == nil || d.Settle == nil {
+		return res
 	}
-	return a.Gateways.sendBegun(ctx, logger, id, store.GatewaySend{Began: true, Attempts: 1, Gateway: gw}, in)
+	fin, ok := d.Settle(*in.Settle, res)
+	if !ok {
+		return res
+	}
+	out, err := a.Finish(ctx, logger, fin)
+	if err != nil {
+		logger.Warn("store a first send's outcome; the workflow stores it", "requestId", in.RequestID, "err", err)
+		return res
+	}
+	res.Settled, res.UsedCode = &out.Result, out.UsedCode
+	return res
 }
 
 // sendBegun sends a send recorded as begun and classifies what happened.
@@ -336,8 +360,8 @@ func (a *Activities) FinishGatewayRequest(ctx context.Context, in FinishGatewayR
 	return a.Finish(ctx, activity.GetLogger(ctx), in)
 }
 
-// Finish is FinishGatewayRequest's work, for the apiserver that settles a request from its
-// own first send: the outcome stored, followed up, handed to the waiting handlers, counted.
+// Finish is FinishGatewayRequest's work, also done by a first send that settles its request
+// itself (settle): the outcome stored, followed up, handed to the waiting handlers, counted.
 func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGatewayRequestInput) (FinishGatewayRequestResult, error) {
 	d := a.Gateways
 	id, err := uuid.Parse(in.RequestID)

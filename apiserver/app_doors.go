@@ -186,6 +186,8 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 			return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 		}
 	}
+	// Still pending: the workflow's query says where it stands (bounded), else the row.
+	r = s.requests.live(ctx, r).GatewayRequest
 	name := ""
 	if r.Kind == gatewayreq.KindAccessCodeOpen {
 		// The open's subject is its code, whose hold it opened.

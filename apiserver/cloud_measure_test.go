@@ -20,10 +20,8 @@ import (
 
 // TestMeasureCustomerOverhead measures what the cloud adds to a gateway call: the same read
 // (GET /lockers/config) straight to a gateway's local API, and through the gateway cloud
-// API: with the apiserver making the first send itself (key check and rate limit, request
-// row with its send begun, the call, the outcome, answer; no workflow): "cloud-first-send";
-// or with every request sent by its workflow (request row, workflow start, send activity,
-// finish activity, answer), the worker
+// API, where every request is sent by its workflow (request row, workflow start, send
+// activity that stores the outcome, answer; decision 0012), the worker
 //
 //   - on the apiserver's own Temporal client, so the workflow starts eagerly (its first task
 //     comes back in the start response): "cloud-eager";
@@ -46,7 +44,7 @@ func TestMeasureCustomerOverhead(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("LOCKERNET_MEASURE_CALLS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, mode := range []string{"direct", "cloud-first-send", "cloud-eager", "cloud-no-eager", "cloud-separate-worker"} {
+	for _, mode := range []string{"direct", "cloud-eager", "cloud-no-eager", "cloud-separate-worker"} {
 		t.Run(mode, func(t *testing.T) {
 			p50, p99 := measureOverhead(t, mode, n)
 			t.Logf("%-22s n=%d p50=%.2fms p99=%.2fms", mode, n, p50, p99)
@@ -57,9 +55,7 @@ func TestMeasureCustomerOverhead(t *testing.T) {
 func measureOverhead(t *testing.T, mode string, n int) (p50, p99 float64) {
 	settings := testenv.ScaledCustomerSettings()
 	settings.DisableEagerStart = mode == "cloud-no-eager"
-	// Only "cloud-first-send" lets the apiserver make the first send itself; the other cloud
-	// modes have every request sent by its workflow.
-	e := testenv.Start(t, testenv.Options{Customer: settings, NoFirstSend: mode != "cloud-first-send"})
+	e := testenv.Start(t, testenv.Options{Customer: settings})
 	e.RunGatewayCloud(t)
 	gw := e.StartGateway(t, "GW-0001", "two-banks")
 	unlimited := 1_000_000

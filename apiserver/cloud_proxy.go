@@ -52,9 +52,9 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	req := store.NewGatewayRequest{
 		ID: id, LocationID: call.locationID, // the organization is the key's
 		Kind: call.kind, Class: call.class, Method: call.method, Path: e.uri, GatewayPath: call.gatewayPath, Body: body,
-		Lease: s.requests.firstSendLease(prefs.wait),
+		Waits: prefs.wait > 0,
 	}
-	row, gw, created, refused, err := s.submitWithKey(ctx, pendingKeyOf(ctx), req, idem)
+	row, _, created, refused, err := s.submitWithKey(ctx, pendingKeyOf(ctx), req, idem)
 	if refused != nil {
 		markTiming(ctx, "store", began)
 		return nil, s.customerFailure(ctx, "authenticate", refused)
@@ -72,14 +72,10 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	if row.Terminal() {
 		return s.answerStored(row, replay, nil), nil
 	}
-	if created && row.LeaseUntil != nil {
-		// Stored with its first send begun: this apiserver sends it now.
-		row, _ = s.requests.sendFirst(ctx, row, gw, prefs.wait)
-		return s.answerRequest(row, prefs, replay, http.StatusAccepted), nil
-	}
-	// A new request (or its replay): start its workflow, or meet the one started.
+	// A new request (or its replay): start its workflow, or meet the one started. With no
+	// wait the 202 is built from the stored row: nothing is asked of the workflow.
 	row, _ = s.requests.await(ctx, row, prefs.wait, false)
-	return s.answerRequest(row, prefs, replay, http.StatusAccepted), nil
+	return s.answerRequest(liveRequest{GatewayRequest: row}, prefs, replay, http.StatusAccepted), nil
 }
 
 // pollGatewayRequest answers GET /requests/{id}.
@@ -106,9 +102,10 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 		}
 		defer release()
 	}
-	// A poll only waits on the run; it starts it again only if it is gone.
+	// A poll only waits on the run; it starts it again only if it is gone. Still pending
+	// after its wait, it answers what the workflow's query says (bounded), else the row.
 	row, _ = s.requests.await(ctx, row, prefs.wait, true)
-	return s.answerRequest(row, prefs, false, http.StatusOK), nil
+	return s.answerRequest(s.requests.live(ctx, row), prefs, false, http.StatusOK), nil
 }
 
 // parseRequestID reads a request id from the path; anything else is a request that does

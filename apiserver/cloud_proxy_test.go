@@ -68,18 +68,22 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 	}
 
 	t.Run("operators find a gateway's requests in Temporal and on /metrics", func(t *testing.T) {
-		// The reads above were settled by their first send, made by the apiserver itself: no
-		// workflow. A request its workflow sends (respond-async) is found in Temporal.
+		// Every request is a workflow (decision 0012): the reads above, settled by their first
+		// send, as well as those answered 202 (respond-async).
 		for _, path := range []string{"/lockers", "/bank-types"} {
 			r := c.do(http.MethodGet, locPath(gw2, path), nil, "Prefer", "respond-async")
 			require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
 			requireProxied(t, c.poll(r.Header.Get("X-Request-Id")), gw2, "completed")
 		}
+		var stored int
+		require.NoError(t, e.Store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM gateway_requests WHERE location_id = $1`, gw2.LocationID).Scan(&stored))
+		require.Greater(t, stored, 2, "the reads above and the two here")
 		q := `RequestKind STARTS_WITH "gateway:GW-0002:" AND LocationId = "` + strconv.FormatInt(gw2.LocationID, 10) + `"`
 		require.Eventually(t, func() bool {
 			resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: e.Namespace, Query: q})
-			return err == nil && len(resp.GetExecutions()) == 2
-		}, 30*time.Second, 100*time.Millisecond)
+			return err == nil && len(resp.GetExecutions()) == stored
+		}, 30*time.Second, 100*time.Millisecond, "one workflow per stored request of GW-0002")
 		body := string(testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil).Body)
 		assert.Regexp(t, `lockernet_customer_gateway_request_responses_total\{class="read",state="completed"\} [1-9]`, body)
 	})
@@ -92,8 +96,8 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 		requireProxied(t, got, gw2, "completed")
 		require.Equal(t, "GW-0002", got.Map(t)["gatewayId"], "the answer is the gateway's body, from Postgres")
 
-		// Every payload the run recorded (its sends' and its finish's results, its own result):
-		// none carries the body.
+		// Every payload the run recorded (its sends' results, which carry the stored outcome
+		// when the first send settled it, a finish's, its own result): none carries the body.
 		ctx := context.Background()
 		// The poll answers from Postgres as soon as the outcome is stored; the run's history
 		// is complete once the run is.
@@ -107,6 +111,7 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 			if m := ev.GetMarkerRecordedEventAttributes(); m != nil {
 				ps = append(ps, m.GetDetails()["result"].GetPayloads()...)
 			}
+			ps = append(ps, ev.GetActivityTaskCompletedEventAttributes().GetResult().GetPayloads()...)
 			ps = append(ps, ev.GetWorkflowExecutionCompletedEventAttributes().GetResult().GetPayloads()...)
 			for _, p := range ps {
 				var raw json.RawMessage
@@ -144,13 +149,13 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 			assert.Regexp(t, `(^|, )`+phase+`;dur=[0-9.]+(,|$)`, timing)
 		}
 		assert.NotContains(t, timing, "auth;", "a proxied call's key is checked in the store round trip")
-		assert.NotContains(t, timing, "start;", "the apiserver sent it itself: no workflow was started")
+		assert.Regexp(t, `(^|, )start;dur=[0-9.]+(,|$)`, timing, "every request starts its workflow (decision 0012)")
 		// A poll checks its key on its own.
 		poll := c.do(http.MethodGet, "/requests/"+r.Header.Get("X-Request-Id"), nil)
 		require.Equal(t, http.StatusOK, poll.Status, "body: %s", poll.Body)
 		assert.Regexp(t, `(^|, )auth;dur=[0-9.]+(,|$)`, poll.Header.Get("Server-Timing"))
 
-		// A request its workflow sends names the start.
+		// So does one answered at once (respond-async).
 		r = c.do(http.MethodGet, locPath(gw1, "/lockers/config"), nil, "Prefer", "respond-async")
 		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
 		assert.Regexp(t, `(^|, )start;dur=[0-9.]+(,|$)`, r.Header.Get("Server-Timing"))

@@ -30,14 +30,18 @@ type PendingRequest struct {
 	UpdatedAt   Timestamp  `json:"updatedAt"`
 	CompletedAt *Timestamp `json:"completedAt"`
 	Attempts    int        `json:"attempts" doc:"Sends to the gateway so far"`
+	// LastError and NextAttemptAt come from the request's workflow (a poll asks its query):
+	// absent when the poll answered from the stored request, or when there is nothing to say.
+	LastError     string     `json:"lastError,omitempty" doc:"Why the last send did not settle the request (a poll, while its workflow reports it)"`
+	NextAttemptAt *Timestamp `json:"nextAttemptAt,omitempty" doc:"When the next send goes out, while the workflow waits to re-send (a poll)"`
 }
 
 // answerRequest answers a request after its wait: its outcome once terminal (within the
 // wait, so respond-async was not applied to it), else the pending request (pendingStatus:
 // 202 for a new request, 200 for a poll).
-func (s *Server) answerRequest(row store.GatewayRequest, prefs preferences, replay bool, pendingStatus int) *huma.StreamResponse {
+func (s *Server) answerRequest(row liveRequest, prefs preferences, replay bool, pendingStatus int) *huma.StreamResponse {
 	if row.Terminal() {
-		return s.answerStored(row, replay, syncApplied(prefs.applied))
+		return s.answerStored(row.GatewayRequest, replay, syncApplied(prefs.applied))
 	}
 	return s.answerPending(row, replay, prefs.applied, pendingStatus)
 }
@@ -81,18 +85,23 @@ func (s *Server) answerStored(row store.GatewayRequest, replay bool, applied []s
 	}}
 }
 
-// answerPending writes the PendingRequest from the stored row: 202 with Location and
-// Retry-After for a new request (or its replay), 200 for a poll.
-func (s *Server) answerPending(row store.GatewayRequest, replay bool, applied []string, status int) *huma.StreamResponse {
+// answerPending writes the PendingRequest from the request as known (the stored row, or
+// the workflow's query for a poll): 202 with Location and Retry-After for a new request (or
+// its replay), 200 for a poll.
+func (s *Server) answerPending(row liveRequest, replay bool, applied []string, status int) *huma.StreamResponse {
 	p := PendingRequest{
 		ID: row.ID.String(), Status: row.Status, Kind: row.Kind, Method: row.Method, Path: row.Path,
 		LocationID: row.LocationID, GatewayID: row.GatewaySerial, CreatedAt: ts(row.CreatedAt), UpdatedAt: ts(row.UpdatedAt),
-		Attempts: row.Attempts,
+		Attempts: row.Attempts, LastError: row.LastError,
+	}
+	if row.NextAttemptAt != nil {
+		next := ts(*row.NextAttemptAt)
+		p.NextAttemptAt = &next
 	}
 	s.customer.responses.WithLabelValues(row.Class, "pending").Inc()
 	b, _ := json.Marshal(p)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
-		s.requestHeaders(hctx, row, p.Status, replay, applied)
+		s.requestHeaders(hctx, row.GatewayRequest, p.Status, replay, applied)
 		if status == http.StatusAccepted {
 			hctx.SetHeader("Location", customerPrefix+"/requests/"+p.ID)
 			hctx.SetHeader("Retry-After", "1")

@@ -54,10 +54,6 @@ type CustomerSettings struct {
 	// (LOCKERNET_MAX_WAITERS, 1000); one more answers 503 with Retry-After, before anything
 	// is stored.
 	MaxWaiters int
-	// FirstSendLease is how long this apiserver owns a first send it makes itself without
-	// renewing it (DefaultFirstSendLease): how soon its workflow takes over if it stops
-	// mid-call.
-	FirstSendLease time.Duration
 }
 
 // Deprecation is the announcement that v1 is deprecated in favour of a v2.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -39,26 +40,22 @@ type gatewayRequests struct {
 	// waiters has one slot per request held open waiting for a gateway (MaxWaiters).
 	waiters  chan struct{}
 	draining <-chan struct{}
-	// first makes first sends in this process (gateway_requests_first_send.go).
-	first *firstSends
+	// polls counts the polls of pending requests by where their answer came from.
+	polls *prometheus.CounterVec
 }
 
 func newGatewayRequests(d Deps, settings CustomerSettings, draining <-chan struct{}) *gatewayRequests {
-	return &gatewayRequests{
+	g := &gatewayRequests{
 		store: d.Store, temporal: d.Temporal, logger: d.Logger, taskQueue: settings.TaskQueue,
 		policy: settings.Policy, eager: !settings.DisableEagerStart, outcomes: newOutcomeWaiters(),
 		waiters: make(chan struct{}, settings.MaxWaiters), draining: draining,
-		first: newFirstSends(d.Sender, settings.FirstSendLease, d.Logger),
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockernet_gateway_request_polls_total",
+			Help: "Polls of gateway requests not yet terminal, by where the answer came from: the workflow's query (workflow) or the stored row (store).",
+		}, []string{"source"}),
 	}
-}
-
-// firstSendLease is the lease a new request is stored with when this apiserver will make
-// its first send itself (only when the caller waits for the answer), else zero.
-func (g *gatewayRequests) firstSendLease(wait time.Duration) time.Duration {
-	if wait <= 0 || !g.first.on() {
-		return 0
-	}
-	return g.first.lease
+	d.Registry.MustRegister(g.polls)
+	return g
 }
 
 // holdWaiter takes one of the instance's MaxWaiters slots for a request that will wait for a
@@ -88,28 +85,12 @@ func (g *gatewayRequests) state(ctx context.Context, orgID int64, id uuid.UUID) 
 // workflow is started first (or met); a poll attaches to the run and starts it again only
 // if it is gone. When the workflow cannot be started the stored request answers at once:
 // the reconciler starts it once Temporal answers again. With no wait (respond-async, wait=0,
-// a poll without a wait: DESIGN §6.2 "at once") nothing waits and nothing queries the
-// workflow — a query waits for a workflow task in flight, and with eager start the first
-// task is usually running right now; the row is current, as the workflow records each send
-// before it goes out. err reports a wait that failed (the client left, Temporal failed); the
-// request returned is then the best known.
+// a poll without a wait: DESIGN §6.2 "at once") nothing waits: the caller answers from the
+// stored row (a poll then asks the workflow's query, bounded: live). err reports a wait that
+// failed (the client left, Temporal failed); the request returned is then the best known.
 func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, wait time.Duration, poll bool) (store.GatewayRequest, error) {
 	stored, stop := g.outcomes.wait(row.ID)
 	defer stop()
-	began := time.Now()
-	if row.LeaseUntil != nil && !row.Terminal() {
-		// An apiserver is making its first send: wait on it, not on a workflow it never
-		// started. Once it no longer carries the request, start (or meet) the workflow.
-		var owned bool
-		var err error
-		row, owned, err = g.awaitOwner(ctx, row, wait, stored)
-		if owned || err != nil {
-			markTiming(ctx, "wait", began)
-			return row, err
-		}
-		poll = false
-		wait -= time.Since(began)
-	}
 	var run client.WorkflowRun
 	var err error
 	if poll {
@@ -126,10 +107,83 @@ func (g *gatewayRequests) await(ctx context.Context, row store.GatewayRequest, w
 	if wait <= 0 {
 		return row, nil
 	}
-	began = time.Now()
+	began := time.Now()
 	res, done, err := g.waitOutcome(ctx, run, &row, wait, stored)
 	markTiming(ctx, "wait", began)
 	return g.afterWait(ctx, row, res, done, err)
+}
+
+// pollQueryTimeout bounds a poll's query of the workflow (DESIGN §6.2: 250 ms); past it, or
+// when the query fails, the poll answers from the stored row.
+const pollQueryTimeout = 250 * time.Millisecond
+
+// live is a pending request as its workflow's query reports it now (DESIGN §6.2: "polls go
+// through the workflow's query"): its state, attempts, last cause and next attempt. The
+// query is bounded by pollQueryTimeout; when it cannot answer in time, or the workflow
+// says the request is settled (its outcome is in Postgres by then), the stored row answers.
+// Each answer is counted by its source.
+func (g *gatewayRequests) live(ctx context.Context, row store.GatewayRequest) liveRequest {
+	if row.Terminal() {
+		return liveRequest{GatewayRequest: row}
+	}
+	qctx, cancel := context.WithTimeout(ctx, pollQueryTimeout)
+	defer cancel()
+	began := time.Now()
+	st, err := g.query(qctx, row.ID)
+	markTiming(ctx, "query", began)
+	if err == nil && !gatewayreq.Terminal(st.Status) {
+		g.polls.WithLabelValues("workflow").Inc()
+		row.Status, row.Attempts = st.Status, max(row.Attempts, st.Attempts)
+		if st.UpdatedAt.After(row.UpdatedAt) {
+			row.UpdatedAt = st.UpdatedAt
+		}
+		out := liveRequest{GatewayRequest: row, LastError: st.LastError}
+		if !st.NextAttemptAt.IsZero() {
+			next := st.NextAttemptAt
+			out.NextAttemptAt = &next
+		}
+		return out
+	}
+	if err != nil && ctx.Err() == nil {
+		g.logger.InfoContext(ctx, "query a pending gateway request; answering from the store", "requestId", row.ID, "err", err)
+	}
+	if err == nil {
+		// Settled since the row was read: the stored outcome answers.
+		row = g.current(ctx, row)
+	}
+	g.polls.WithLabelValues("store").Inc()
+	return liveRequest{GatewayRequest: row}
+}
+
+// query asks the request's workflow for its state.
+func (g *gatewayRequests) query(ctx context.Context, id uuid.UUID) (workflows.GatewayRequestState, error) {
+	var st workflows.GatewayRequestState
+	v, err := g.temporal.QueryWorkflow(ctx, workflows.GatewayRequestWorkflowID(id.String()), "", workflows.QueryGatewayRequestState)
+	if err != nil {
+		return st, fmt.Errorf("query gateway request workflow: %w", err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("decode gateway request state: %w", err)
+	}
+	return st, nil
+}
+
+// liveRequest is a request as a poll answers it: the stored row, with what only the
+// workflow knows while it runs.
+type liveRequest struct {
+	store.GatewayRequest
+	// LastError says why the last send did not settle the request (the workflow's query).
+	LastError string
+	// NextAttemptAt is when the workflow sends again while it waits to (the query).
+	NextAttemptAt *time.Time
+}
+
+// current is the request as stored now, or as last known when it cannot be read.
+func (g *gatewayRequests) current(ctx context.Context, row store.GatewayRequest) store.GatewayRequest {
+	if fresh, err := g.store.GatewayRequest(context.WithoutCancel(ctx), row.OrganizationID, row.ID); err == nil {
+		return fresh
+	}
+	return row
 }
 
 // afterWait is the request as a wait for its outcome left it (waitOutcome's results).
@@ -158,14 +212,9 @@ func (g *gatewayRequests) afterWait(ctx context.Context, row store.GatewayReques
 
 // start starts the request's workflow from its row, or finds the one already started: the
 // id is fixed, so concurrent duplicates and restarts meet the same run, and any instance
-// starts it identically.
+// starts it identically. Started eagerly, its first workflow task comes back with the start
+// call to this process's gateway worker, which then runs the first send here too.
 func (g *gatewayRequests) start(ctx context.Context, row store.GatewayRequest) (client.WorkflowRun, error) {
-	return g.startSpec(ctx, row, row.Spec(g.policy))
-}
-
-// startSpec starts the request's workflow with spec. A request leased to a first send's
-// owner is the workflow's from then on: the lease ends.
-func (g *gatewayRequests) startSpec(ctx context.Context, row store.GatewayRequest, spec gatewayreq.Spec) (client.WorkflowRun, error) {
 	id := row.ID.String()
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.GatewayRequestWorkflowID(id),
@@ -177,15 +226,9 @@ func (g *gatewayRequests) startSpec(ctx context.Context, row store.GatewayReques
 			RequestKind: gatewayreq.SearchKind(row.GatewaySerial, row.Kind)}.Typed(),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},
 	}
-	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, spec)
+	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, row.Spec(g.policy))
 	if err != nil {
 		return nil, fmt.Errorf("start workflow %s: %w", opts.ID, err)
-	}
-	if row.LeaseUntil != nil {
-		if err := g.store.ReleaseGatewayLease(ctx, row.ID); err != nil {
-			// Harmless: the reconciler meets the running workflow and ends the lease then.
-			g.logger.WarnContext(ctx, "end a first send's lease", "requestId", row.ID, "err", err)
-		}
 	}
 	return run, nil
 }

@@ -7,9 +7,8 @@ import (
 )
 
 // RunGatewayCloud listens for gateway request outcomes until ctx is done (listening again
-// after a lost connection). The reconciler (ReconcileGatewayRequests) and the renewal of
-// first sends' leases (RenewFirstSendLeases) are background loops of their own
-// (internal/maintenance).
+// after a lost connection). The reconciler (ReconcileGatewayRequests) is a background loop
+// of its own (internal/maintenance).
 func (s *Server) RunGatewayCloud(ctx context.Context) {
 	s.requests.listen(ctx)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
-	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
@@ -57,10 +56,6 @@ type Deps struct {
 	RateLimits RateLimits
 	// Webhooks says where webhook endpoints may point (strict in production).
 	Webhooks WebhookSettings
-	// Sender, when set, lets this apiserver make the first send of a gateway cloud API
-	// request itself (the fast path, gateway_requests_first_send.go): the activities of its
-	// own gateway worker. Nil: every request is sent by its workflow.
-	Sender *activities.Activities
 }
 
 // Server is one apiserver instance.

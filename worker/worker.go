@@ -15,10 +15,14 @@ import (
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// Register adds every workflow and activity to a worker.
+// Register adds every workflow and activity to a worker. A gateway request's first send
+// settles its request by the workflow's own rules (activities.GatewayDeps.Settle).
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
 	if acts != nil {
+		if acts.Gateways.Settle == nil {
+			acts.Gateways.Settle = workflows.SettleFirstSend
+		}
 		r.RegisterActivity(acts)
 	}
 }

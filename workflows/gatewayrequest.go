@@ -47,6 +47,14 @@ const versionFirstSendInLine = "first-send-in-line"
 // carry bodies in their sends' markers and in their result.
 const versionBodiesInPostgres = "bodies-in-postgres"
 
+// versionSendsAsActivities marks runs whose sends are activities of their own rather than
+// local activities (decision 0012): a local activity runs inside a workflow task, and a
+// query waits for the task in flight, so a poll of a request whose gateway is slow waited
+// for the whole send. Their first send also settles the request itself when the answer
+// decides it at once (SendGatewayRequestInput.Settle). Runs recorded before it send with
+// local activities.
+const versionSendsAsActivities = "sends-as-activities"
+
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
 func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
 
@@ -57,6 +65,9 @@ type GatewayRequestState struct {
 	UpdatedAt time.Time
 	// LastError says why the last send did not settle the request, if it did not.
 	LastError string
+	// NextAttemptAt is when the next send goes out while the workflow waits to re-send
+	// (zero otherwise).
+	NextAttemptAt time.Time
 }
 
 // GatewayRequest forwards one call of the gateway cloud API to its gateway and settles it in
@@ -111,12 +122,13 @@ func (wf *gatewayRequestImpl) resendableAfterNoAnswer() bool {
 func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, error) {
 	logger := workflow.GetLogger(ctx)
 	timeout := wf.policy.Timeout(wf.in.Class)
-	// Both activities are local activities: they run inside the workflow task on the worker
-	// that holds it, without a round trip through the server per activity, so a request
-	// that the gateway answers at once settles in a single workflow task (with eager start,
-	// the one that came back with the start call). A worker that stops during a send loses
-	// its workflow task; the next worker runs the send again, finds it begun and answers
-	// SendUnknown instead of sending it twice.
+	// Sends are activities of their own (versionSendsAsActivities), so the workflow answers
+	// queries while one is in flight; with eager start and eager activity dispatch on the
+	// apiserver's own gateway worker, the first task and the first send run in the process
+	// that took the request. The outcome is stored by a local activity (a short commit) or
+	// by the first send itself. Runs recorded before that send with local activities
+	// (sendCtx). A worker that stops during a send loses it; the retry finds the send begun
+	// and answers SendUnknown instead of sending it twice.
 	sendCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// One send: the call's deadline plus room to record it.
 		StartToCloseTimeout: timeout + 15*time.Second,
@@ -144,17 +156,45 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		firstSend = nil
 	}
 	storeBody := workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
+	sendsAsActivities := workflow.GetVersion(ctx, versionSendsAsActivities, workflow.DefaultVersion, 1) >= 1
+	activityCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The same budget as the local activity's: one send, with room to record it.
+		StartToCloseTimeout: timeout + 15*time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        200 * time.Millisecond,
+			BackoffCoefficient:     2,
+			MaximumInterval:        10 * time.Second,
+			NonRetryableErrorTypes: []string{"InvalidInput", activities.ErrTypeGatewayMisconfigured},
+		},
+	})
 	for {
 		send++
 		var res activities.SendGatewayRequestResult
 		var err error
-		if send == 1 && firstSend != nil {
+		in := activities.SendGatewayRequestInput{
+			RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
+			StoreBody: storeBody,
+		}
+		wf.state.NextAttemptAt = time.Time{}
+		switch {
+		case send == 1 && firstSend != nil:
 			res = *firstSend
-		} else {
-			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, activities.SendGatewayRequestInput{
-				RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
-				StoreBody: storeBody,
-			}).Get(ctx, &res)
+		case sendsAsActivities:
+			if send == 1 {
+				settle := wf.in
+				settle.Body, settle.FirstSend = nil, nil
+				in.Settle = &settle
+			}
+			// While the send is out the request stands as its row does: dispatched, this send
+			// counted (a query answers that; a send not delivered sets it back to pending).
+			wf.state.Status, wf.state.Attempts, wf.state.UpdatedAt = gatewayreq.StateDispatched, max(wf.state.Attempts, send), workflow.Now(ctx)
+			err = workflow.ExecuteActivity(activityCtx, a.SendGatewayRequest, in).Get(ctx, &res)
+		default:
+			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, in).Get(ctx, &res)
+		}
+		if err == nil && res.Settled != nil {
+			// The send stored the outcome itself (its answer decided the request).
+			return wf.settled(ctx, *res.Settled, res.UsedCode)
 		}
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeGatewayMisconfigured {
@@ -178,6 +218,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				return wf.finish(ctx, dispatchFailed(res.Error), false, !mayHaveArrived && !answered)
 			}
 			backoff := wf.policy.DispatchBackoff << (dispatchFailures - 1)
+			wf.state.NextAttemptAt = workflow.Now(ctx).Add(backoff)
 			logger.Info("gateway request not delivered; retrying", "attempt", dispatchFailures, "backoff", backoff, "err", res.Error)
 			if err := workflow.Sleep(ctx, backoff); err != nil {
 				return gatewayreq.Result{}, err
@@ -210,6 +251,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 			case answerRetryConflict:
 				conflictRetries++
 				wf.state.LastError = gatewayCodeAssignmentConflict
+				wf.state.NextAttemptAt = workflow.Now(ctx).Add(wf.policy.ConflictBackoff * time.Duration(conflictRetries))
 				if err := workflow.Sleep(ctx, wf.policy.ConflictBackoff*time.Duration(conflictRetries)); err != nil {
 					return gatewayreq.Result{}, err
 				}
@@ -248,11 +290,11 @@ func (wf *gatewayRequestImpl) afterAnswer(res activities.SendGatewayRequestResul
 	return rejected(res), answerFinish
 }
 
-// SettleFirstSend says how a request whose first send the apiserver made itself settles
-// from that send alone, exactly as its workflow would settle it: ok with the outcome to
-// store when the gateway's answer decides it at once (the common case), false when more is
-// to be done (a re-send, a retry after a pause, a send not delivered or not answered), which
-// is the workflow's to do, from Spec.FirstSend.
+// SettleFirstSend says how a request settles from its first send alone, exactly as its
+// workflow would settle it: ok with the outcome to store when the gateway's answer decides
+// it at once (the common case), false when more is to be done (a re-send, a retry after a
+// pause, a send not delivered or not answered), which is the workflow's to do. The first
+// send's activity applies it (activities.GatewayDeps.Settle) to store the outcome itself.
 func SettleFirstSend(in gatewayreq.Spec, res activities.SendGatewayRequestResult) (activities.FinishGatewayRequestInput, bool) {
 	if res.Outcome != activities.SendAnswered {
 		return activities.FinishGatewayRequestInput{}, false
@@ -384,11 +426,17 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome,
 	if err != nil {
 		return gatewayreq.Result{}, err
 	}
+	return wf.settled(ctx, res.Result, res.UsedCode)
+}
+
+// settled ends the run with the outcome as stored (by its finish, or by a first send that
+// settled the request itself) and its follow-up.
+func (wf *gatewayRequestImpl) settled(ctx workflow.Context, res gatewayreq.Result, usedCode string) (gatewayreq.Result, error) {
 	wf.state = GatewayRequestState{Status: res.Outcome.Status, Attempts: res.Attempts, UpdatedAt: res.UpdatedAt, LastError: wf.state.LastError}
-	if res.UsedCode != "" {
+	if usedCode != "" {
 		// A single-use access code opened its locker: its workflow releases the hold. A
 		// workflow that is already over has nothing left to release.
-		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(res.UsedCode), "", SignalCodeEnded, CodeOutcomeUsed).Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(usedCode), "", SignalCodeEnded, CodeOutcomeUsed).Get(ctx, nil)
 	}
-	return res.Result, nil
+	return res, nil
 }

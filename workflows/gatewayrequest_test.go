@@ -324,17 +324,30 @@ func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 	q := func() {
 		states = append(states, queryOf[workflows.GatewayRequestState](t, env, workflows.QueryGatewayRequestState))
 	}
-	env.RegisterDelayedCallback(q, 600*time.Millisecond) // backing off after the refused delivery
+	env.RegisterDelayedCallback(q, 20*time.Millisecond)  // the first send is out
+	env.RegisterDelayedCallback(q, 300*time.Millisecond) // backing off after the refused delivery
 	env.RegisterDelayedCallback(q, 5*time.Second)        // the second send is out
+	start := env.Now()
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, openLocker)
 	require.NoError(t, env.GetWorkflowError())
 	q()
-	require.Len(t, states, 3)
-	assert.Equal(t, gatewayreq.StatePending, states[0].Status)
-	assert.Equal(t, "connection refused", states[0].LastError)
+	require.Len(t, states, 4)
+	// While a send is out the query answers what the stored row says: dispatched, counted.
+	assert.Equal(t, gatewayreq.StateDispatched, states[0].Status)
 	assert.Equal(t, 1, states[0].Attempts)
-	assert.Equal(t, gatewayreq.StatePending, states[1].Status, "the workflow learns of a send when it returns")
-	assert.Equal(t, gatewayreq.StateCompleted, states[2].Status)
+	assert.True(t, states[0].NextAttemptAt.IsZero())
+	// Backing off: pending again, with the cause and when the next send goes out.
+	assert.Equal(t, gatewayreq.StatePending, states[1].Status)
+	assert.Equal(t, "connection refused", states[1].LastError)
+	assert.Equal(t, 1, states[1].Attempts)
+	assert.True(t, states[1].NextAttemptAt.After(start.Add(300*time.Millisecond)) &&
+		!states[1].NextAttemptAt.After(start.Add(600*time.Millisecond)),
+		"the next send is the refused delivery's backoff (500 ms) after it came back: %s after the start", states[1].NextAttemptAt.Sub(start))
+	assert.Equal(t, gatewayreq.StateDispatched, states[2].Status)
+	assert.Equal(t, 2, states[2].Attempts)
+	assert.Equal(t, "connection refused", states[2].LastError, "the last cause stays until the request settles")
+	assert.True(t, states[2].NextAttemptAt.IsZero())
+	assert.Equal(t, gatewayreq.StateCompleted, states[3].Status)
 }
 
 func TestGatewayRequestRefusesBadInput(t *testing.T) {
@@ -344,4 +357,37 @@ func TestGatewayRequestRefusesBadInput(t *testing.T) {
 	in.Class = "sometimes"
 	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
 	failureOf(t, env)
+}
+
+// A first send whose answer decides the request stores the outcome itself: the workflow
+// ends with it, with no finish of its own, and follows it up (a used access code's workflow
+// is told). Only the first send is asked to, and it is not given the request's body.
+func TestGatewayRequestFirstSendSettlesIt(t *testing.T) {
+	t.Parallel()
+	env := newGatewayEnv()
+	stored := gatewayreq.Result{Outcome: gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: 200, BodyInStore: true},
+		Attempts: 1, CreatedAt: start, UpdatedAt: start, CompletedAt: start}
+	s, f := &sends{results: []activities.SendGatewayRequestResult{{Outcome: activities.SendAnswered, Status: 200, APIJSON: true,
+		Settled: &stored, UsedCode: "7f3c0c52-1d5e-4c1f-9d55-0b8a3c1c2d11"}}}, &finishes{}
+	s.mock(env)
+	f.mock(env)
+	env.OnSignalExternalWorkflow(mock.Anything, workflows.AccessCodeWorkflowID("7f3c0c52-1d5e-4c1f-9d55-0b8a3c1c2d11"), "",
+		workflows.SignalCodeEnded, workflows.CodeOutcomeUsed).Return(nil).Once()
+	in := gatewayInput(gatewayreq.KindAccessCodeOpen, gatewayreq.ClassHardware, http.MethodPost, "/transactions/x/open", []byte(`{}`))
+	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	res := resultOf[gatewayreq.Result](t, env)
+	assert.Equal(t, stored, res)
+	assert.Empty(t, f.got, "no finish: the send stored the outcome")
+	require.Len(t, s.got, 1)
+	require.NotNil(t, s.got[0].Settle, "the first send may settle the request")
+	assert.Nil(t, s.got[0].Settle.Body, "without the request's body")
+	assert.Equal(t, gatewayreq.ClassHardware, s.got[0].Settle.Class)
+	env.AssertNumberOfCalls(t, "workflow.SignalExternalWorkflow", 1)
+
+	// A send after the first is never asked to settle: the workflow's own rules apply.
+	s2, _, _ := runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "refused"},
+		activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, APIJSON: true})
+	require.Len(t, s2.got, 2)
+	assert.NotNil(t, s2.got[0].Settle)
+	assert.Nil(t, s2.got[1].Settle)
 }

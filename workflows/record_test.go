@@ -227,23 +227,16 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 			workflows.GatewayRequestWorkflowName, in, "", "")
 	}
 
+	// The read's first send settles it (the answer decides it at once): no finish.
 	r, res := run(readLockers)
 	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_completed.json")
 
+	// The open's first delivery is refused: the workflow waits, sends again and finishes.
 	st.refused.Store(true)
 	r, res = run(openLocker)
 	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_redelivered.json")
-
-	// The apiserver made the first send itself, and it was not delivered: the workflow goes
-	// on from it (gatewayreq.Spec.FirstSend) and sends again.
-	st.refused.Store(false)
-	handed := openLocker
-	handed.FirstSend = &gatewayreq.SendResult{Outcome: gatewayreq.SendNotDelivered, Attempts: 1, Error: "the gateway refused the connection"}
-	r, res = run(handed)
-	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
-	writeHistory(ctx, t, c, r, "gateway_request_after_first_send.json")
 }
 
 // recordingWebhooks keeps one delivery's attempts in memory for the recording worker.

@@ -55,7 +55,10 @@ var histories = []recordedHistory{
 	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send.json"},
+	// Runs from before the sends were activities of their own (versionSendsAsActivities).
+	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_sends_as_activities.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_sends_as_activities.json"},
 	// Runs from before the sends stored the gateway's body with the request (versionBodiesInPostgres).
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_bodies_in_postgres.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_bodies_in_postgres.json"},

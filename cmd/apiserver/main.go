@@ -104,20 +104,11 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	disp.Workers = cfg.OutboxWorkers
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(st.PoolCollector(), outbox.NewBacklogCollector(st, logger))
-	// With its own gateway worker (LOCKERNET_API_GATEWAY_WORKER=true), the apiserver also
-	// makes the first send of a gateway cloud API request itself, with the same activities
-	// (the fast path: docs/decisions/0009-first-send-in-line.md).
-	var acts *activities.Activities
-	if cfg.APIGatewayWorker {
-		acts = &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring,
-			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()}}
-	}
 	srv := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		Registry: reg, PublicURL: cfg.PublicURL,
 		TaskQueue: cfg.TaskQueue, Customer: apiserver.CustomerSettingsFromConfig(cfg), SDK: apiserver.SDKSettingsFromConfig(cfg),
 		RateLimits: apiserver.RateLimitsFromConfig(cfg), Webhooks: apiserver.WebhookSettingsFromConfig(cfg),
-		Sender: acts,
 	})
 	// On SIGTERM, requests waiting for a gateway answer at once (202 and the request to
 	// poll) instead of holding the drain.
@@ -135,8 +126,10 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	if cfg.APIGatewayWorker {
 		// A worker on this process's own client for the gateway-request queue only: the
 		// workflows this apiserver starts then start eagerly (their first task comes back
-		// with the start call), and a request the gateway answers at once settles here.
-		acts.Gateways.Stored = srv.GatewayOutcomeStored
+		// with the start call), their first send is dispatched eagerly to it too, and a
+		// request the gateway answers at once settles here (decision 0012).
+		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring,
+			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy(), Stored: srv.GatewayOutcomeStored}}
 		g.Go(func() error {
 			logger.Info("gateway-request worker polling", "task_queue", cfg.GatewayTaskQueue)
 			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
@@ -144,8 +137,5 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	}
 	latch.Ready(srv.Handler())
 	logger.Info("apiserver ready")
-	err = g.Wait()
-	// Settle the gateway calls this apiserver made itself, while the store is still open.
-	srv.FinishFirstSends(20 * time.Second)
-	return err
+	return g.Wait()
 }

@@ -80,6 +80,15 @@ const (
 	KindAccessCodeClose   = "access-code-close"
 )
 
+// Terminal reports whether status is one of the terminal states (DESIGN §6.2).
+func Terminal(status string) bool {
+	switch status {
+	case StateCompleted, StateRejected, StateDispatchFailed, StateGatewayUnresponsive:
+		return true
+	}
+	return false
+}
+
 // Outcome is a request's terminal outcome: for completed, the gateway's answer verbatim;
 // otherwise the state's own HTTP status and error.
 type Outcome struct {
@@ -124,9 +133,9 @@ type Spec struct {
 	Body   []byte
 	Policy Policy
 	// FirstSend is what the request's first send came to when the apiserver that stored it
-	// made that send itself (the gateway cloud API's fast path) and hands the rest to the
-	// workflow: a re-send, a retry, or the outcome of an unanswered call. The workflow goes on
-	// from it instead of sending again; nil when the workflow makes the first send.
+	// made that send itself and handed the rest to the workflow (decision 0009, superseded by
+	// 0012): only runs started before 0012 carry it; the workflow goes on from it instead of
+	// sending again. Nil for every run started now: the workflow makes every send.
 	FirstSend *SendResult `json:",omitempty"`
 }
 
@@ -166,6 +175,12 @@ type SendResult struct {
 	ErrorMessage string
 	// Error describes a transport failure.
 	Error string
+	// Settled is the request's outcome as stored when the send settled the request itself:
+	// a first send asked to (SendGatewayRequestInput.Settle) whose answer decides the request
+	// at once under the workflow's own rules. UsedCode is then the access code the open used
+	// up (its workflow is to release the hold). Nil otherwise: the workflow settles it.
+	Settled  *Result `json:",omitempty"`
+	UsedCode string  `json:",omitempty"`
 }
 
 // Policy is how a request is dispatched; whoever starts the workflow fills it from its

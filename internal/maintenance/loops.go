@@ -34,12 +34,6 @@ func GatewayRequestReconcile(every, grace time.Duration, s *apiserver.Server) Lo
 		Pass: func(ctx context.Context) error { return s.ReconcileGatewayRequests(ctx, grace) }}
 }
 
-// FirstSendLeaseRenew renews the leases of the first sends the apiserver is making, every
-// third of their length, so that nobody takes over a call still in flight.
-func FirstSendLeaseRenew(s *apiserver.Server) Loop {
-	return Loop{Name: "first_send_lease_renew", Every: s.FirstSendRenewEvery(), Pass: s.RenewFirstSendLeases}
-}
-
 // GatewaySync checks the health and mirrors the lockers of the gateways due a sync.
 func GatewaySync(tick time.Duration, g *gatewaysync.GatewaySync) Loop {
 	return Loop{Name: "gateway_sync", Every: tick, AtStart: true, Pass: g.SyncDue}
@@ -68,7 +62,6 @@ func APIServer(cfg config.Config, d *outbox.Dispatcher, s *apiserver.Server) []L
 	return []Loop{
 		OutboxSweep(cfg.OutboxSweepInterval, d),
 		GatewayRequestReconcile(cfg.GatewayReconcileInterval, ReconcileGrace, s),
-		FirstSendLeaseRenew(s),
 	}
 }
 

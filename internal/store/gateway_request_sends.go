@@ -198,7 +198,7 @@ func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 		    UPDATE gateway_requests SET status = $2, http_status = $3, response_headers = $4,
 		        response_body = CASE WHEN $12 THEN answer_body ELSE $5 END, answer_body = NULL, answer_send = NULL,
 		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
-		        completed_at = now(), updated_at = now(), lease_until = NULL
+		        completed_at = now(), updated_at = now()
 		    WHERE id = $1 AND completed_at IS NULL
 		    RETURNING *
 		), gw AS (

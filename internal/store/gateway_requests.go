@@ -36,10 +36,9 @@ type NewGatewayRequest struct {
 	// code's id (an access-code hold, open or release), the gateway locker's id (an
 	// access-code close); empty for the cloud API's requests.
 	Subject string
-	// Lease, when set, stores the request with its first send already begun and owned by the
-	// storing apiserver for that long (it makes the send itself, then renews the lease while
-	// the call is in flight); zero stores it pending for its workflow to send.
-	Lease time.Duration
+	// Waits says the caller waits for the request's answer (not respond-async, not wait=0):
+	// a waiting read's commit does not wait for its WAL flush (decision 0011).
+	Waits bool
 }
 
 // IdempotencyClaim binds an Idempotency-Key to the request being created.
@@ -58,9 +57,6 @@ type GatewayRequest struct {
 	UpdatedAt   time.Time
 	CompletedAt *time.Time
 	Outcome     gatewayreq.Outcome
-	// LeaseUntil is when the apiserver making the first send itself stops owning it (nil:
-	// its workflow owns it). Past it, while the request is open, the owner is gone.
-	LeaseUntil *time.Time
 }
 
 // Terminal reports whether the request has its outcome.
@@ -95,7 +91,7 @@ func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
 
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
 	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
-	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details, lease_until`
+	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
 
 func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
 	var r GatewayRequest
@@ -103,7 +99,7 @@ func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, er
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
 		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
 		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
-		&r.Outcome.ErrorMessage, &details, &r.LeaseUntil)
+		&r.Outcome.ErrorMessage, &details)
 	if err != nil {
 		return GatewayRequest{}, err
 	}
@@ -157,15 +153,15 @@ func (s *Store) AuthorizeAndCreateGatewayRequest(ctx context.Context, keyHash []
 	}
 	r.OrganizationID, r.GatewayID, r.GatewaySerial = 0, 0, ""
 	b := &pgx.Batch{}
-	noFlush := r.Class == gatewayreq.ClassRead && r.Lease > 0
+	noFlush := r.Class == gatewayreq.ClassRead && r.Waits
 	if noFlush {
-		// A read whose first send this apiserver makes while its caller waits: the commit
-		// does not wait for its WAL flush. Nothing of it must survive a Postgres crash: a
-		// read may be sent again (DESIGN §6.2), a lost rate-limit count is harmless, and the
-		// caller's answer waits for the outcome's commit, which flushes the WAL up to and
-		// past this one (or, after a wait ran out, is given long after the WAL writer
-		// flushed it, within 3 × wal_writer_delay). A respond-async read (no lease) answers
-		// 202 naming the row at once, so it waits for the flush like every write.
+		// A read whose caller waits for its answer: the commit does not wait for its WAL
+		// flush. Nothing of it must survive a Postgres crash: a read may be sent again
+		// (DESIGN §6.2), a lost rate-limit count is harmless, and the caller's answer waits
+		// for the outcome's commit, which flushes the WAL up to and past this one (or, after
+		// a wait ran out, is given long after the WAL writer flushed it, within 3 ×
+		// wal_writer_delay). A respond-async read answers 202 naming the row at once, so it
+		// waits for the flush like every write.
 		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	}
 	b.Queue(authorizeGatewayKeySQL, keyHash, defaultLimit)
@@ -229,19 +225,19 @@ func (s *Store) createdGatewayRequest(ctx context.Context, r NewGatewayRequest, 
 	return out, false, err
 }
 
-// createGatewayRequestSQL claims the Idempotency-Key ($14, none when empty) and stores the
+// createGatewayRequestSQL claims the Idempotency-Key ($13, none when empty) and stores the
 // request, at the gateway $4 ($5 its serial) or, when $4 is 0, at the enabled gateway of the
 // location; no row when the key stands for a live request already (or there is no such
 // gateway). A key whose request expired is taken over. The key's row references the
-// request, checked at commit. The organization is $2, or, when $17 is a key's hash, the
+// request, checked at commit. The organization is $2, or, when $16 is a key's hash, the
 // key's, and then only when the key's rate limit allowed this request (counted by the
 // statement before, in the same transaction).
 const createGatewayRequestSQL = `
 	WITH who AS (
-	    SELECT $2::bigint AS org WHERE $17::bytea IS NULL
+	    SELECT $2::bigint AS org WHERE $16::bytea IS NULL
 	    UNION ALL
 	    SELECT k.organization_id FROM gateway_api_keys k JOIN gateway_rate_limits rl ON rl.key_id = k.id
-	    WHERE $17::bytea IS NOT NULL AND k.key_hash = $17 AND k.revoked_at IS NULL AND rl.allowed
+	    WHERE $16::bytea IS NOT NULL AND k.key_hash = $16 AND k.revoked_at IS NULL AND rl.allowed
 	), g AS (
 	    SELECT $4::bigint AS id, $5::text AS serial FROM who WHERE $4::bigint <> 0
 	    UNION ALL
@@ -249,7 +245,7 @@ const createGatewayRequestSQL = `
 	    WHERE $4::bigint = 0 AND gw.location_id = $3 AND gw.organization_id = who.org AND gw.disabled_at IS NULL
 	), claim AS (
 	    INSERT INTO gateway_idempotency_keys AS i (organization_id, key, request_hash, request_id, expires_at)
-	    SELECT who.org, $14, $15, $1, now() + make_interval(secs => $16) FROM g, who WHERE $14 <> ''
+	    SELECT who.org, $13, $14, $1, now() + make_interval(secs => $15) FROM g, who WHERE $13 <> ''
 	    ON CONFLICT (organization_id, key) DO UPDATE SET
 	        request_hash = EXCLUDED.request_hash, request_id = EXCLUDED.request_id,
 	        created_at = now(), expires_at = EXCLUDED.expires_at
@@ -258,12 +254,10 @@ const createGatewayRequestSQL = `
 	)
 	INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class,
 	                              method, path, gateway_path, request_body, subject,
-	                              status, attempts, last_send, lease_until)
-	SELECT $1, who.org, $3, g.id, g.serial, $6, $7, $8, $9, $10, $11, nullif($12, ''),
-	       CASE WHEN leased THEN 'dispatched' ELSE 'pending' END, leased::integer, leased::integer,
-	       CASE WHEN leased THEN now() + make_interval(secs => $13) END
-	FROM g, who, (SELECT $13::double precision > 0 AS leased) l
-	WHERE $14 = '' OR EXISTS (SELECT 1 FROM claim)
+	                              status, attempts, last_send)
+	SELECT $1, who.org, $3, g.id, g.serial, $6, $7, $8, $9, $10, $11, nullif($12, ''), 'pending', 0, 0
+	FROM g, who
+	WHERE $13 = '' OR EXISTS (SELECT 1 FROM claim)
 	RETURNING ` + gatewayRequestColumns
 
 func createGatewayRequestArgs(r NewGatewayRequest, idem *IdempotencyClaim) []any {
@@ -274,7 +268,7 @@ func createGatewayRequestArgs(r NewGatewayRequest, idem *IdempotencyClaim) []any
 		key, hash, ttl = idem.Key, idem.Hash, idem.TTL.Seconds()
 	}
 	return []any{r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial, r.Kind, r.Class,
-		r.Method, r.Path, r.GatewayPath, r.Body, r.Subject, r.Lease.Seconds(), key, hash, ttl}
+		r.Method, r.Path, r.GatewayPath, r.Body, r.Subject, key, hash, ttl}
 }
 
 // GatewayRequest returns one of the organization's gateway requests; another
@@ -300,14 +294,11 @@ func (s *Store) GatewayRequestByID(ctx context.Context, id uuid.UUID) (GatewayRe
 
 // StalledGatewayRequests lists open requests nobody carries: pending, never sent and older
 // than olderThan (their workflow may never have started: the apiserver stopped between
-// commit and start), or whose first send's owner let its lease lapse (it stopped mid-call).
+// commit and start, or Temporal was away).
 func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Duration, limit int) ([]GatewayRequest, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+gatewayRequestColumns+` FROM gateway_requests
-		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0 AND lease_until IS NULL
+		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0
 		  AND created_at < now() - make_interval(secs => $1)
-		UNION ALL
-		SELECT `+gatewayRequestColumns+` FROM gateway_requests
-		WHERE completed_at IS NULL AND lease_until IS NOT NULL AND lease_until < now()
 		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
@@ -325,28 +316,6 @@ func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Durat
 		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
 	}
 	return out, nil
-}
-
-// RenewGatewayLeases pushes the leases of the open requests ids, whose first sends this
-// apiserver is making, to lease from now. A request another owner took over (its lease
-// cleared) is left alone.
-func (s *Store) RenewGatewayLeases(ctx context.Context, ids []uuid.UUID, lease time.Duration) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateway_requests SET lease_until = now() + make_interval(secs => $2)
-		WHERE id = ANY($1) AND completed_at IS NULL AND lease_until IS NOT NULL`, ids, lease.Seconds())
-	if err != nil {
-		return fmt.Errorf("renew gateway request leases: %w", translate(err))
-	}
-	return nil
-}
-
-// ReleaseGatewayLease ends the lease of a request whose workflow now owns it (started by
-// the owner to carry on after its first send, or by whoever found the lease lapsed).
-func (s *Store) ReleaseGatewayLease(ctx context.Context, id uuid.UUID) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateway_requests SET lease_until = NULL WHERE id = $1 AND lease_until IS NOT NULL`, id)
-	if err != nil {
-		return fmt.Errorf("release gateway request lease: %w", translate(err))
-	}
-	return nil
 }
 
 // PruneGatewayRequests deletes expired idempotency keys and terminal requests older than

@@ -265,17 +265,17 @@ func TestAuthorizeAndCreateGatewayRequest(t *testing.T) {
 	assert.True(t, a.Allowed)
 	assert.Equal(t, 2, count())
 
-	// A waiting read (its first send leased to this apiserver) is stored, leased and counted
-	// like any request; its commit skips the WAL flush for that transaction only: no
-	// connection of the pool keeps synchronous_commit off.
+	// A waiting read is stored pending for its workflow and counted like any request; its
+	// commit skips the WAL flush for that transaction only: no connection of the pool keeps
+	// synchronous_commit off.
 	nr = newRequest(res, g, "get-locker")
 	nr.OrganizationID, nr.GatewayID, nr.GatewaySerial = 0, 0, ""
-	nr.Class, nr.Method, nr.GatewayPath, nr.Lease = "read", "GET", "/lockers/101", time.Minute
+	nr.Class, nr.Method, nr.GatewayPath, nr.Waits = "read", "GET", "/lockers/101", true
 	a, r, _, created, err = st.AuthorizeAndCreateGatewayRequest(ctx, credential.Hash(third), 120, nr, nil)
 	require.NoError(t, err)
 	assert.True(t, created)
-	assert.Equal(t, "dispatched", r.Status)
-	assert.NotNil(t, r.LeaseUntil)
+	assert.Equal(t, "pending", r.Status)
+	assert.Zero(t, r.Attempts)
 	assert.Equal(t, a.Limit-2, a.Remaining())
 	assert.Equal(t, 3, count())
 	conns := st.Pool().AcquireAllIdle(ctx)

@@ -100,10 +100,10 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	of500, _ := cs.tally(true)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did; failed exchanges: %s", of500, counts(cs.counts()))
 
-	// Which processes ran the opens' workflows: the apiserver that accepted an open makes its
-	// first send itself (LOCKERNET_API_GATEWAY_WORKER=true, decision 0009) and starts a
-	// workflow, eagerly and there, only when that send did not settle it; a worker takes one
-	// over only when that apiserver cannot go on.
+	// Which processes ran the opens' workflows: the apiserver that accepted an open starts
+	// its workflow eagerly and runs its first task and send there
+	// (LOCKERNET_API_GATEWAY_WORKER=true, decision 0012); a worker takes one over only when
+	// that apiserver cannot go on.
 	byProc := map[string]int{}
 	names := map[string]string{}
 	for n, p := range pids {
@@ -115,7 +115,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		mu.Lock()
 		defer mu.Unlock()
 		if len(seen) == 0 {
-			byProc["none (settled by the apiserver's own send)"]++
+			byProc["none (no workflow task found)"]++
 		}
 		for p := range seen {
 			n := names[p]

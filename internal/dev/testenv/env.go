@@ -76,10 +76,6 @@ type Options struct {
 	WebhookSchedule []time.Duration
 	// Pool sizes the store's pool (zero MaxConns: 10; zero AcquireTimeout: the default).
 	Pool store.Options
-	// NoFirstSend makes the apiserver leave every gateway request's first send to its
-	// workflow (as without LOCKERNET_API_GATEWAY_WORKER); by default it makes a waiting
-	// request's first send itself, as in make run.
-	NoFirstSend bool
 }
 
 // testRateLimits are the limits of an env that names none.
@@ -153,7 +149,7 @@ func Start(t *testing.T, opts Options) *Env {
 	server := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Customer,
-		RateLimits: rateLimits, Webhooks: opts.Webhooks, Sender: firstSender(st, ring, opts),
+		RateLimits: rateLimits, Webhooks: opts.Webhooks,
 	})
 	srv.Config.Handler = server.Handler()
 	srv.Start()
@@ -171,14 +167,6 @@ func Start(t *testing.T, opts Options) *Env {
 		e.StartWorker()
 	}
 	return e
-}
-
-// firstSender is the activities an env's apiserver makes first sends with (nil: none).
-func firstSender(st *store.Store, ring *keyring.Keyring, opts Options) *activities.Activities {
-	if opts.NoFirstSend {
-		return nil
-	}
-	return &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Policy: opts.Customer.Policy}}
 }
 
 // StartWorker starts a worker on the env's task queue; StopWorker stops it.

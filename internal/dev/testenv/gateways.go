@@ -128,8 +128,7 @@ func runGatewayCloud(t testing.TB, parent context.Context, s *apiserver.Server, 
 	go func() {
 		var wg sync.WaitGroup
 		wg.Go(func() { s.RunGatewayCloud(ctx) })
-		maintenance.Run(ctx, nil, logger, maintenance.GatewayRequestReconcile(10*time.Second, maintenance.ReconcileGrace, s),
-			maintenance.FirstSendLeaseRenew(s))
+		maintenance.Run(ctx, nil, logger, maintenance.GatewayRequestReconcile(10*time.Second, maintenance.ReconcileGrace, s))
 		wg.Wait()
 		close(done)
 	}()
