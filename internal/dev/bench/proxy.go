@@ -27,6 +27,22 @@ type proxyResult struct {
 	Floors []summary
 	// FloorFor is how long each floor was measured.
 	FloorFor time.Duration
+	// Bare is a bare workflow started eagerly on the same Temporal server at the same rate
+	// for as long, right after the cloud calls (the engine's floor under every cloud call:
+	// each is a workflow, decision 0012); zero Count when it could not be measured.
+	Bare summary
+}
+
+// The added-latency targets (issue: every gateway request a workflow): at most the bare
+// eager start plus this much, at p50 and at p99.
+const (
+	addedOverBare50 = 3 * time.Millisecond
+	addedOverBare99 = 10 * time.Millisecond
+)
+
+// met reports whether an operation's added latency is within the targets over the bare start.
+func (p *proxyResult) met(added50, added99 time.Duration) bool {
+	return p.Bare.Count > 0 && added50 <= p.Bare.P50+addedOverBare50 && added99 <= p.Bare.P99+addedOverBare99
 }
 
 // The floors' names, in the order they are measured.
@@ -37,7 +53,7 @@ const (
 )
 
 // phaseNames are the Server-Timing phases of a proxied call, in the order they happen.
-var phaseNames = []string{"auth", "store", "start", "wait"}
+var phaseNames = []string{"auth", "store", "start", "wait", "query"}
 
 // runProxy sends the same locker read and locker open at rate a second for d, first straight
 // to the gateway's local API (the floor), then through the gateway cloud API, and reports
@@ -102,6 +118,12 @@ func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (pro
 	res.CloudOpen = measure("locker open, gateway cloud API", http.MethodPost, cloudBase+"/open", cloud, http.StatusOK)
 	res.FloorFor = d / 5
 	res.Floors = measureFloors(ctx, b, rate, res.FloorFor)
+	if bare, err := runBare(ctx, b, []float64{rate}, d); err != nil {
+		logf("proxy: bare eager start beside it: %v", err)
+	} else if len(bare.Steps) > 0 {
+		res.Bare = bare.Steps[0].Start
+		res.Bare.Name = fmt.Sprintf("bare eager workflow start, same server, %.0f/s", rate)
+	}
 	res.ReadAdded50, res.ReadAdded99 = res.CloudRead.P50-res.DirectRead.P50, res.CloudRead.P99-res.DirectRead.P99
 	res.OpenAdded50, res.OpenAdded99 = res.CloudOpen.P50-res.DirectOpen.P50, res.CloudOpen.P99-res.DirectOpen.P99
 	return res, nil

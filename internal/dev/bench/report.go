@@ -167,6 +167,23 @@ func (r *report) summary(w writer) {
 		}
 		return fmt.Sprintf("%s / %s; %s / %s", ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99))
 	})
+	row("gateway proxy, bare eager start beside it p50 / p99 (same rate, same server)", func(sr *shapeReport) string {
+		p := sr.proxy
+		if p == nil || p.Bare.Count == 0 {
+			return "not measured"
+		}
+		return fmt.Sprintf("%s / %s", ms(p.Bare.P50), ms(p.Bare.P99))
+	})
+	row("gateway proxy reads sustained", func(sr *shapeReport) string {
+		pr := sr.proxyRates
+		if pr == nil {
+			return "not measured"
+		}
+		if pr.Sustained == 0 {
+			return "**none**"
+		}
+		return fmt.Sprintf("**%.0f calls/s**", pr.Sustained)
+	})
 	row("location search, server p50: in-area / closest", func(sr *shapeReport) string {
 		if sr.search == nil {
 			return "not measured"
@@ -249,6 +266,9 @@ func (sr *shapeReport) markdown(w writer) {
 	if f := sr.flow; f != nil {
 		f.markdown(w)
 	}
+	if pr := sr.proxyRates; pr != nil {
+		pr.markdown(w, sr.temporal)
+	}
 	if e := sr.expiry; e != nil {
 		e.markdown(w)
 	}
@@ -310,7 +330,7 @@ func (p *proxyResult) phase(op, name string) summary {
 }
 
 // startPhase is the p50 of an operation's start phase, or says that no call started a
-// workflow (the apiserver made each first send itself and it settled the request).
+// workflow.
 func (p *proxyResult) startPhase(op string) string {
 	if s := p.phase(op, "start"); s.Count > 0 {
 		return ms(s.P50)
@@ -322,19 +342,30 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 	w("### Gateway cloud API over the gateway's local API")
 	w("")
 	w("The same locker read and locker open of %s at %.0f requests/s for %s each, straight to the gateway's local API (the floor) "+
-		"and through the gateway cloud API (the apiserver stores the request and makes its first send itself; a gateway-request workflow, "+
-		"started eagerly, only when that send does not settle it), after untimed cloud reads for a tenth of that (warm connections). Latency from the scheduled start (open loop).", p.Gateway, p.Rate, p.Duration)
+		"and through the gateway cloud API (the apiserver stores the request and starts its gateway-request workflow eagerly; the send is "+
+		"the workflow's activity, run by the apiserver's own gateway worker, and stores the outcome when the answer decides it; decision 0012), "+
+		"after untimed cloud reads for a tenth of that (warm connections). Latency from the scheduled start (open loop). Then a bare workflow "+
+		"(one local activity) started eagerly on the same Temporal server at the same rate for as long: the engine's floor under every cloud call.", p.Gateway, p.Rate, p.Duration)
 	w("")
 	w(summaryHeader)
 	w(p.DirectRead.row())
 	w(p.CloudRead.row())
 	w(p.DirectOpen.row())
 	w(p.CloudOpen.row())
+	if p.Bare.Count > 0 {
+		w(p.Bare.row())
+	}
 	w("")
-	w("Added by the cloud: read p50 %s, p99 %s; open p50 %s, p99 %s. Target p50 ≤ 5 ms and p99 ≤ 25 ms: read %s, open %s.",
-		ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99),
-		verdict(p.ReadAdded50 <= 5*time.Millisecond && p.ReadAdded99 <= 25*time.Millisecond),
-		verdict(p.OpenAdded50 <= 5*time.Millisecond && p.OpenAdded99 <= 25*time.Millisecond))
+	if p.Bare.Count > 0 {
+		w("Added by the cloud: read p50 %s, p99 %s; open p50 %s, p99 %s. Target: added p50 ≤ the bare start's p50 + %s (%s), "+
+			"added p99 ≤ its p99 + %s (%s): read %s, open %s.",
+			ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99),
+			ms(addedOverBare50), ms(p.Bare.P50+addedOverBare50), ms(addedOverBare99), ms(p.Bare.P99+addedOverBare99),
+			verdict(p.met(p.ReadAdded50, p.ReadAdded99)), verdict(p.met(p.OpenAdded50, p.OpenAdded99)))
+	} else {
+		w("Added by the cloud: read p50 %s, p99 %s; open p50 %s, p99 %s. The bare start was not measured, so the target is not judged.",
+			ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99))
+	}
 	w("")
 	if len(p.Floors) > 0 {
 		w("The round trips a cloud call adds, each alone at %.0f/s for %s on the same machine, timed from the call's start (the floor below the added figures: a call "+
@@ -351,9 +382,10 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 		return
 	}
 	w("Where a cloud call spends its time inside the apiserver (`Server-Timing`): *store* checks the key and counts it against its rate limit, " +
-		"finds the gateway and stores the request with its first send begun, in one round trip and one commit (a call that is not proxied, " +
-		"such as a poll, names the key's check *auth* instead), *start* (only when a workflow sends the request) " +
-		"starts its workflow, *wait* lasts until the gateway has answered and the outcome is stored (a second commit).")
+		"finds the gateway and stores the request, in one round trip and one commit (a call that is not proxied, " +
+		"such as a poll, names the key's check *auth* instead), *start* starts its workflow eagerly (Temporal persists the start and hands " +
+		"the first workflow task back), *wait* lasts until the workflow's first task has completed, its send has run, the gateway has answered " +
+		"and the outcome is stored (a second commit).")
 	w("")
 	w(summaryHeader)
 	for _, name := range []string{p.CloudRead.Name, p.CloudOpen.Name} {

@@ -72,6 +72,7 @@ type options struct {
 	step            time.Duration
 	flowRates       []float64
 	temporalRates   []float64
+	proxyRates      []float64
 	expiryN         int
 	searchLocations int
 	searchN         int
@@ -90,15 +91,15 @@ type options struct {
 // visibility tasks) for minutes after its task queues look empty — a first run with it
 // before the tower flow measured that backlog as the flow's. Measured last, it may share
 // the server with timers the flow and expiry scenarios left, so its figure is a lower bound.
-var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "temporal"}
+var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "proxy-rates", "temporal"}
 
 // Settings are what the command line chose (RegisterFlags names them all).
 type Settings struct {
 	// Args are the command's arguments, for the report.
 	Args []string
 
-	shapes, scenarios, flowRates, temporalRates string
-	o                                           options
+	shapes, scenarios, flowRates, temporalRates, proxyRates string
+	o                                                       options
 }
 
 // RegisterFlags defines the command's flags on fs, each filling s.
@@ -110,6 +111,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.step, "step", time.Minute, "how long each offered rate of the flow and temporal scenarios runs (the sustained criterion needs ≥ 60s)")
 	fs.StringVar(&s.flowRates, "flow-rates", "10,25,50,100,150,200,300", "tower flows per second offered, one step each, until one is not sustained")
 	fs.StringVar(&s.temporalRates, "temporal-rates", "25,50,100,150,200,300", "bare workflow starts per second offered, one step each, until Temporal falls behind")
+	fs.StringVar(&s.proxyRates, "proxy-rates", "25,50,75,100,150,200", "gateway cloud API reads per second offered, one step each, until one is not sustained")
 	fs.IntVar(&o.expiryN, "expiry-n", 10000, "reservations expiring together")
 	fs.IntVar(&o.searchLocations, "search-locations", 100000, "generated locations to search")
 	fs.IntVar(&o.searchN, "search-n", 2000, "searches of each kind")
@@ -136,6 +138,9 @@ func Run(ctx context.Context, s Settings) error {
 	}
 	if o.temporalRates, err = rates(s.temporalRates); err != nil {
 		return fmt.Errorf("-temporal-rates: %w", err)
+	}
+	if o.proxyRates, err = rates(s.proxyRates); err != nil {
+		return fmt.Errorf("-proxy-rates: %w", err)
 	}
 	if o.step <= 0 {
 		return errors.New("-step must be positive")
@@ -315,6 +320,15 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 			return err
 		}
 		sr.proxy = &r
+	case "proxy-rates":
+		waitForQuiet(ctx, b, 10*time.Minute)
+		r, err := runProxyRates(ctx, b, o.proxyRates, o.step)
+		if len(r.Steps) > 0 {
+			sr.proxyRates = &r
+		}
+		if err != nil {
+			return err
+		}
 	case "tracing":
 		logf("%s: tracing: %.0f requests/s for %s, tracing off and on", b.shape.key, o.proxyRate, o.proxyDuration)
 		r, err := runTracing(ctx, b, o.proxyRate, o.proxyDuration, *o.tracing)

@@ -52,6 +52,7 @@ type shapeReport struct {
 	temporal     *bareResult
 	expiry       *expiryResult
 	proxy        *proxyResult
+	proxyRates   *proxyRatesResult
 	tracing      *tracingResult
 	webhooks     *webhookResult
 }

@@ -339,7 +339,7 @@ func (r *tracingResult) markdown(w writer) {
 	w("### Tracing overhead on the gateway proxy")
 	w("")
 	w("The gateway cloud API's locker read and locker open at %.0f requests/s for %s each, through an apiserver (with its own "+
-		"gateway-request worker: it makes each first send itself) and a one-bank gateway started for this scenario, with OpenTelemetry tracing off "+
+		"gateway-request worker: each request's workflow starts eagerly and runs its send there) and a one-bank gateway started for this scenario, with OpenTelemetry tracing off "+
 		"and on (every request sampled, OTLP/HTTP export to a receiver in the load tool), alternating for %d round(s). "+
 		"Latency from the scheduled start (open loop).", r.Rate, r.Duration, r.Rounds)
 	w("")
