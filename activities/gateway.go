@@ -161,7 +161,7 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	if !begun.Began {
 		logger.Warn("gateway send begun before with unknown fate; not sending it again",
 			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial)
-		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts}, nil
+		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts, KeysHonoured: begun.Gateway.HonoursKeys}, nil
 	}
 	res, err := d.sendBegun(ctx, logger, id, begun, in)
 	if err != nil || res.Outcome != SendAnswered {
@@ -238,7 +238,9 @@ func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.U
 			"the gateway's secret cannot be opened with the master key", ErrTypeGatewayMisconfigured, err)
 	}
 
+	stopBeats := sendHeartbeats(ctx)
 	res, delivered, err := d.call(ctx, gw.BaseURL, string(secret), in)
+	stopBeats()
 	switch {
 	case err != nil && !delivered:
 		logger.Info("gateway request not delivered", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
@@ -250,10 +252,22 @@ func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.U
 			return SendGatewayRequestResult{}, fmt.Errorf("send to gateway %s: %w", gw.Serial, ctx.Err())
 		}
 		logger.Warn("gateway request delivered without an answer", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
-		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: fixedCause(err, true)}, nil
+		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: fixedCause(err, true),
+			KeysHonoured: gw.HonoursKeys}, nil
 	}
 	res.Attempts = begun.Attempts
 	return res, nil
+}
+
+// sendHeartbeats records heartbeats while a send is out, so a worker that dies mid-send is
+// noticed after the activity's heartbeat timeout (seconds) instead of its start-to-close
+// timeout (a door open's 80 s), and the send's retry finds it begun. A local activity (runs
+// recorded before decision 0012) has no heartbeat.
+func sendHeartbeats(ctx context.Context) (stop func()) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).IsLocalActivity {
+		return func() {}
+	}
+	return heartbeatEvery(ctx, 2*time.Second)
 }
 
 // call performs one HTTP exchange. delivered tells whether the request was written to the
@@ -280,6 +294,11 @@ func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGa
 	if in.Body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if in.Method != http.MethodGet && in.Method != http.MethodHead {
+		// Every send of one request carries the same key: a gateway that honours it carries
+		// the request out once and answers a re-send with what the first send did.
+		req.Header.Set("Idempotency-Key", in.RequestID)
+	}
 
 	resp, err := d.client().Do(req)
 	if err != nil {
@@ -290,7 +309,8 @@ func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGa
 	if err != nil {
 		return SendGatewayRequestResult{}, true, fmt.Errorf("read gateway answer: %w", err)
 	}
-	res := SendGatewayRequestResult{Outcome: SendAnswered, Status: resp.StatusCode, Headers: map[string]string{}}
+	res := SendGatewayRequestResult{Outcome: SendAnswered, Status: resp.StatusCode, Headers: map[string]string{},
+		KeysHonoured: GatewayHonoursKeys(resp.Header)}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		res.Headers["Content-Type"] = ct
 	}
@@ -315,6 +335,12 @@ func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGa
 		}
 	}
 	return res, true, nil
+}
+
+// GatewayHonoursKeys reads from a gateway's answer whether it honours Idempotency-Key
+// (hardware/gateway: X-Idempotency-Keys: honoured).
+func GatewayHonoursKeys(h http.Header) bool {
+	return h.Get("X-Idempotency-Keys") == "honoured"
 }
 
 // isAPIJSON reports whether an answer is the local API's own: empty, or JSON declared as JSON.

@@ -384,3 +384,39 @@ func TestFinishGatewayRequestAsksForAMirrorRefreshAfterACompletedWrite(t *testin
 		assert.Equal(t, []bool{tc.want}, f.synced, "%s %s", tc.class, tc.state)
 	}
 }
+
+// Every send of a mutating request carries the request's id as its Idempotency-Key (the same
+// on a re-send); a read carries none. The answer says whether the gateway honours keys.
+func TestSendGatewayRequestCarriesItsKey(t *testing.T) {
+	t.Parallel()
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if r.Method != http.MethodGet {
+			w.Header().Set("X-Idempotency-Keys", "honoured")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	f := fakeAt(srv.URL)
+	id := uuid.NewString()
+	for n := 1; n <= 2; n++ {
+		res, err := send(t, f, activities.SendGatewayRequestInput{RequestID: id, Send: n, Method: http.MethodPost, Path: "/lockers/101/open"})
+		require.NoError(t, err)
+		assert.True(t, res.KeysHonoured)
+	}
+	res, err := send(t, f, activities.SendGatewayRequestInput{Send: 3, Method: http.MethodGet, Path: "/lockers/101"})
+	require.NoError(t, err)
+	assert.False(t, res.KeysHonoured)
+	assert.Equal(t, []string{id, id, ""}, keys)
+
+	// A send begun before with unknown fate says what the cloud knows of the gateway.
+	f = fakeAt(srv.URL)
+	f.gateway.HonoursKeys = true
+	f.begun[1] = true
+	res, err = send(t, f, activities.SendGatewayRequestInput{RequestID: id, Method: http.MethodPost, Path: "/lockers/101/open"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendUnknown, res.Outcome)
+	assert.True(t, res.KeysHonoured)
+}

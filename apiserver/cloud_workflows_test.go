@@ -139,3 +139,47 @@ func pollsCounted(t *testing.T, e *testenv.Env, source string) int {
 	}
 	return 0
 }
+
+// A door open whose send's fate became unknown (the worker carrying it stopped mid-call) is
+// sent again with its Idempotency-Key when the gateway honours keys: the gateway carried the
+// first send through and answers the re-send with what it did, so the request completes and
+// the door moved once (DESIGN §6.2; without keys it would end gateway_unresponsive).
+func TestOpenWithUnknownFateIsResentWithItsKey(t *testing.T) {
+	t.Parallel()
+	e, gw1, _ := startCustomerEnv(t)
+	c := newCloud(t, e.URL, e.GatewayKey())
+	e.StartGatewaySync(t, 200*time.Millisecond)
+	require.Eventually(t, func() bool {
+		var honoured bool
+		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT honours_idempotency_keys FROM gateways WHERE id = $1`, gw1.DBID).Scan(&honoured)
+		return honoured
+	}, 30*time.Second, 50*time.Millisecond, "the gateway sync records that GW-0001 honours keys")
+	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeControllerSlow, DelayMs: 250})
+
+	r := c.do(http.MethodPost, locPath(gw1, "/lockers/104/open"), nil, "Prefer", "respond-async", "Idempotency-Key", "open-104")
+	require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
+	id := r.Header.Get("X-Request-Id")
+	require.Eventually(t, func() bool {
+		var status string
+		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT status FROM gateway_requests WHERE id = $1`, id).Scan(&status)
+		return status == "dispatched"
+	}, 10*time.Second, 5*time.Millisecond, "the first send is out")
+	e.StopWorker() // mid-call: the send's activity is cut off, its fate unknown to the cloud
+	e.StartWorker()
+
+	got := c.poll(id)
+	require.Equal(t, http.StatusOK, got.Status, "body: %s", got.Body)
+	assert.Equal(t, "completed", got.Header.Get("X-Request-State"))
+	assert.Equal(t, true, got.Map(t)["doorOpen"], "body: %s", got.Body)
+	assert.Equal(t, 1, gw1.Sim.Opens(104), "the door moved once")
+	var attempts int
+	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT attempts FROM gateway_requests WHERE id = $1`, id).Scan(&attempts))
+	assert.Equal(t, 2, attempts, "sent again once its fate was unknown")
+
+	// The client's retry with its key gets the same outcome.
+	replay := c.do(http.MethodPost, locPath(gw1, "/lockers/104/open"), nil, "Idempotency-Key", "open-104")
+	assert.Equal(t, http.StatusOK, replay.Status)
+	assert.Equal(t, "true", replay.Header.Get("Idempotent-Replayed"))
+	assert.Equal(t, string(got.Body), string(replay.Body))
+	assert.Equal(t, 1, gw1.Sim.Opens(104))
+}

@@ -51,9 +51,17 @@ const versionBodiesInPostgres = "bodies-in-postgres"
 // local activities (decision 0012): a local activity runs inside a workflow task, and a
 // query waits for the task in flight, so a poll of a request whose gateway is slow waited
 // for the whole send. Their first send also settles the request itself when the answer
-// decides it at once (SendGatewayRequestInput.Settle). Runs recorded before it send with
-// local activities.
+// decides it at once (SendGatewayRequestInput.Settle), and a request whose send's fate is
+// unknown goes out again when its gateway honours Idempotency-Key
+// (SendGatewayRequestResult.KeysHonoured), whatever its class: the gateway answers a re-send
+// with what the first send did, so a door opens once even when a cloud process died
+// mid-send. Runs recorded before it send with local activities and never re-send a hardware
+// call.
 const versionSendsAsActivities = "sends-as-activities"
+
+// maxKeyedResends bounds the re-sends of a request whose fate is unknown to a gateway that
+// honours keys (a second crash during the first re-send is covered too).
+const maxKeyedResends = 2
 
 // GatewayRequestWorkflowID is the workflow ID of a gateway request.
 func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
@@ -160,6 +168,9 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	activityCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The same budget as the local activity's: one send, with room to record it.
 		StartToCloseTimeout: timeout + 15*time.Second,
+		// The send heartbeats while it is out: a worker that dies mid-send is noticed in
+		// seconds, and the retry finds the send begun (SendUnknown).
+		HeartbeatTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        200 * time.Millisecond,
 			BackoffCoefficient:     2,
@@ -234,6 +245,13 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 			if wf.resendableAfterNoAnswer() && noAnswerResends == 0 {
 				noAnswerResends++
 				logger.Info("gateway request unanswered; re-sending once", "outcome", res.Outcome)
+				continue
+			}
+			if sendsAsActivities && res.KeysHonoured && noAnswerResends < maxKeyedResends {
+				// The gateway carries a keyed request out once and answers a re-send with what
+				// the first send did: sending again cannot act twice.
+				noAnswerResends++
+				logger.Info("gateway request's fate unknown; re-sending with its key", "outcome", res.Outcome)
 				continue
 			}
 			return wf.finish(ctx, unresponsive(timeout, wf.state.LastError), false, false)

@@ -391,3 +391,23 @@ func TestGatewayRequestFirstSendSettlesIt(t *testing.T) {
 	assert.NotNil(t, s2.got[0].Settle)
 	assert.Nil(t, s2.got[1].Settle)
 }
+
+// A request whose send's fate is unknown goes out again when its gateway honours
+// Idempotency-Key, a door open included (the gateway answers what the first send did), at
+// most maxKeyedResends times; without keys a door open is never sent twice.
+func TestGatewayRequestResendsWithKeysOnly(t *testing.T) {
+	t.Parallel()
+	unknownKeyed := activities.SendGatewayRequestResult{Outcome: activities.SendUnknown, KeysHonoured: true}
+	ok := activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, APIJSON: true, Body: []byte(`{"doorOpen":true}`)}
+	s, fin, _ := runGateway(t, openLocker, unknownKeyed, ok)
+	assert.Len(t, s.got, 2, "sent again with its key")
+	assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
+
+	s, fin, _ = runGateway(t, openLocker, unknownKeyed, unknownKeyed, unknownKeyed, ok)
+	assert.Len(t, s.got, 3, "at most two re-sends")
+	assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
+
+	s, fin, _ = runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendUnknown}, ok)
+	assert.Len(t, s.got, 1, "a gateway without keys: a door open is never sent twice")
+	assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
+}

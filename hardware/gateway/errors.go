@@ -30,6 +30,11 @@ const (
 	CodeControllerUnavailable    = "CONTROLLER_UNAVAILABLE"
 	CodeControllerError          = "CONTROLLER_ERROR"
 	CodeInternal                 = "INTERNAL_ERROR"
+	// CodeIdempotencyKeyReused: an Idempotency-Key sent again with another method, path or body.
+	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodeRequestOutcomeUnknown: a keyed request begun by an earlier run of the gateway that
+	// stopped before it finished: whether it was carried out is not known.
+	CodeRequestOutcomeUnknown = "REQUEST_OUTCOME_UNKNOWN"
 )
 
 // maxBody is the largest request body the API reads (§8).
@@ -64,6 +69,8 @@ var codeStatus = map[string]int{
 	CodeControllerUnavailable:    http.StatusServiceUnavailable,
 	CodeControllerError:          http.StatusInternalServerError,
 	CodeInternal:                 http.StatusInternalServerError,
+	CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
+	CodeRequestOutcomeUnknown:    http.StatusInternalServerError,
 }
 
 // statusOf is the HTTP status of an error code (500 for a code the table lacks).

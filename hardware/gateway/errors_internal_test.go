@@ -74,6 +74,8 @@ func TestCodeStatus(t *testing.T) {
 		CodeControllerUnavailable:    http.StatusServiceUnavailable,
 		CodeControllerError:          http.StatusInternalServerError,
 		CodeInternal:                 http.StatusInternalServerError,
+		CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
+		CodeRequestOutcomeUnknown:    http.StatusInternalServerError,
 		"SOMETHING_NEW":              http.StatusInternalServerError,
 	}
 	assert.Len(t, codeStatus, len(cases)-1, "every declared code is in the table")

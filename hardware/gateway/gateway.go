@@ -108,6 +108,8 @@ type Server struct {
 	sessions *sessions
 	logins   *loginThrottle
 	handler  http.Handler
+	// keyed are the calls with an Idempotency-Key in flight here (idempotency.go).
+	keyed idempotentCalls
 }
 
 // lockerInfo is a locker of the layout with its bank.

@@ -63,7 +63,7 @@ func (s *Server) routes() http.Handler {
 	r.Post("/admin/lockers/{lockerId}/service", s.adminService)
 
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireBearer)
+		r.Use(s.requireBearer, s.idempotent)
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 
 		r.Get("/health", s.serve(s.health))

@@ -51,6 +51,20 @@ CREATE TABLE device_heartbeats (
 	received_at TEXT NOT NULL
 );
 `,
+	// Keyed requests (idempotency.go): a row is written before the request runs and gets its
+	// answer once it ran; kept for keepIdempotentAnswers.
+	`
+CREATE TABLE idempotent_requests (
+	key          TEXT PRIMARY KEY,
+	request_hash BLOB NOT NULL,
+	status       INTEGER,
+	content_type TEXT,
+	body         BLOB,
+	created_at   TEXT NOT NULL,
+	completed_at TEXT
+);
+CREATE INDEX idempotent_requests_created_at ON idempotent_requests (created_at);
+`,
 }
 
 // keepLogEntries bounds the event log's operational entries, keepSecurityEntries its

@@ -175,6 +175,10 @@ type SendResult struct {
 	ErrorMessage string
 	// Error describes a transport failure.
 	Error string
+	// KeysHonoured says the gateway honours Idempotency-Key (its answer said so, or, for a
+	// send with no answer or of unknown fate, the cloud's record of it): a re-send of a
+	// request whose fate is unknown then acts at most once.
+	KeysHonoured bool `json:",omitempty"`
 	// Settled is the request's outcome as stored when the send settled the request itself:
 	// a first send asked to (SendGatewayRequestInput.Settle) whose answer decides the request
 	// at once under the workflow's own rules. UsedCode is then the access code the open used

@@ -25,6 +25,7 @@ type Store interface {
 	ClaimDueGatewaySyncs(ctx context.Context, limit int, lease time.Duration) ([]store.Gateway, error)
 	ScheduleGatewaySync(ctx context.Context, gatewayID int64, after time.Duration) error
 	RecordGatewayHealth(ctx context.Context, gatewayID int64, online bool, cause string) error
+	RecordGatewayKeys(ctx context.Context, gatewayID int64, honoured bool) error
 	SyncGatewayLockers(ctx context.Context, gatewayID int64, lockers []store.GatewayLocker) error
 	PruneGatewayRequests(ctx context.Context, keep time.Duration) (keys, requests int64, err error)
 }
@@ -104,7 +105,8 @@ func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 	var health struct {
 		Status string `json:"status"`
 	}
-	if err := g.get(ctx, gw, string(secret), "/health", &health); err != nil {
+	header, err := g.get(ctx, gw, string(secret), "/health", &health)
+	if err != nil {
 		if herr := g.Store.RecordGatewayHealth(ctx, gw.ID, false, err.Error()); herr != nil {
 			return herr
 		}
@@ -112,6 +114,12 @@ func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 	}
 	if err := g.Store.RecordGatewayHealth(ctx, gw.ID, true, ""); err != nil {
 		return err
+	}
+	// Whether it honours Idempotency-Key: a send whose fate is unknown may then go again.
+	if honoured := activities.GatewayHonoursKeys(header); honoured != gw.HonoursKeys {
+		if err := g.Store.RecordGatewayKeys(ctx, gw.ID, honoured); err != nil {
+			return err
+		}
 	}
 	var lockers []struct {
 		LockerID     int    `json:"lockerId"`
@@ -121,14 +129,14 @@ func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 		IsLowLocker  bool   `json:"isLowLocker"`
 		OutOfService bool   `json:"outOfService"`
 	}
-	if err := g.get(ctx, gw, string(secret), "/lockers", &lockers); err != nil {
+	if _, err := g.get(ctx, gw, string(secret), "/lockers", &lockers); err != nil {
 		return err
 	}
 	var types []struct {
 		ID   int    `json:"id"`
 		Name string `json:"name"`
 	}
-	if err := g.get(ctx, gw, string(secret), "/locker-types", &types); err != nil {
+	if _, err := g.get(ctx, gw, string(secret), "/locker-types", &types); err != nil {
 		return err
 	}
 	typeNames := map[int]string{}
@@ -147,28 +155,29 @@ func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 	return g.Store.SyncGatewayLockers(ctx, gw.ID, mirror)
 }
 
-func (g *GatewaySync) get(ctx context.Context, gw store.Gateway, secret, path string, v any) error {
+// get reads path from the gateway into v and returns the answer's header.
+func (g *GatewaySync) get(ctx context.Context, gw store.Gateway, secret, path string, v any) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(gw.BaseURL, "/")+path, nil)
 	if err != nil {
-		return fmt.Errorf("build gateway request: %w", err)
+		return nil, fmt.Errorf("build gateway request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := g.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("get %s from gateway %s: %w", path, gw.Serial, err)
+		return nil, fmt.Errorf("get %s from gateway %s: %w", path, gw.Serial, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, activities.MaxGatewayResponse))
 	if err != nil {
-		return fmt.Errorf("read %s from gateway %s: %w", path, gw.Serial, err)
+		return nil, fmt.Errorf("read %s from gateway %s: %w", path, gw.Serial, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("get %s from gateway %s: status %d", path, gw.Serial, resp.StatusCode)
+		return nil, fmt.Errorf("get %s from gateway %s: status %d", path, gw.Serial, resp.StatusCode)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("decode %s from gateway %s: %w", path, gw.Serial, err)
+		return nil, fmt.Errorf("decode %s from gateway %s: %w", path, gw.Serial, err)
 	}
-	return nil
+	return resp.Header, nil
 }

@@ -30,7 +30,15 @@ func (s secretFor) Open(purpose string, _ []byte) ([]byte, error) {
 type fakeSync struct {
 	mu      sync.Mutex
 	health  []bool
+	keys    []bool
 	lockers []store.GatewayLocker
+}
+
+func (f *fakeSync) RecordGatewayKeys(_ context.Context, _ int64, honoured bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, honoured)
+	return nil
 }
 
 func (f *fakeSync) ClaimDueGatewaySyncs(context.Context, int, time.Duration) ([]store.Gateway, error) {
@@ -60,6 +68,9 @@ func TestGatewaySyncMirrorsLockersAndHealth(t *testing.T) {
 	sync := &gatewaysync.GatewaySync{Store: f, Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0002"): gw.Secret}}
 	require.NoError(t, sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL}))
 	assert.Equal(t, []bool{true}, f.health)
+	assert.Equal(t, []bool{true}, f.keys, "the gateway honours Idempotency-Key: recorded")
+	require.NoError(t, sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL, HonoursKeys: true}))
+	assert.Equal(t, []bool{true}, f.keys, "recorded only when it changes")
 	require.Len(t, f.lockers, 8)
 	l := f.lockers[0]
 	assert.Equal(t, 201, l.LockerID)
@@ -72,6 +83,6 @@ func TestGatewaySyncMirrorsLockersAndHealth(t *testing.T) {
 	gw.Close()
 	err := sync.SyncGateway(context.Background(), store.Gateway{ID: 2, Serial: "GW-0002", BaseURL: gw.URL})
 	assert.Error(t, err)
-	assert.Equal(t, []bool{true, false}, f.health)
+	assert.Equal(t, []bool{true, true, false}, f.health)
 	assert.Len(t, f.lockers, 8)
 }

@@ -52,7 +52,7 @@ func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (G
 		                  CASE WHEN upd.class = $3 THEN 'off' ELSE current_setting('synchronous_commit') END, true)
 		FROM upd JOIN gateways g ON g.id = upd.gateway_id`, id, send, gatewayreq.ClassRead).
 		Scan(&out.Began, &out.Attempts, &g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL,
-			&g.SecretSealed, &g.Disabled, &g.Online, &g.LastSeenAt, &commit)
+			&g.SecretSealed, &g.Disabled, &g.Online, &g.LastSeenAt, &g.HonoursKeys, &commit)
 	if err != nil {
 		return GatewaySend{}, fmt.Errorf("begin gateway send: %w", translate(err))
 	}

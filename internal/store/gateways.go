@@ -28,16 +28,29 @@ type Gateway struct {
 	Disabled       bool
 	Online         *bool
 	LastSeenAt     *time.Time
+	// HonoursKeys says the gateway honours Idempotency-Key (as its answers last said):
+	// a send whose fate is unknown may then go out again.
+	HonoursKeys bool
 }
 
 const gatewayColumns = `g.id, g.serial, g.organization_id, g.location_id, g.base_url, g.secret_sealed,
-	g.disabled_at IS NOT NULL, g.online, g.last_seen_at`
+	g.disabled_at IS NOT NULL, g.online, g.last_seen_at, g.honours_idempotency_keys`
 
 func scanGateway(row interface{ Scan(...any) error }) (Gateway, error) {
 	var g Gateway
 	err := row.Scan(&g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL, &g.SecretSealed,
-		&g.Disabled, &g.Online, &g.LastSeenAt)
+		&g.Disabled, &g.Online, &g.LastSeenAt, &g.HonoursKeys)
 	return g, err
+}
+
+// RecordGatewayKeys records whether the gateway honours Idempotency-Key (its answers say so).
+func (s *Store) RecordGatewayKeys(ctx context.Context, gatewayID int64, honoured bool) error {
+	_, err := s.db.Exec(ctx, `UPDATE gateways SET honours_idempotency_keys = $2
+		WHERE id = $1 AND honours_idempotency_keys <> $2`, gatewayID, honoured)
+	if err != nil {
+		return fmt.Errorf("record gateway idempotency keys: %w", translate(err))
+	}
+	return nil
 }
 
 // UpsertGateway registers the gateway with this serial at a location of its organization,

@@ -1,0 +1,322 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Idempotency keys on the local API's mutating operations (DESIGN §6.2, §7): a caller that
+// sends `Idempotency-Key` gets its request carried out once. The first arrival executes — to
+// its end, even when the caller's connection drops, so a door open is never left half done —
+// and its answer is kept; a repeat with the same key and the same method, path and body gets
+// that answer (waiting for it while the first still runs), with `Idempotent-Replayed: true`.
+// The cloud sends its gateway request's id as the key with every send, so a send whose fate
+// it does not know (its process died mid-call) may go out again and learns what the first
+// one did. Every answer says the gateway honours keys (IdempotencyKeysHeader), so the cloud
+// knows it may re-send.
+
+// IdempotencyKeysHeader is set on every answer of the authenticated API: this gateway
+// honours Idempotency-Key (value IdempotencyKeysHonoured).
+const (
+	IdempotencyKeysHeader   = "X-Idempotency-Keys"
+	IdempotencyKeysHonoured = "honoured"
+)
+
+// keepIdempotentAnswers is how long an answer is kept for its key: far beyond the cloud's
+// whole retry budget for one request (a hardware call's 65 s deadline, re-sent a few times,
+// and a crashed worker's activity retried after its heartbeat timeout).
+const keepIdempotentAnswers = 24 * time.Hour
+
+// idempotentCalls are the keyed calls this process is carrying out now.
+type idempotentCalls struct {
+	mu      sync.Mutex
+	running map[string]*idempotentCall
+}
+
+// idempotentCall is one keyed call in flight: done closes once answer is set.
+type idempotentCall struct {
+	hash   []byte
+	done   chan struct{}
+	answer recordedAnswer
+}
+
+// recordedAnswer is an answer as kept for its key.
+type recordedAnswer struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// idempotent carries out a keyed mutating call once (see above); a call without the header
+// is served as ever.
+func (s *Server) idempotent(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(IdempotencyKeysHeader, IdempotencyKeysHonoured)
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" || r.Method == http.MethodGet || r.Method == http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !validIdempotencyKey(key) {
+			writeError(w, CodeValidation, "Idempotency-Key must be 1 to 255 printable ASCII characters", nil)
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			// limitBody's cap, or a connection that broke mid-body.
+			writeError(w, CodePayloadTooLarge, "request body too large or unreadable", nil)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		hash := idempotencyHash(r.Method, r.URL.RequestURI(), body)
+
+		call, first, err := s.claimKey(r.Context(), key, hash)
+		if err != nil {
+			s.writeKeyError(w, r, err)
+			return
+		}
+		if first {
+			go s.carryOut(context.WithoutCancel(r.Context()), next, r, key, call)
+		}
+		select {
+		case <-call.done:
+			if !first {
+				w.Header().Set("Idempotent-Replayed", "true")
+			}
+			call.answer.write(w)
+		case <-r.Context().Done():
+			// The caller left; a first call goes on to its end (carryOut) and its answer is kept.
+		}
+	})
+}
+
+// Errors of a keyed call that has no answer to give.
+var (
+	errKeyReused        = errors.New("idempotency key reused for another request")
+	errOutcomeUnknown   = errors.New("an earlier run of this gateway began the request and did not finish it")
+	errKeyStoreUnusable = errors.New("idempotency keys cannot be read or written")
+)
+
+func (s *Server) writeKeyError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errKeyReused):
+		writeError(w, CodeIdempotencyKeyReused, "this Idempotency-Key was used for a different request", nil)
+	case errors.Is(err, errOutcomeUnknown):
+		writeError(w, CodeRequestOutcomeUnknown, "the request with this Idempotency-Key was begun before the gateway restarted; "+
+			"whether it was carried out is unknown (check the locker and the log)", nil)
+	default:
+		s.logger.ErrorContext(r.Context(), "idempotency key", "err", err)
+		writeError(w, CodeInternal, "internal error", nil)
+	}
+}
+
+// claimKey finds the call for key: one in flight here (first false), one answered before
+// (first false, done already closed), or a new one, recorded as begun before it runs (first
+// true). A key used with another request hash is errKeyReused.
+func (s *Server) claimKey(ctx context.Context, key string, hash []byte) (*idempotentCall, bool, error) {
+	calls := &s.keyed
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	if c, ok := calls.running[key]; ok {
+		if !bytes.Equal(c.hash, hash) {
+			return nil, false, errKeyReused
+		}
+		return c, false, nil
+	}
+	kept, err := s.store.idempotentAnswer(ctx, key)
+	switch {
+	case err == nil:
+		if !bytes.Equal(kept.hash, hash) {
+			return nil, false, errKeyReused
+		}
+		if kept.answer == nil {
+			return nil, false, errOutcomeUnknown
+		}
+		c := &idempotentCall{hash: hash, done: make(chan struct{}), answer: *kept.answer}
+		close(c.done)
+		return c, false, nil
+	case !errors.Is(err, errNotFound):
+		return nil, false, fmt.Errorf("%w: %w", errKeyStoreUnusable, err)
+	}
+	if err := s.store.beginIdempotent(ctx, key, hash); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", errKeyStoreUnusable, err)
+	}
+	c := &idempotentCall{hash: hash, done: make(chan struct{})}
+	if calls.running == nil {
+		calls.running = map[string]*idempotentCall{}
+	}
+	calls.running[key] = c
+	return c, true, nil
+}
+
+// carryOut runs a keyed call to its end on ctx (not cancelled when the caller leaves), keeps
+// its answer and hands it to everyone waiting.
+func (s *Server) carryOut(ctx context.Context, next http.Handler, r *http.Request, key string, c *idempotentCall) {
+	rec := &answerRecorder{header: http.Header{}}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.logger.ErrorContext(ctx, "keyed request panicked", "key", key, "panic", p)
+				rec = &answerRecorder{header: http.Header{}}
+				writeError(rec, CodeInternal, "internal error", nil)
+			}
+		}()
+		next.ServeHTTP(rec, r.WithContext(ctx))
+	}()
+	c.answer = rec.answer()
+	if c.answer.nothingDone() {
+		// A create that found no locker free of a race: nothing was assigned, and the caller
+		// retries with the same key; the retry must run, not replay this answer.
+		if err := s.store.forgetIdempotent(ctx, key); err != nil {
+			s.logger.ErrorContext(ctx, "forget a keyed request that did nothing", "key", key, "err", err)
+		}
+	} else if err := s.store.finishIdempotent(ctx, key, c.answer); err != nil {
+		// The answer is still given to this call's waiters; a repeat after a restart then
+		// hears that the outcome is unknown rather than a wrong answer.
+		s.logger.ErrorContext(ctx, "keep a keyed request's answer", "key", key, "err", err)
+	}
+	s.keyed.mu.Lock()
+	delete(s.keyed.running, key)
+	s.keyed.mu.Unlock()
+	close(c.done)
+}
+
+// nothingDone says the answer is one that certainly changed nothing and that the caller is
+// told to retry: 503 LOCKER_ASSIGNMENT_CONFLICT.
+func (a recordedAnswer) nothingDone() bool {
+	if a.status != http.StatusServiceUnavailable {
+		return false
+	}
+	var e ErrorBody
+	return json.Unmarshal(a.body, &e) == nil && e.Error == CodeLockerAssignmentConflict
+}
+
+func (a recordedAnswer) write(w http.ResponseWriter) {
+	if a.contentType != "" {
+		w.Header().Set("Content-Type", a.contentType)
+	}
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+}
+
+// answerRecorder keeps what a handler writes.
+type answerRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *answerRecorder) Header() http.Header { return r.header }
+
+func (r *answerRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *answerRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *answerRecorder) answer() recordedAnswer {
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return recordedAnswer{status: status, contentType: r.header.Get("Content-Type"), body: bytes.Clone(r.body.Bytes())}
+}
+
+// validIdempotencyKey: 1..255 printable ASCII (as the cloud's, DESIGN §6.3).
+func validIdempotencyKey(k string) bool {
+	if len(k) == 0 || len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// idempotencyHash is the SHA-256 of method, path with query, and body.
+func idempotencyHash(method, uri string, body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(uri))
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// keptKey is a key as stored: its request hash and its answer (nil while unfinished).
+type keptKey struct {
+	hash   []byte
+	answer *recordedAnswer
+}
+
+func (s *store) idempotentAnswer(ctx context.Context, key string) (keptKey, error) {
+	var k keptKey
+	var status sql.NullInt64
+	var contentType sql.NullString
+	var body []byte
+	err := s.db.QueryRowContext(ctx, `SELECT request_hash, status, content_type, body FROM idempotent_requests
+		WHERE key = ? AND created_at > ?`, key, time.Now().Add(-keepIdempotentAnswers).UTC().Format(time.RFC3339Nano)).
+		Scan(&k.hash, &status, &contentType, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, errNotFound
+	}
+	if err != nil {
+		return k, fmt.Errorf("read idempotency key: %w", interpretError(err))
+	}
+	if status.Valid {
+		k.answer = &recordedAnswer{status: int(status.Int64), contentType: contentType.String, body: body}
+	}
+	return k, nil
+}
+
+// beginIdempotent records a keyed request as begun (replacing a record past its keeping),
+// and drops the records past their keeping.
+func (s *store) beginIdempotent(ctx context.Context, key string, hash []byte) error {
+	now := time.Now().UTC()
+	return s.withTx(ctx, func(tx *sql.Tx) error {
+		cutoff := now.Add(-keepIdempotentAnswers).Format(time.RFC3339Nano)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotent_requests WHERE created_at <= ?`, cutoff); err != nil {
+			return fmt.Errorf("prune idempotency keys: %w", interpretError(err))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotent_requests (key, request_hash, created_at) VALUES (?, ?, ?)`,
+			key, hash, now.Format(time.RFC3339Nano)); err != nil {
+			return fmt.Errorf("record idempotency key: %w", interpretError(err))
+		}
+		return nil
+	})
+}
+
+func (s *store) forgetIdempotent(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotent_requests WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("forget idempotency key: %w", interpretError(err))
+	}
+	return nil
+}
+
+func (s *store) finishIdempotent(ctx context.Context, key string, a recordedAnswer) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE idempotent_requests SET status = ?, content_type = ?, body = ?, completed_at = ?
+		WHERE key = ?`, a.status, a.contentType, a.body, time.Now().UTC().Format(time.RFC3339Nano), key)
+	if err != nil {
+		return fmt.Errorf("keep idempotent answer: %w", interpretError(err))
+	}
+	return nil
+}
