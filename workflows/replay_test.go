@@ -65,6 +65,9 @@ var histories = []recordedHistory{
 	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
+	// Runs from before the attempt became a local activity (changeAttemptLocal).
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json"},
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_local_attempt.json"},
 }
 
 // The replay tests run one replay at a time (no t.Parallel): the SDK keeps workflow

@@ -102,6 +102,8 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	}
 	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
 	disp.Workers = cfg.OutboxWorkers
+	// A committed webhook event's deliveries start at once from here; the sweep is the net.
+	st.HandOffEvents(disp, outbox.HandoffGrace)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(st.PoolCollector(), outbox.NewBacklogCollector(st, logger))
 	srv := apiserver.New(apiserver.Deps{

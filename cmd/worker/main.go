@@ -24,6 +24,7 @@ import (
 	"github.com/lockernet/lockernet/internal/httpserve"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
+	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
 	"github.com/lockernet/lockernet/internal/telemetry"
@@ -102,7 +103,14 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
 			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}
+	// The webhook events this worker's activities commit (an expiry, a gateway's health)
+	// start their deliveries from here at once, eagerly on this worker; the apiserver's
+	// outbox sweep is the net.
+	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
+	disp.Workers = cfg.OutboxWorkers
+	st.HandOffEvents(disp, outbox.HandoffGrace)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return disp.Run(gctx) })
 	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
 	g.Go(func() error {
 		logger.Info("worker polling", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNS)

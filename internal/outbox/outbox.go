@@ -41,6 +41,10 @@ type Dispatcher struct {
 	Workers int
 }
 
+// HandoffGrace is how long the sweep leaves an item handed off at its commit to that
+// hand-off (store.HandOffEvents) before it starts the item itself.
+const HandoffGrace = 5 * time.Second
+
 // New returns a dispatcher; call Run to start it.
 func New(st Store, c client.Client, taskQueue string, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: st, temporal: c, taskQueue: taskQueue, logger: logger,
@@ -134,6 +138,12 @@ func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) error {
 	}
 	if it.SignalName == "" {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+		// Where this process also runs a worker for the task queue on the same client, the
+		// first workflow task comes back with the start and runs here, without a round
+		// through the task queue; elsewhere the flag is ignored. A start of a workflow that
+		// already finished returns that run (the SDK's default), so a start repeated by the
+		// sweep after the hand-off's is done, not retried.
+		opts.EnableEagerStart = true
 		_, err := d.temporal.ExecuteWorkflow(ctx, opts, it.WorkflowType, it.Input)
 		return err
 	}

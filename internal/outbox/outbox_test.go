@@ -197,6 +197,23 @@ func TestDispatcher(t *testing.T) {
 		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
 	})
 
+	t.Run("a start for a workflow that already finished is done, not retried", func(t *testing.T) {
+		item := reservationItem("77777777-7777-4777-8777-777777777777")
+		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		runID := f.waitDispatched(t, item.WorkflowID, id)
+		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
+
+		// The sweep's repeat of a start the hand-off already made, after the run ended.
+		again, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
+		require.NoError(t, err)
+		f.waitDispatched(t, item.WorkflowID, again)
+
+		got, status, _ := f.describe(t, item.WorkflowID)
+		assert.Equal(t, runID, got, "no second run")
+		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
+	})
+
 	t.Run("a start Temporal refuses stays in the outbox for a later attempt", func(t *testing.T) {
 		item := reservationItem("66666666-6666-4666-8666-666666666666")
 		item.SearchAttributes = map[string]string{"NoSuchAttribute": "x"}

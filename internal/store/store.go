@@ -33,6 +33,10 @@ type Store struct {
 	// hooked knows which organizations have webhook endpoints (shared by a store and the
 	// transactions it opens).
 	hooked *hookedOrgs
+	// handoff takes the delivery workflows of committed webhook events (shared like hooked);
+	// committed, inside WithTx, collects them until the commit.
+	handoff   *eventHandoff
+	committed *[]OutboxItem
 }
 
 // Options tune the pool; zero values take the defaults.
@@ -80,7 +84,7 @@ func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
-	return &Store{pool: pool, db: pool, hooked: &hookedOrgs{}}, nil
+	return &Store{pool: pool, db: pool, hooked: &hookedOrgs{}, handoff: &eventHandoff{}}, nil
 }
 
 // Close closes the pool.
@@ -105,12 +109,14 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx *Store) error) error {
 		return fmt.Errorf("begin transaction: %w", translate(err))
 	}
 	defer rollbackWithoutCancel(ctx, tx)
-	if err := fn(&Store{pool: s.pool, db: tx, hooked: s.hooked}); err != nil {
+	var committed []OutboxItem
+	if err := fn(&Store{pool: s.pool, db: tx, hooked: s.hooked, handoff: s.handoff, committed: &committed}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit transaction: %w", translate(err))
 	}
+	s.handoff.dispatch(committed)
 	return nil
 }
 

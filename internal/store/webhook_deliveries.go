@@ -114,19 +114,25 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 			return fmt.Errorf("retry webhook delivery: %w: the endpoint is disabled", ErrConflict)
 		}
 		round++
-		_, err = tx.db.Exec(ctx, `
+		var started []committedStart
+		err = tx.db.QueryRow(ctx, `
 			WITH upd AS (
 			    UPDATE webhook_deliveries SET status = 'pending', round = $2, next_attempt_at = now(), completed_at = NULL
 			    WHERE id = $1
+			), ob AS (
+			    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
+			    VALUES ($3, $4, jsonb_build_object('delivery_id', $1::text, 'round', $2::int),
+			            jsonb_build_object('OrganizationId', $5::text, 'WebhookEndpointId', $6::text, 'EventType', $7::text),
+			            now() + make_interval(secs => $8))
+			    RETURNING `+committedStartColumns+`
 			)
-			INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
-			VALUES ($3, $4, jsonb_build_object('delivery_id', $1::text, 'round', $2::int),
-			        jsonb_build_object('OrganizationId', $5::text, 'WebhookEndpointId', $6::text, 'EventType', $7::text), now())`,
+			SELECT `+committedStartsAgg+` FROM ob`,
 			id, round, WebhookDeliveryWorkflowID(id, round), WebhookDeliveryWorkflowType, strconv.FormatInt(sc.OrgID, 10),
-			endpointID.String(), eventType)
+			endpointID.String(), eventType, tx.deliveryGrace().Seconds()).Scan(&started)
 		if err != nil {
 			return fmt.Errorf("retry webhook delivery: %w", translate(err))
 		}
+		tx.committedDeliveries(outboxItems(started))
 		d, err = tx.WebhookDeliveryInScope(ctx, sc, id)
 		return err
 	})

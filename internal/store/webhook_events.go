@@ -37,8 +37,9 @@ const MaxEventSize = 60 << 10
 
 // RecordEvent records an event, a delivery to every enabled endpoint that wants it, and each
 // delivery's workflow start in the outbox, in one statement: called on a transaction's store
-// (WithTx), the event commits or rolls back with the change it reports. The outbox sweep
-// starts the deliveries' workflows within a second of the commit. An organization without
+// (WithTx), the event commits or rolls back with the change it reports. The deliveries'
+// workflows start right after the commit when the store hands them off (HandOffEvents),
+// otherwise the outbox sweep starts them within a second of it. An organization without
 // any endpoint records nothing: its event log starts with its first endpoint, and the
 // changes of organizations that use no webhooks cost one index lookup. The returned id is
 // uuid.Nil when nothing was recorded.
@@ -57,6 +58,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 	}
 	id := uuid.New()
 	var recorded int
+	var started []committedStart
 	err = s.db.QueryRow(ctx, `
 		WITH ev AS (
 		    INSERT INTO webhook_events (id, organization_id, sub_organization_id, type, data)
@@ -74,17 +76,21 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		), ob AS (
 		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
 		    SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text),
-		           jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text), now()
+		           jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text),
+		           now() + make_interval(secs => $10)
 		    FROM d
+		    RETURNING `+committedStartColumns+`
 		)
-		SELECT count(*) FROM ev`,
-		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, WebhookDeliveryIDPrefix, WebhookDeliveryWorkflowType, ev.LocationID).Scan(&recorded)
+		SELECT (SELECT count(*) FROM ev), `+committedStartsAgg+` FROM ob`,
+		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, WebhookDeliveryIDPrefix, WebhookDeliveryWorkflowType, ev.LocationID,
+		s.deliveryGrace().Seconds()).Scan(&recorded, &started)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, translate(err))
 	}
 	if recorded == 0 {
 		return uuid.Nil, nil
 	}
+	s.committedDeliveries(outboxItems(started))
 	return id, nil
 }
 

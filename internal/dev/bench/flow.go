@@ -46,12 +46,13 @@ type flowResult struct {
 	Sustained float64
 }
 
-// runFlowSteps offers the tower flow at each rate in turn for d, from a quiet system each
-// time, and stops after the first rate the system did not hold.
-func runFlowSteps(ctx context.Context, b *bench, rates []float64, d time.Duration) (flowResult, error) {
+// runFlowSteps offers the tower flow at each rate the ladder picks in turn for d, from a
+// quiet system each time: the listed rates up to the first the system did not hold, then
+// (with -refine) rates between the highest held and the lowest not held.
+func runFlowSteps(ctx context.Context, b *bench, l *ladder, d time.Duration) (flowResult, error) {
 	res := flowResult{Step: d}
-	for i, rate := range rates {
-		if i > 0 {
+	for rate, ok := l.rate(); ok && ctx.Err() == nil; rate, ok = l.rate() {
+		if len(res.Steps) > 0 {
 			waitForQuiet(ctx, b, 10*time.Minute)
 		}
 		if err := resetBench(ctx, b.pool, b.data.orgID); err != nil {
@@ -66,11 +67,9 @@ func runFlowSteps(ctx context.Context, b *bench, rates []float64, d time.Duratio
 		logf("%s: flow: %.0f flows/s: achieved %.1f/s, p99 %s, outbox lag p99 %s; %s", b.shape.key, rate, st.Achieved,
 			ms(st.Flow.P99), ms(st.Lag.P99), stepVerdict(st.Held, st.Sustained, st.Why))
 		if st.Sustained {
-			res.Sustained = rate
+			res.Sustained = max(res.Sustained, rate)
 		}
-		if !st.Held {
-			break
-		}
+		l.record(rate, st.Held)
 	}
 	return res, ctx.Err()
 }

@@ -118,7 +118,7 @@ func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (pro
 	res.CloudOpen = measure("locker open, gateway cloud API", http.MethodPost, cloudBase+"/open", cloud, http.StatusOK)
 	res.FloorFor = d / 5
 	res.Floors = measureFloors(ctx, b, rate, res.FloorFor)
-	if bare, err := runBare(ctx, b, []float64{rate}, d); err != nil {
+	if bare, err := runBare(ctx, b, newLadder([]float64{rate}, 0), d); err != nil {
 		logf("proxy: bare eager start beside it: %v", err)
 	} else if len(bare.Steps) > 0 {
 		res.Bare = bare.Steps[0].Start

@@ -77,7 +77,8 @@ func (r *report) markdown() string {
 	w("Sustained means held for a whole step of at least %s: the tower flow with the outbox lag (the age of the oldest workflow start not yet "+
 		"handed to Temporal, sampled every 0.5 s) at p99 ≤ 1 s, no more than a second of workflow starts queued in Temporal at the end, every flow answered "+
 		"(no error, no 5xx) and none held back by the load generator; the bare workflow with every start answered, none held back, and fewer than a "+
-		"second of starts not completed at the end. Steps rise until one is not held; figures are as measured, never rounded up.", sustainWindow)
+		"second of starts not completed at the end. Steps rise until one is not held, then (-refine, %.0f %% here) halve the gap between the highest "+
+		"rate held and the lowest not held until the two are that close; figures are as measured, never rounded up.", sustainWindow, 100*r.options.refine)
 	w("")
 	if len(r.shapes) > 0 {
 		r.summary(w)

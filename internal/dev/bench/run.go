@@ -73,6 +73,7 @@ type options struct {
 	flowRates       []float64
 	temporalRates   []float64
 	proxyRates      []float64
+	refine          float64
 	expiryN         int
 	searchLocations int
 	searchN         int
@@ -112,6 +113,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.flowRates, "flow-rates", "10,25,50,100,150,200,300", "tower flows per second offered, one step each, until one is not sustained")
 	fs.StringVar(&s.temporalRates, "temporal-rates", "25,50,100,150,200,300", "bare workflow starts per second offered, one step each, until Temporal falls behind")
 	fs.StringVar(&s.proxyRates, "proxy-rates", "25,50,75,100,150,200", "gateway cloud API reads per second offered, one step each, until one is not sustained")
+	fs.Float64Var(&o.refine, "refine", 0.1, "after the first flow or temporal rate not held, halve the gap between the highest rate held and the lowest not held until they are within this fraction of each other (0: stop at the first not held)")
 	fs.IntVar(&o.expiryN, "expiry-n", 10000, "reservations expiring together")
 	fs.IntVar(&o.searchLocations, "search-locations", 100000, "generated locations to search")
 	fs.IntVar(&o.searchN, "search-n", 2000, "searches of each kind")
@@ -144,6 +146,9 @@ func Run(ctx context.Context, s Settings) error {
 	}
 	if o.step <= 0 {
 		return errors.New("-step must be positive")
+	}
+	if o.refine < 0 || o.refine >= 1 {
+		return errors.New("-refine must be in [0, 1)")
 	}
 
 	cfg, err := config.Load()
@@ -345,7 +350,7 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 		sr.search = &r
 	case "temporal":
 		waitForQuiet(ctx, b, 10*time.Minute)
-		r, err := runBare(ctx, b, o.temporalRates, o.step)
+		r, err := runBare(ctx, b, newLadder(o.temporalRates, o.refine), o.step)
 		if len(r.Steps) > 0 {
 			sr.temporal = &r
 		}
@@ -358,7 +363,7 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 		peak := map[string]float64{}
 		var mu sync.Mutex
 		go samplePeakRSS(sctx, b, peak, &mu)
-		r, err := runFlowSteps(ctx, b, o.flowRates, o.step)
+		r, err := runFlowSteps(ctx, b, newLadder(o.flowRates, o.refine), o.step)
 		cancel()
 		mu.Lock()
 		sr.flow, sr.loaded = &r, maps.Clone(peak)

@@ -22,7 +22,7 @@ import (
 // the service builds on it: a bare workflow that runs one local activity and completes,
 // started eagerly (the start's answer carries its first workflow task to the bench's own
 // worker, on a task queue of its own), driven open-loop at rising rates until the
-// completions fall behind the starts.
+// completions fall behind the starts, then at rates between (ladder).
 const bareQueue = "lockernet-bench-bare"
 
 // bareWorkflow is the bare workflow: one local activity, then done.
@@ -99,9 +99,10 @@ func (c *bareCounter) intercept(ctx context.Context, method string, req, reply a
 	return nil
 }
 
-// runBare starts the bench's worker and offers bare workflow starts at each rate in turn for
-// d, stopping after the first rate Temporal did not keep up with.
-func runBare(ctx context.Context, b *bench, rates []float64, d time.Duration) (bareResult, error) {
+// runBare starts the bench's worker and offers bare workflow starts at each rate the ladder
+// picks in turn for d: the listed rates up to the first Temporal did not keep up with, then
+// (with -refine) rates between the highest kept up with and the lowest not.
+func runBare(ctx context.Context, b *bench, l *ladder, d time.Duration) (bareResult, error) {
 	res := bareResult{Step: d}
 	counter := &bareCounter{}
 	c, err := client.Dial(client.Options{HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.TemporalNS,
@@ -119,7 +120,12 @@ func runBare(ctx context.Context, b *bench, rates []float64, d time.Duration) (b
 	}
 	defer w.Stop()
 	run := time.Now().UnixNano()
-	for i, rate := range rates {
+	for rate, ok := l.rate(); ok && ctx.Err() == nil; rate, ok = l.rate() {
+		i := len(res.Steps)
+		if i > 0 && !res.Steps[i-1].Held {
+			// A step past the knee leaves the server working off its queues for a while.
+			waitForQuiet(ctx, b, 10*time.Minute)
+		}
 		logf("%s: temporal: %.0f bare workflow starts/s for %s", b.shape.key, rate, d)
 		st := bareStep{Rate: rate, Duration: d}
 		lat := newSample(fmt.Sprintf("bare eager start at %.0f/s", rate))
@@ -170,11 +176,9 @@ func runBare(ctx context.Context, b *bench, rates []float64, d time.Duration) (b
 		logf("%s: temporal: %.0f/s: start p50 %s p99 %s, %.1f completed/s, %d behind; %s", b.shape.key, rate,
 			ms(st.Start.P50), ms(st.Start.P99), st.CompletedRate, st.Behind, stepVerdict(st.Held, st.Kept, st.Why))
 		if st.Kept {
-			res.Sustained = rate
+			res.Sustained = max(res.Sustained, rate)
 		}
-		if !st.Held || ctx.Err() != nil {
-			break
-		}
+		l.record(rate, st.Held)
 	}
 	return res, ctx.Err()
 }
