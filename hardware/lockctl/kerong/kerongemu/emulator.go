@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -368,6 +369,18 @@ func (e *Emulator) ServePTY() (*PTY, error) {
 		_ = slave.Close()
 		return nil, fmt.Errorf("raw mode on %s: %w", slave.Name(), err)
 	}
+	// A non-blocking copy of the master, so that Close interrupts a pending Read
+	// (pty.Open hands out a blocking one, which Close cannot wake).
+	fd, err := syscall.Dup(int(master.Fd()))
+	_ = master.Close()
+	if err == nil {
+		err = syscall.SetNonblock(fd, true)
+	}
+	if err != nil {
+		_ = slave.Close()
+		return nil, fmt.Errorf("pseudo-terminal master: %w", err)
+	}
+	master = os.NewFile(uintptr(fd), "/dev/ptmx")
 	p := &PTY{Path: slave.Name(), master: master, slave: slave}
 	if !e.track(p) {
 		_ = p.Close()
