@@ -273,6 +273,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return &usageError{err: err}
 	}
+	for _, ctl := range ctls {
+		if k, ok := ctl.(*kerong.Controller); ok {
+			logger.Info("lock controller", "controllerId", k.ID(), "driver", k.Describe())
+		}
+	}
 	srv, err := gateway.New(ctx, gateway.Config{
 		GatewayID: id,
 		Secret:    secret,

@@ -1,7 +1,5 @@
 package kerong
 
-import "fmt"
-
 // The CU16 serial protocol (docs/hardware.md has the sources): a command is five
 // bytes, STX ADDR CMD ETX SUM; the board answers nine, STX ADDR CMD H1 H2 I1 I2 ETX SUM.
 // ADDR carries the board address (DIP switches, 0–15) in its high nibble and the lock
@@ -104,10 +102,4 @@ func decode[T any](buf []byte, n int, parse func([]byte) T) (v T, used int, ok b
 		}
 	}
 	return v, 0, false, len(buf)
-}
-
-// frameError describes a frame that arrived but was not the one awaited.
-func frameError(want Command, got Answer) error {
-	return fmt.Errorf("answer from board %d lock %d command %#02x to board %d lock %d command %#02x",
-		got.Board, got.Lock+1, got.Cmd, want.Board, want.Lock+1, want.Cmd)
 }

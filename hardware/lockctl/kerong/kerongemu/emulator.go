@@ -399,7 +399,7 @@ func (p *PTY) Close() error {
 }
 
 // ListenTCP serves the bus to every connection accepted on ln (a network board's
-// TCP port), one request at a time across them.
+// TCP port); the answers of two links never interleave on the wire.
 func (e *Emulator) ListenTCP(ln net.Listener) {
 	if !e.track(ln) {
 		_ = ln.Close()
@@ -426,7 +426,7 @@ func (e *Emulator) ListenTCP(ln net.Listener) {
 	})
 }
 
-// lockedRW holds the bus while it answers, so two TCP links do not interleave.
+// lockedRW holds the bus while it writes an answer, so two TCP links do not interleave.
 type lockedRW struct {
 	c  net.Conn
 	mu *sync.Mutex
