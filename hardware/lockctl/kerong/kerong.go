@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func (bs *Buses) Controller(id, rawURL string) (*Controller, error) {
 				}
 			}
 		}
-		prev.Boards = append(prev.Boards, s.Boards...)
+		prev.Boards = slices.Concat(prev.Boards, s.Boards)
 		bs.specs[key] = prev
 	} else {
 		b = newBus(s)
