@@ -134,4 +134,97 @@ func TestBinaries(t *testing.T) {
 		assert.NotContains(t, logs.String(), envSecret)
 	})
 
+	t.Run("simcontrol build drives the kerong emulator through the driver", func(t *testing.T) {
+		t.Parallel()
+		bin := buildGateway(t, "simcontrol")
+		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank", "-simulated", "-kerong-emulator",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "2s", "-open-retry-delay", "10ms")
+		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret)
+		var logs strings.Builder
+		cmd.Stderr = &lockedWriter{w: &logs}
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+			}
+		})
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+
+		local := func(method, path string) (int, string) {
+			req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+envSecret)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		sim := func(body string) {
+			resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(body))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		}
+		status, body := local(http.MethodGet, "/system")
+		require.Equal(t, http.StatusOK, status, body)
+		assert.Contains(t, body, `"kind":"kerong-cu16"`)
+		assert.Regexp(t, `"address":"kerong\+serial:///dev/pts/\d+\?baud=19200\\u0026board=1\\u0026opentimeout=7s"`, body)
+
+		status, body = local(http.MethodPost, "/lockers/201/open")
+		assert.Equal(t, http.StatusOK, status, body)
+		sim(`{"mode": "hardware_fault"}`)
+		status, body = local(http.MethodPost, "/lockers/202/open")
+		assert.Equal(t, http.StatusInternalServerError, status, body)
+		sim(`{"mode": "no_answer", "failures": 1}`)
+		status, body = local(http.MethodPost, "/lockers/203/open")
+		assert.Equal(t, http.StatusOK, status, body)
+		sim(`{"mode": "controller_unreachable"}`)
+		status, body = local(http.MethodPost, "/lockers/204/open")
+		assert.Equal(t, http.StatusServiceUnavailable, status, body)
+		resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(`{"mode": "melted"}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		sim(`{"mode": "none"}`)
+
+		resp, err = http.Get("http://" + simAddr + "/sim/stats")
+		require.NoError(t, err)
+		var stats struct {
+			Opens    map[string]int `json:"opens"`
+			Requests int            `json:"requests"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
+		resp.Body.Close()
+		assert.Equal(t, map[string]int{"201": 1, "202": 1, "203": 1, "204": 0, "205": 0, "206": 0, "207": 0, "208": 0}, stats.Opens,
+			"one pulse per open that reached the board, none twice")
+		assert.GreaterOrEqual(t, stats.Requests, 5)
+
+		resp, err = http.Get("http://" + simAddr + "/sim/doors")
+		require.NoError(t, err)
+		var doors map[string]struct{ Open bool }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&doors))
+		resp.Body.Close()
+		assert.True(t, doors["201"].Open)
+		assert.False(t, doors["202"].Open, "the jammed lock stayed shut")
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "logs: %s", logs.String())
+		case <-time.After(30 * time.Second):
+			t.Fatal("the gateway did not stop on SIGTERM")
+		}
+	})
+
 }

@@ -1,8 +1,10 @@
-// Command gateway runs a Locker Network gateway: the gateway local API over a
-// bank of lock controllers, with its state in an embedded SQLite file. There is
-// no driver for physical controllers yet, so the controllers are simulated
-// (package simctl); the simulator's control API (/sim/*) is only compiled into
-// binaries built with "-tags simcontrol" and served on -sim-addr.
+// Command gateway runs a Locker Network gateway: the gateway local API over the lock
+// controllers of its banks, with its state in an embedded SQLite file. A bank's
+// controller is named in the layout: kind "kerong-cu16" with a kerong+serial:// or
+// kerong+tcp:// address drives Kerong CU16 boards (package kerong; docs/hardware.md).
+// Simulated controllers (kind "simulated"), the simulator's control API (/sim/*, on
+// -sim-addr) and the Kerong bus emulator (-kerong-emulator) are only compiled into
+// binaries built with "-tags simcontrol".
 //
 // Flags, each also read from an environment variable (a flag given on the
 // command line wins):
@@ -23,9 +25,11 @@
 //	-log-format            LOCKERNET_LOG_FORMAT                    json or text (default json)
 //	-log-level             LOCKERNET_LOG_LEVEL                     debug, info, warn or error (default info)
 //	-sim-addr              LOCKERNET_GATEWAY_SIM_ADDR              simulator control address (simcontrol builds only; empty = off)
+//	-kerong-emulator       LOCKERNET_GATEWAY_KERONG_EMULATOR       simulated banks are driven by the Kerong driver over a pty to an emulated bus (simcontrol builds only)
 //
-// -simulated (LOCKERNET_GATEWAY_SIMULATED=true) is required: the only lock-controller driver
-// is the simulator, and a production site must not run on it by accident.
+// -simulated (LOCKERNET_GATEWAY_SIMULATED=true) is required to run a layout with simulated
+// controllers, so a production site never opens pretend doors by accident; a production
+// build refuses such a layout.
 //
 // One of -secret and -secret-file is required: at least 32 random bytes, as hex (64+ digits)
 // or base64. SIGINT or SIGTERM shuts the
@@ -51,7 +55,8 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/hardware/lockctl"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
@@ -130,7 +135,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		simDef = b
 	}
 	fs.BoolVar(&c.simulated, "simulated", simDef,
-		"run on simulated lock controllers (there is no driver for physical ones yet); required, so a production gateway never opens pretend doors by accident (env LOCKERNET_GATEWAY_SIMULATED)")
+		"run a layout with simulated lock controllers (simcontrol builds); required, so a production gateway never opens pretend doors by accident (env LOCKERNET_GATEWAY_SIMULATED)")
 	pol := gateway.DefaultOpenPolicy()
 	str(&c.id, "id", "LOCKERNET_GATEWAY_ID", "", "gateway serial (default: the layout's)")
 	str(&c.addr, "addr", "LOCKERNET_GATEWAY_ADDR", "127.0.0.1:8101", "local API listen address")
@@ -228,10 +233,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			logger.Warn("flush traces", "err", err)
 		}
 	}()
-	if !c.simulated {
-		return &usageError{err: errors.New("this gateway has only simulated lock controllers (no driver for physical ones yet): " +
-			"start it with -simulated (LOCKERNET_GATEWAY_SIMULATED=true) to run on them; a production site needs a real controller driver")}
-	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return &usageError{err: errors.New("give -tls-cert and -tls-key together")}
 	}
@@ -265,8 +266,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return fmt.Errorf("create database directory: %w", err)
 	}
 
-	sim := simctl.New(simctl.Config{Latency: c.controllerLatency, DoorCloseAfter: c.doorCloseAfter}, layout.Wiring())
-	defer sim.Close()
+	buses := kerong.NewBuses()
+	defer buses.Close()
+	defer c.sim.close()
+	layout, ctls, err := controllers(&c, layout, buses)
+	if err != nil {
+		return &usageError{err: err}
+	}
+	for _, ctl := range ctls {
+		if k, ok := ctl.(*kerong.Controller); ok {
+			logger.Info("lock controller", "controllerId", k.ID(), "driver", k.Describe())
+		}
+	}
 	srv, err := gateway.New(ctx, gateway.Config{
 		GatewayID: id,
 		Secret:    secret,
@@ -278,7 +289,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		SensorTimeout: c.sensorTimeout,
 		Version:       version,
 		Logger:        logger,
-	}, sim.Controllers()...)
+	}, ctls...)
 	if err != nil {
 		return err
 	}
@@ -292,7 +303,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("listen on %s for the local API: %w", c.addr, err)
 	}
-	ln, handler, simDone, err := c.sim.start(ctx, sim, ln, srv.Handler(), logger)
+	ln, handler, simDone, err := c.sim.start(ctx, ln, srv.Handler(), logger)
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -311,13 +322,57 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ready(ln.Addr().String())
 	}
 	err = gateway.Serve(ctx, ln, handler, logger)
-	sim.Close()
+	c.sim.close()
 	if simDone != nil {
 		<-simDone
 	}
 	logger.Info("gateway stopped", "gatewayId", id)
 	return err
 }
+
+// controllers builds the controller of every bank: the simulated ones as the build
+// allows (simOptions), the others from their kind and address. It returns the layout
+// as the gateway reports it (an emulated bank names its driver and pseudo-terminal).
+func controllers(c *config, layout gateway.Layout, buses *kerong.Buses) (gateway.Layout, []lockctl.Controller, error) {
+	layout, ctls, err := c.sim.controllers(*c, layout)
+	if err != nil {
+		return layout, nil, err
+	}
+	done := map[string]bool{}
+	for _, ctl := range ctls {
+		done[ctl.ID()] = true
+	}
+	for _, b := range layout.Banks {
+		spec := b.Controller
+		if done[spec.ID] {
+			continue
+		}
+		if spec.Kind == simulatedKind {
+			return layout, nil, fmt.Errorf("bank %d: controller %s is simulated: this gateway needs -simulated (LOCKERNET_GATEWAY_SIMULATED=true) "+
+				"and a simcontrol build to run it, or a real controller in the layout (kind %q, address kerong+serial://... or kerong+tcp://...)",
+				b.ID, spec.ID, kerong.Kind)
+		}
+		if spec.Kind != kerong.Kind || !kerong.IsControllerURL(spec.Address) {
+			return layout, nil, fmt.Errorf("bank %d: controller %s: kind %q at %q has no driver (want kind %q with a kerong+serial:// or kerong+tcp:// address)",
+				b.ID, spec.ID, spec.Kind, spec.Address, kerong.Kind)
+		}
+		ctl, err := buses.Controller(spec.ID, spec.Address)
+		if err != nil {
+			return layout, nil, fmt.Errorf("bank %d: %w", b.ID, err)
+		}
+		for _, lk := range b.Lockers {
+			if lk.Channel > ctl.Settings().Channels() {
+				return layout, nil, fmt.Errorf("bank %d: locker %d is on channel %d, and boards %v drive channels 1-%d",
+					b.ID, lk.LockerID, lk.Channel, ctl.Settings().Boards, ctl.Settings().Channels())
+			}
+		}
+		ctls = append(ctls, ctl)
+	}
+	return layout, ctls, nil
+}
+
+// simulatedKind is the controller kind of a simulated bank.
+const simulatedKind = "simulated"
 
 // checkSecret refuses a bearer secret that is not at least 32 random bytes, written as hex
 // (64 digits or more) or base64: the local API opens doors, and a short or memorable secret

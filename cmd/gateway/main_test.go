@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
 )
 
 func env(m map[string]string) func(string) string {
@@ -78,14 +82,23 @@ func TestRunServesAndStops(t *testing.T) {
 	secretFile := filepath.Join(dir, "secret")
 	require.NoError(t, os.WriteFile(secretFile, []byte("  "+fileSecret+"\n"), 0o600))
 
+	// GW-0002's bank on a Kerong CU16 board (address 1) behind a pseudo-terminal.
+	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}})
+	require.NoError(t, err)
+	t.Cleanup(emu.Close)
+	pt, err := emu.ServePTY()
+	require.NoError(t, err)
+	ctlURL := "kerong+serial://" + pt.Path + "?baud=19200&board=1"
+	layoutPath := kerongLayout(t, ctlURL)
+
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	var logs bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"-simulated", "-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", "one-bank",
-			"-controller-latency", "0s"}, env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &lockedWriter{w: &logs}, func(a string) { addrc <- a })
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", layoutPath},
+			env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &lockedWriter{w: &logs}, func(a string) { addrc <- a })
 	}()
 	var addr string
 	select {
@@ -108,7 +121,32 @@ func TestRunServesAndStops(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	assert.Contains(t, string(body), `"gatewayId":"GW-0002"`)
+	var sys struct {
+		Controllers []struct {
+			ID, Kind, Address string
+			Online            bool
+		} `json:"controllers"`
+	}
+	require.NoError(t, json.Unmarshal(body, &sys))
+	require.Len(t, sys.Controllers, 1)
+	assert.Equal(t, "kerong-cu16", sys.Controllers[0].Kind, "/system names the controller's model")
+	assert.Equal(t, ctlURL, sys.Controllers[0].Address, "and its transport, port and boards")
+	assert.True(t, sys.Controllers[0].Online)
 	assert.FileExists(t, filepath.Join(dir, "gateway-GW-0002.db"))
+
+	// A door open goes through the driver to the board: one pulse, the door open.
+	req, err = http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/lockers/203/open", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+fileSecret)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	assert.Contains(t, string(body), `"doorOpen":true`)
+	assert.Equal(t, 1, emu.Pulses(1, 3))
+	open, _, _ := emu.Door(1, 3)
+	assert.True(t, open)
 
 	cancel()
 	select {
@@ -119,11 +157,47 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 }
 
+// kerongLayout writes the one-bank layout (GW-0002, lockers 201–208 on channels 1–8)
+// with its controller a Kerong CU16 board at ctlURL.
+func kerongLayout(t *testing.T, ctlURL string) string {
+	t.Helper()
+	l, err := gateway.Preset(gateway.PresetOneBank)
+	require.NoError(t, err)
+	l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: "kerong-cu16", Address: ctlURL}
+	b, err := json.Marshal(l)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "layout.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return path
+}
+
 func TestRunErrors(t *testing.T) {
 	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = busy.Close() })
+	// A Kerong board at a TCP port nobody answers on: the gateway starts (and
+	// reports the controller offline) until it fails for the reason under test.
+	layoutPath := kerongLayout(t, "kerong+tcp://127.0.0.1:1?board=1")
+
+	badLayout := func(kind, addr string) string {
+		l, err := gateway.Preset(gateway.PresetOneBank)
+		require.NoError(t, err)
+		l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: addr}
+		b, err := json.Marshal(l)
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "layout.json")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		return path
+	}
+	l, err := gateway.Preset(gateway.PresetOneBank)
+	require.NoError(t, err)
+	l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: "kerong-cu16", Address: "kerong+tcp://127.0.0.1:1?board=1"}
+	l.Banks[0].Lockers[7].Channel = 17
+	raw, err := json.Marshal(l)
+	require.NoError(t, err)
+	badChannel := filepath.Join(t.TempDir(), "layout.json")
+	require.NoError(t, os.WriteFile(badChannel, raw, 0o600))
 
 	tests := []struct {
 		name string
@@ -139,8 +213,12 @@ func TestRunErrors(t *testing.T) {
 		{"short secret", []string{"-secret", "s3cret"}, "at least 32 random bytes"},
 		{"31 bytes of hex", []string{"-secret", strings.Repeat("ab", 31)}, "at least 32 random bytes"},
 		{"a passphrase", []string{"-secret", "correct horse battery staple, twice over!"}, "at least 32 random bytes"},
+		{"controller of no known kind", []string{"-secret", goodSecret, "-layout", badLayout("modbus", "modbus://10.0.0.1")}, `kind "modbus"`},
+		{"bad controller URL", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=99")}, "board"},
+		{"channel beyond the boards", []string{"-secret", goodSecret, "-layout", badChannel}, "channel 17"},
 	}
-	// Without -simulated the gateway refuses to run on pretend lock controllers.
+	// Without -simulated the gateway refuses to run on pretend lock controllers, and a
+	// production build refuses them altogether.
 	err = run(t.Context(), []string{"-secret", goodSecret, "-db", filepath.Join(t.TempDir(), "gw.db")}, env(nil), io.Discard, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "-simulated")
@@ -151,7 +229,7 @@ func TestRunErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			args := append([]string{"-simulated", "-db", filepath.Join(dir, "gw.db")}, tc.args...)
+			args := append([]string{"-layout", layoutPath, "-db", filepath.Join(dir, "gw.db")}, tc.args...)
 			err := run(t.Context(), args, env(nil), io.Discard, nil)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)

@@ -40,10 +40,11 @@ func TestRunServesTLS(t *testing.T) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
 
+	layoutPath := kerongLayout(t, "kerong+tcp://127.0.0.1:1?board=1")
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(t.Context(), []string{"-simulated", "-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", "one-bank",
+		done <- run(t.Context(), []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath,
 			"-db", filepath.Join(dir, "gw.db"), "-tls-cert", certFile, "-tls-key", keyFile, "-controller-latency", "0s"},
 			env(nil), io.Discard, func(a string) { addrc <- a })
 	}()

@@ -35,3 +35,42 @@ func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 		})
 	}
 }
+
+// The production gateway drives real lock controllers: it links the Kerong driver and
+// its serial library, and neither the simulator nor the bus emulator (they are in the
+// simcontrol build, which links both).
+func TestProductionGatewayLinksTheRealDriverOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	deps := func(tags ...string) map[string]bool {
+		args := []string{"list", "-deps"}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
+		}
+		out, err := exec.Command("go", append(args, "github.com/lockernet/lockernet/cmd/gateway")...).CombinedOutput()
+		require.NoError(t, err, string(out))
+		m := map[string]bool{}
+		for _, dep := range strings.Fields(string(out)) {
+			m[dep] = true
+		}
+		return m
+	}
+	const (
+		driver   = "github.com/lockernet/lockernet/hardware/lockctl/kerong"
+		serial   = "go.bug.st/serial"
+		simctl   = "github.com/lockernet/lockernet/hardware/lockctl/simctl"
+		emulator = "github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+		pty      = "github.com/creack/pty"
+	)
+	prod := deps()
+	assert.True(t, prod[driver], "the production gateway links the Kerong driver")
+	assert.True(t, prod[serial], "and the serial library")
+	for _, dev := range []string{simctl, emulator, pty} {
+		assert.False(t, prod[dev], "the production gateway links %s", dev)
+	}
+	dev := deps("simcontrol")
+	for _, p := range []string{driver, serial, simctl, emulator} {
+		assert.True(t, dev[p], "the simcontrol gateway links %s", p)
+	}
+}

@@ -152,14 +152,18 @@ type child struct {
 }
 
 // simChildren are the simulated hardware, the same in both shapes: the two gateways and the
-// tower simulator.
+// tower simulator. GW-0002's banks are driven by the Kerong driver over a pseudo-terminal
+// to the bus emulator, so its door opens exercise the real driver end to end.
 func simChildren(s Settings) []child {
 	var children []child
 	for _, g := range s.Gateways {
-		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway",
-			args: []string{"-simulated", "-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
-				"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
-				"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")},
+		args := []string{"-simulated", "-id", g.Serial, "-addr", g.Addr, "-sim-addr", g.SimAddr, "-layout", g.Layout,
+			"-secret-file", filepath.Join(s.DataDir, "gateways", g.Serial+".secret"),
+			"-db", filepath.Join(s.DataDir, "gateways", g.Serial+".db")}
+		if g.KerongEmulator {
+			args = append(args, "-kerong-emulator")
+		}
+		children = append(children, child{name: strings.ToLower(g.Serial), bin: "gateway", args: args,
 			health: "http://" + g.Addr + "/healthz"})
 	}
 	return append(children, child{name: "towersim", bin: "towersim",

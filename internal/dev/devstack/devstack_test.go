@@ -52,3 +52,18 @@ func TestBusyEmbeddedTemporalPortNamesItsSetting(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "LOCKERNET_TEMPORAL_PORT")
 }
+
+// GW-0002 drives its bank through the Kerong driver over a pty to the bus emulator;
+// GW-0001 stays on the simulated controllers.
+func TestGW0002RunsOnTheKerongEmulator(t *testing.T) {
+	s, err := LoadSettings()
+	require.NoError(t, err)
+	children := simChildren(s)
+	args := map[string][]string{}
+	for _, c := range children {
+		args[c.name] = c.args
+	}
+	assert.Contains(t, args["gw-0002"], "-kerong-emulator")
+	assert.Contains(t, args["gw-0002"], "-simulated")
+	assert.NotContains(t, args["gw-0001"], "-kerong-emulator")
+}

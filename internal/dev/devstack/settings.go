@@ -30,6 +30,9 @@ type GatewaySettings struct {
 	Layout  string
 	Addr    string // LOCKERNET_GW1_ADDR / LOCKERNET_GW2_ADDR
 	SimAddr string // LOCKERNET_GW1_SIM_ADDR / LOCKERNET_GW2_SIM_ADDR
+	// KerongEmulator drives the gateway's banks through the Kerong driver over a
+	// pseudo-terminal to the bus emulator (-kerong-emulator): GW-0002.
+	KerongEmulator bool
 }
 
 // LoadSettings reads the settings from the environment.
@@ -49,7 +52,8 @@ func LoadSettings() (Settings, error) {
 		PrivatePGPort:  envInt("LOCKERNET_PG_PORT", 55433),
 		Gateways: []GatewaySettings{
 			{Serial: "GW-0001", Layout: envStr("LOCKERNET_GW1_LAYOUT", "two-banks"), Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
-			{Serial: "GW-0002", Layout: envStr("LOCKERNET_GW2_LAYOUT", "one-bank"), Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202")},
+			{Serial: "GW-0002", Layout: envStr("LOCKERNET_GW2_LAYOUT", "one-bank"), Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202"),
+				KerongEmulator: true},
 		},
 	}
 	if !cfg.TemporalIsSet {

@@ -1,0 +1,154 @@
+package kerong
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Transports.
+const (
+	TransportSerial = "serial"
+	TransportTCP    = "tcp"
+)
+
+// Kind is what a layout names as a Kerong controller's kind.
+const Kind = "kerong-cu16"
+
+// Defaults of a controller URL's parameters.
+const (
+	DefaultBaud         = 19200
+	DefaultFrameTimeout = 300 * time.Millisecond
+	DefaultOpenTimeout  = 2 * time.Second
+	DefaultRereads      = 2
+)
+
+// Settings are what a controller URL says:
+//
+//	kerong+serial:///dev/ttyUSB0?baud=19200&board=1
+//	kerong+tcp://192.168.1.50:5000?board=1,2
+//
+// Parameters: board (the board addresses of the bank, 0–15, comma-separated: channels
+// 1–16 are the locks of the first, 17–32 of the second, and so on; required), baud
+// (serial only; default 19200), model (cu16, the default and the only one),
+// timeout (per-frame answer timeout of a read, default 300ms), opentimeout (how long
+// an unlock's answer is awaited, default 2s), rereads (how many times a read whose
+// answer was missing or corrupt is asked again, default 2).
+type Settings struct {
+	Transport string // serial or tcp
+	// Port is the serial device (serial) or host:port (tcp).
+	Port         string
+	Baud         int
+	Model        string
+	Boards       []int
+	FrameTimeout time.Duration
+	OpenTimeout  time.Duration
+	Rereads      int
+}
+
+// IsControllerURL reports whether s names a Kerong controller (kerong+serial:// or
+// kerong+tcp://).
+func IsControllerURL(s string) bool {
+	return strings.HasPrefix(s, "kerong+serial://") || strings.HasPrefix(s, "kerong+tcp://")
+}
+
+// ParseURL reads a controller URL.
+func ParseURL(raw string) (Settings, error) {
+	s := Settings{Baud: DefaultBaud, Model: "cu16", FrameTimeout: DefaultFrameTimeout,
+		OpenTimeout: DefaultOpenTimeout, Rereads: DefaultRereads}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return s, fmt.Errorf("kerong controller URL: %w", err)
+	}
+	switch u.Scheme {
+	case "kerong+serial":
+		s.Transport = TransportSerial
+		if u.Host != "" || u.Path == "" {
+			return s, fmt.Errorf("kerong controller URL %q: want kerong+serial:///dev/<port>", raw)
+		}
+		s.Port = u.Path
+	case "kerong+tcp":
+		s.Transport = TransportTCP
+		if _, _, err := net.SplitHostPort(u.Host); err != nil || u.Path != "" {
+			return s, fmt.Errorf("kerong controller URL %q: want kerong+tcp://<host>:<port>", raw)
+		}
+		s.Port = u.Host
+	default:
+		return s, fmt.Errorf("kerong controller URL %q: scheme must be kerong+serial or kerong+tcp", raw)
+	}
+	q := u.Query()
+	var errs []error
+	for k := range q {
+		switch k {
+		case "board", "baud", "model", "timeout", "opentimeout", "rereads":
+		default:
+			errs = append(errs, fmt.Errorf("unknown parameter %q", k))
+		}
+	}
+	if v := q.Get("baud"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1200 || n > 921600 {
+			errs = append(errs, fmt.Errorf("baud %q: want a rate between 1200 and 921600", v))
+		}
+		s.Baud = n
+	}
+	if v := q.Get("model"); v != "" && !strings.EqualFold(v, "cu16") {
+		errs = append(errs, fmt.Errorf("model %q: only cu16 is supported", v))
+	}
+	dur := func(name string, p *time.Duration) {
+		if v := q.Get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d > time.Minute {
+				errs = append(errs, fmt.Errorf("%s %q: want a duration between 0 and 1m", name, v))
+			}
+			*p = d
+		}
+	}
+	dur("timeout", &s.FrameTimeout)
+	dur("opentimeout", &s.OpenTimeout)
+	if v := q.Get("rereads"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 10 {
+			errs = append(errs, fmt.Errorf("rereads %q: want 0 to 10", v))
+		}
+		s.Rereads = n
+	}
+	seen := map[int]bool{}
+	for _, f := range strings.Split(q.Get("board"), ",") {
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 || n > MaxBoard || seen[n] {
+			errs = append(errs, fmt.Errorf("board %q: want distinct addresses 0 to %d", f, MaxBoard))
+			continue
+		}
+		seen[n] = true
+		s.Boards = append(s.Boards, n)
+	}
+	if len(s.Boards) == 0 && q.Get("board") == "" {
+		errs = append(errs, errors.New("board is required (the bank's board addresses, e.g. board=1 or board=1,2)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, fmt.Errorf("kerong controller URL %q: %w", raw, err)
+	}
+	return s, nil
+}
+
+// busKey names the bus a controller talks on: banks on the same port share it.
+func (s Settings) busKey() string { return s.Transport + ":" + s.Port }
+
+// Channels is how many channels the controller drives.
+func (s Settings) Channels() int { return MaxLocks * len(s.Boards) }
+
+// locate maps a channel (1-based) to a board address and lock number (1–16).
+func (s Settings) locate(channel int) (board, lock int, ok bool) {
+	if channel < 1 || channel > s.Channels() {
+		return 0, 0, false
+	}
+	return s.Boards[(channel-1)/MaxLocks], (channel-1)%MaxLocks + 1, true
+}
