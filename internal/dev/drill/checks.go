@@ -224,3 +224,37 @@ func waitOutboxDrained(ctx context.Context, r *result, sys *system, limit time.D
 
 // outboxDrains is the cluster drills' wording of waitOutboxDrained's check.
 const outboxDrains = "the workflow outbox drains (every workflow start and signal reached Temporal)"
+
+// waitKeysHonoured waits until the gateway sync has recorded that every gateway of the
+// system honours Idempotency-Key (their answers say so), and checks that it did: only then
+// may a send whose fate a kill made unknown go out again.
+func waitKeysHonoured(ctx context.Context, r *result, sys *system) {
+	var left int
+	_, ok := waitFor(ctx, time.Minute, 250*time.Millisecond, func() bool {
+		return sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateways WHERE NOT honours_idempotency_keys AND disabled_at IS NULL`).
+			Scan(&left) == nil && left == 0
+	})
+	r.verify(ok, "the gateways honour Idempotency-Key (recorded by the gateway sync before the load)", "%d not recorded", left)
+}
+
+// checkOpensExactlyOnce checks DESIGN §6.2's promise for gateways that honour
+// Idempotency-Key: a kill of a cloud process mid-open loses no open — every open ended
+// completed and moved its door exactly once (the door account of checkDoors, read again).
+func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer) error {
+	completed := 0
+	for _, o := range opens {
+		if o.answered && o.state == "completed" {
+			completed++
+		}
+	}
+	r.verify(completed == len(opens), "every open ended completed (a send cut by the kill was sent again with its key)",
+		"%d of %d", completed, len(opens))
+	acts, err := sys.actuations(ctx)
+	if err != nil {
+		return err
+	}
+	d := accountDoors(acts, baseline, opens)
+	r.verify(d.Actuated == len(opens) && d.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
+		"%d of %d moved once, %d extra actuations", d.Actuated, len(opens), d.Duplicates)
+	return nil
+}

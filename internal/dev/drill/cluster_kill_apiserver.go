@@ -37,6 +37,7 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		return r
 	}
 	c := sys.cloud()
+	waitKeysHonoured(ctx, r, sys)
 	targets := make([]target, o.ckaClients)
 	for i := range targets {
 		if targets[i], err = sys.lockers().take(-1); err != nil {
@@ -100,10 +101,15 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		r.err = err
 		return r
 	}
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets)); err != nil {
+		r.err = err
+		return r
+	}
 	restartFigure(r, sys, restartsBefore, "apiserver-1")
 	r.note("nginx (docker/nginx.conf) never re-sends a POST to the other apiserver once it was sent: a client whose " +
 		"connection to apiserver-1 was cut gets a 502 from nginx or a cut connection, and sends its call again with the " +
 		"same key; the answer then comes from apiserver-2, which finds the request by its key and waits for its outcome. " +
-		"An open whose send was cut with its apiserver is settled without a second send (DESIGN §6.2).")
+		"An open whose send was cut with its apiserver is sent again by the workflow with its key once the send's " +
+		"heartbeat lapses, and the gateway answers with what the first send did (DESIGN §6.2): it completes, its door moved once.")
 	return r
 }

@@ -45,6 +45,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		return r
 	}
 	c := sys.cloud()
+	waitKeysHonoured(ctx, r, sys)
 	inflight, err := submitOpens(ctx, c, sys.lockers(), o.ckwOpens)
 	if err != nil {
 		r.err = err
@@ -128,6 +129,10 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	r.figure("Opens whose workflow tasks ran on each process", "%s", counts(byProc))
 
 	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
+		r.err = err
+		return r
+	}
 	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
 		r.err = err
 		return r

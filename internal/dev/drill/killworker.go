@@ -29,6 +29,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 	defer sys.close()
 	defer finish(r, sys)
 	c := sys.cloud()
+	waitKeysHonoured(ctx, r, sys)
 	gw1, gw2 := sim{sys.gws[0]}, sim{sys.gws[1]}
 	for _, step := range []func() error{
 		func() error { _, err := slowGateways(ctx, sys, o.kwDelay); return err },
@@ -148,11 +149,15 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...)); err != nil {
+		r.err = err
+		return r
+	}
 	r.verify(sys.worker.running(), "the new worker keeps running", "worker starts: %d", sys.worker.runs)
-	r.note("Once delivered, a hardware call is never re-sent (DESIGN §6.2): an open whose send was cut by the kill " +
-		"is settled by the new worker as `gateway_unresponsive` (504) without a second send, since the door may have moved. " +
-		"The simulated gateway abandons an open whose caller hung up before the door moved, so those opens did not " +
-		"actuate; the check would catch a door that moved twice either way.")
+	r.note("The gateways honour `Idempotency-Key` and the cloud sends each request's id as its key (DESIGN §6.2): an " +
+		"open whose send was cut by the kill is sent again, and the gateway answers with what the first send did — it " +
+		"carries a keyed open through even when its caller hung up — so the open ends `completed` and its door moved once. " +
+		"A gateway that does not honour keys keeps the old rule: such an open ends `gateway_unresponsive` (504) without a second send.")
 	return r
 }
 
