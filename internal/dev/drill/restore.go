@@ -138,6 +138,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 				return
 			}
 			tok := postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"})
+			tok.locker = path
 			mu.Lock()
 			calls = append(calls, tok)
 			mu.Unlock()
@@ -222,10 +223,25 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	r.verify(fivexx == 0, "no tower API call answered 5xx", "%d did", fivexx)
 
 	// Made before: still held now, each with its workflow.
+	// A locker's hold is its latest one made before the backup: a drop-off token consumes
+	// the reservation before it. Lockers with a hold answered during the backup are left out.
 	heldNow, notHeld, running, noRun := 0, 0, 0, 0
+	latestBefore := map[string]towerCall{}
+	duringLocker := map[string]bool{}
+	for _, call := range calls {
+		if !call.ok() {
+			continue
+		}
+		switch {
+		case call.end.Before(bm.TemporalTakenAt):
+			latestBefore[call.locker] = call // calls are in the order they were answered per locker
+		case !call.start.After(bm.AppTakenAt):
+			duringLocker[call.locker] = true
+		}
+	}
 	var pending []towerCall
-	for _, call := range before {
-		if time.Until(call.expires) > 5*time.Second {
+	for locker, call := range latestBefore {
+		if !duringLocker[locker] && time.Until(call.expires) > 5*time.Second {
 			pending = append(pending, call)
 		}
 	}
