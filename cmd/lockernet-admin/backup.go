@@ -41,8 +41,9 @@ type manifest struct {
 	// Shape is "sqlite" (make run's dev Temporal server) or "postgres" (Temporal on its own
 	// databases), or "none" when Temporal was left out.
 	Shape string `json:"shape"`
-	// TemporalTakenAt is when the copy of Temporal's persistence began; AppTakenAt when
-	// the application's dump began (its snapshot's moment).
+	// TemporalTakenAt is when the copy of Temporal's persistence began; AppTakenAt is the
+	// moment of the application database's snapshot (every transaction committed before it
+	// is in the dump, none that began after it).
 	TemporalTakenAt time.Time `json:"temporalTakenAt"`
 	AppTakenAt      time.Time `json:"appTakenAt"`
 	FinishedAt      time.Time `json:"finishedAt"`
@@ -133,8 +134,25 @@ func backup(ctx context.Context, env *adminEnv, args []string) error {
 		}
 	}
 
-	m.AppTakenAt = time.Now().UTC()
-	if err := pgDump(ctx, env.out, "application database "+dbName(env.cfg.DatabaseURL), env.cfg.DatabaseURL, filepath.Join(*out, "app.dump")); err != nil {
+	// The dump reads a snapshot exported here, so AppTakenAt is exact: every transaction
+	// committed before it is in the dump, none that began after it is.
+	conn, err := pgx.Connect(ctx, env.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var snapshot string
+	if err := tx.QueryRow(ctx, `SELECT pg_export_snapshot(), clock_timestamp()`).Scan(&snapshot, &m.AppTakenAt); err != nil {
+		return fmt.Errorf("backup: export snapshot: %w", err)
+	}
+	m.AppTakenAt = m.AppTakenAt.UTC()
+	if err := pgDump(ctx, env.out, "application database "+dbName(env.cfg.DatabaseURL), env.cfg.DatabaseURL, filepath.Join(*out, "app.dump"),
+		"--snapshot="+snapshot); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	m.Files["app.dump"] = dbName(env.cfg.DatabaseURL)
@@ -298,8 +316,9 @@ func dbName(raw string) string {
 
 // pgDump writes db's dump (custom format, compressed) to file, showing its progress: the
 // tables as pg_dump reaches them and the bytes written so far.
-func pgDump(ctx context.Context, out io.Writer, what, db, file string) error {
-	cmd := exec.CommandContext(ctx, "pg_dump", "--format=custom", "--verbose", "--file="+file, "--dbname="+libpqURL(db))
+func pgDump(ctx context.Context, out io.Writer, what, db, file string, extra ...string) error {
+	args := append([]string{"--format=custom", "--verbose", "--file=" + file, "--dbname=" + libpqURL(db)}, extra...)
+	cmd := exec.CommandContext(ctx, "pg_dump", args...)
 	return runWithProgress(out, what, cmd, file, "dumping contents of table")
 }
 
