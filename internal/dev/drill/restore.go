@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,7 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/lockernet/lockernet/internal/dev/devtemporal"
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
@@ -184,7 +187,15 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	tStart := time.Now()
-	if err := sys.restartAfterRestore(ctx, temporalFile); err != nil {
+	// Between Temporal's start and the apiserver's, the rows the restore re-armed whose
+	// workflow the restored Temporal state lacks: the outbox starts those.
+	missing := -1
+	countMissing := func() error {
+		var err error
+		missing, err = sys.activeWithoutWorkflow(ctx)
+		return err
+	}
+	if err := sys.restartAfterRestore(ctx, temporalFile, countMissing); err != nil {
 		r.err = fmt.Errorf("start after the restore: %w", err)
 		return r
 	}
@@ -192,6 +203,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	rearmed := regexp.MustCompile(`re-armed .*`).FindString(restoreOut)
 	r.figure("Stopped → restored → started", "%s in all: stop %s, restore %s (%s), start %s",
 		secs(tUp.Sub(tStop)), secs(tRestore.Sub(tStop)), secs(tStart.Sub(tRestore)), orNone(rearmed), secs(tUp.Sub(tStart)))
+	r.figure("Active reservations and tokens in the restored database without their workflow in the restored Temporal state", "%d (the outbox started them)", missing)
 	waitOutboxDrained(ctx, r, sys, o.settleLimit, "the workflow outbox drains after the restore (the re-armed workflows started)")
 
 	// Each hold against the backup: made before it (answered before Temporal's copy began),
@@ -375,7 +387,7 @@ func lockersOf(holds []towerCall) []string {
 
 // restartAfterRestore starts the embedded Temporal server again on its (restored) file and
 // port, reconnects, and starts the apiserver and the worker.
-func (s *system) restartAfterRestore(ctx context.Context, temporalFile string) error {
+func (s *system) restartAfterRestore(ctx context.Context, temporalFile string, beforeServices func() error) error {
 	_, portStr, _ := net.SplitHostPort(s.env0("TEMPORAL_ADDRESS"))
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
@@ -398,12 +410,46 @@ func (s *system) restartAfterRestore(ctx context.Context, temporalFile string) e
 	if s.st, err = store.Open(ctx, s.dbURL, store.Options{MaxConns: 6, AppName: "lockernet-drill"}); err != nil {
 		return err
 	}
+	if err := beforeServices(); err != nil {
+		return err
+	}
 	for _, p := range []*proc{s.api, s.worker} {
 		if err := p.start(ctx, 90*time.Second); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// activeWithoutWorkflow counts the active reservations and tokens whose workflow Temporal
+// does not have.
+func (s *system) activeWithoutWorkflow(ctx context.Context) (int, error) {
+	rows, err := s.st.Pool().Query(ctx, `
+		SELECT 'reservation/' || id FROM reservations WHERE status = 'active'
+		UNION ALL SELECT 'locker-token/' || id FROM locker_tokens WHERE status = 'active'`)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var mu sync.Mutex
+	var firstErr error
+	parallel(len(ids), 8, func(i int) {
+		_, err := s.tc.DescribeWorkflowExecution(ctx, ids[i], "")
+		var nf *serviceerror.NotFound
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.As(err, &nf):
+			n++
+		case err != nil && firstErr == nil:
+			firstErr = err
+		}
+	})
+	return n, firstErr
 }
 
 // env0 is the value of one of the service processes' settings.
