@@ -27,25 +27,28 @@ import (
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// drillRestore: tower flows and gateway opens run; the whole system is backed up with
+// drillRestore: tower flows and gateway opens run; the whole system is backed up twice with
 // lockernet-admin backup while they do, they go on a while, the system is stopped, restored
-// with lockernet-admin restore and started again. What was made before the backup must be
-// held and expire on time; what was made after it must be gone, its locker free; no door
-// may move twice.
+// with lockernet-admin restore (the first backup's Temporal state, the second's database) and
+// started again. What was made before the database's backup must be held and expire on
+// time, re-armed where Temporal's state lacks its workflow; what was made after it must be
+// gone, its locker free; no door may move twice.
 func drillRestore(ctx context.Context, o options) (r *result) {
 	r = newResult("restore", "back up, keep loading, stop, restore, start")
 	r.what = fmt.Sprintf("An open-loop load runs %.0f tower flows a second (a reservation of %s on a tower locker of its own, then, "+
 		"for every other flow, a drop-off token of %s on it) and %.0f gateway locker opens a second (each on a locker of its "+
 		"own, with an `Idempotency-Key` and `Prefer: wait=10`, sent again with the same key until it has a terminal answer). "+
 		"%s into the load `lockernet-admin backup` copies the embedded Temporal server's SQLite files (`VACUUM INTO`) and then "+
-		"dumps the application's database (`pg_dump`); the load goes on for %s more and ends with every open answered. Then "+
-		"the apiserver, the worker and the Temporal server are stopped (the simulated gateways, the hardware, keep running "+
-		"and keep counting their door actuations), `lockernet-admin restore` puts both back and re-arms the workflows of "+
-		"the active rows through the outbox, and everything is started again. The drill checks each hold against the "+
-		"moment of the backup, probes every locker taken after it with a new reservation, waits until every hold made "+
-		"before it has expired (plus 15 s, inside the sweeper's 60 s grace, so expiry by the workflows is what is checked) "+
-		"and counts every door's actuations.",
-		o.rsFlowRate, human(o.rsHold), human(o.rsHold), o.rsOpenRate, human(o.rsBefore), human(o.rsAfter))
+		"dumps the application's database (`pg_dump` from an exported snapshot); %s later it takes a second backup; the load "+
+		"goes on until %s after the first and ends with every open answered. Then the apiserver, the worker and the Temporal "+
+		"server are stopped (the simulated gateways, the hardware, keep running and keep counting their door actuations), "+
+		"and `lockernet-admin restore` puts back the first backup's Temporal files with the second backup's database — "+
+		"Temporal's state older than the database's, as when each is backed up on its own schedule, so the holds made between "+
+		"the two have rows but no workflows — and re-arms the workflows of the active rows through the outbox; everything is "+
+		"started again. The drill checks each hold against the two backups, probes every locker taken after the second with "+
+		"a new reservation, waits until every hold kept has expired (plus 15 s, inside the sweeper's 60 s grace, so expiry by "+
+		"the workflows is what is checked) and counts every door's actuations.",
+		o.rsFlowRate, human(o.rsHold), human(o.rsHold), o.rsOpenRate, human(o.rsBefore), human(o.rsGap), human(o.rsAfter))
 	r.settings = append(r.settings, baseSettings...)
 	sys := start(ctx, r, o, nil)
 	if sys == nil {
@@ -91,14 +94,11 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	temporalFile := filepath.Join(sys.dir, "temporal.db")
 
 	var (
-		mu       sync.Mutex
-		calls    []towerCall
-		nextFlow atomic.Int64
-		backup   struct {
-			out string
-			err error
-			m   struct{ TemporalTakenAt, AppTakenAt, FinishedAt time.Time }
-		}
+		mu        sync.Mutex
+		calls     []towerCall
+		nextFlow  atomic.Int64
+		backupErr error
+		bm1, bm2  backupTimes
 	)
 	lctx, lcancel := context.WithTimeout(ctx, o.rsBefore+o.rsAfter+o.settleLimit)
 	defer lcancel()
@@ -111,16 +111,31 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			return
 		case <-time.After(o.rsBefore):
 		}
-		logf("  backing up")
-		backup.out, backup.err = admin("backup", "-out", backupDir, "-temporal-sqlite", temporalFile)
-		if backup.err != nil {
+		take := func(dir string) (backupTimes, error) {
+			logf("  backing up into %s", dir)
+			var t backupTimes
+			if _, err := admin("backup", "-out", dir, "-temporal-sqlite", temporalFile); err != nil {
+				return t, err
+			}
+			raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+			if err == nil {
+				err = json.Unmarshal(raw, &t)
+			}
+			return t, err
+		}
+		if bm1, backupErr = take(backupDir + "-1"); backupErr != nil {
 			return
 		}
-		raw, err := os.ReadFile(filepath.Join(backupDir, "manifest.json"))
-		if err == nil {
-			err = json.Unmarshal(raw, &backup.m)
+		select {
+		case <-lctx.Done():
+			return
+		case <-time.After(time.Until(bm1.TemporalTakenAt.Add(o.rsGap))):
 		}
-		backup.err = err
+		if bm2, backupErr = take(backupDir + "-2"); backupErr != nil {
+			return
+		}
+		// The backup restored: the first one's Temporal files with the second one's database.
+		backupErr = mixBackups(backupDir+"-1", backupDir+"-2", backupDir)
 	}()
 	wg.Add(1)
 	go func() {
@@ -154,18 +169,20 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		gl.run(lctx, c, pool, o.rsOpenRate, o.rsBefore+o.rsAfter)
 	}()
 	wg.Wait()
-	if backup.err != nil {
-		r.verify(false, "lockernet-admin backup succeeds under load", "%v", backup.err)
-		r.err = backup.err
+	if backupErr != nil {
+		r.verify(false, "lockernet-admin backup succeeds under load", "%v", backupErr)
+		r.err = backupErr
 		return r
 	}
 	if gl.err != nil {
 		r.err = gl.err
 		return r
 	}
-	bm := backup.m
-	r.figure("Backup under load", "%s (Temporal's files copied in %s, then the database dumped in %s)",
-		secs(bm.FinishedAt.Sub(bm.TemporalTakenAt)), secs(bm.AppTakenAt.Sub(bm.TemporalTakenAt)), secs(bm.FinishedAt.Sub(bm.AppTakenAt)))
+	for i, bm := range []backupTimes{bm1, bm2} {
+		r.figure(fmt.Sprintf("Backup %d under load", i+1), "%s (Temporal's files copied in %s, then the database dumped in %s)",
+			secs(bm.FinishedAt.Sub(bm.TemporalTakenAt)), secs(bm.AppTakenAt.Sub(bm.TemporalTakenAt)), secs(bm.FinishedAt.Sub(bm.AppTakenAt)))
+	}
+	r.figure("Restored", "Temporal's files of backup 1 with the database of backup 2, taken %s later", secs(bm2.AppTakenAt.Sub(bm1.AppTakenAt)))
 
 	// Stop, restore, start.
 	tStop := time.Now()
@@ -206,9 +223,12 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	r.figure("Active reservations and tokens in the restored database without their workflow in the restored Temporal state", "%d (the outbox started them)", missing)
 	waitOutboxDrained(ctx, r, sys, o.settleLimit, "the workflow outbox drains after the restore (the re-armed workflows started)")
 
-	// Each hold against the backup: made before it (answered before Temporal's copy began),
-	// after it (asked for after the database's snapshot), or during it.
-	var before, after []towerCall
+	// Each hold against the backups: made before the first (answered before its Temporal copy
+	// began: row and workflow restored), between the two (asked for after the first's
+	// database snapshot, answered before the second's: the row restored, its workflow not —
+	// the restore re-arms it), after the second (asked for after its snapshot: gone), or
+	// while one ran.
+	var before, gap, after []towerCall
 	var during, fivexx int
 	kinds := map[string]int{}
 	for _, call := range calls {
@@ -220,15 +240,18 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			continue
 		}
 		switch {
-		case call.end.Before(bm.TemporalTakenAt):
+		case call.end.Before(bm1.TemporalTakenAt):
 			before = append(before, call)
-			kinds[call.kind+" before the backup"]++
-		case call.start.After(bm.AppTakenAt):
+			kinds[call.kind+" before backup 1"]++
+		case call.start.After(bm1.AppTakenAt) && call.end.Before(bm2.TemporalTakenAt):
+			gap = append(gap, call)
+			kinds[call.kind+" between the backups"]++
+		case call.start.After(bm2.AppTakenAt):
 			after = append(after, call)
-			kinds[call.kind+" after the backup"]++
+			kinds[call.kind+" after backup 2"]++
 		default:
 			during++
-			kinds[call.kind+" during the backup"]++
+			kinds[call.kind+" during a backup"]++
 		}
 	}
 	r.figure("Tower API holds", "%s", counts(kinds))
@@ -237,17 +260,21 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	// Made before: still held now, each with its workflow.
 	// A locker's hold is its latest one made before the backup: a drop-off token consumes
 	// the reservation before it. Lockers with a hold answered during the backup are left out.
-	heldNow, notHeld, running, noRun := 0, 0, 0, 0
+	heldNow, notHeld, running, noRun, rearmedHeld := 0, 0, 0, 0, 0
 	latestBefore := map[string]towerCall{}
+	inGap := map[string]bool{}
 	duringLocker := map[string]bool{}
 	for _, call := range calls {
 		if !call.ok() {
 			continue
 		}
 		switch {
-		case call.end.Before(bm.TemporalTakenAt):
+		case call.end.Before(bm1.TemporalTakenAt):
 			latestBefore[call.locker] = call // calls are in the order they were answered per locker
-		case !call.start.After(bm.AppTakenAt):
+		case call.start.After(bm1.AppTakenAt) && call.end.Before(bm2.TemporalTakenAt):
+			latestBefore[call.locker] = call
+			inGap[call.id] = true
+		case !call.start.After(bm2.AppTakenAt):
 			duringLocker[call.locker] = true
 		}
 	}
@@ -268,6 +295,9 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			FROM `+table+` t JOIN lockers k ON k.id = t.locker_id WHERE t.id = $1`, call.id).Scan(&held)
 		if err == nil && held {
 			heldNow++
+			if inGap[call.id] {
+				rearmedHeld++
+			}
 		} else {
 			notHeld++
 		}
@@ -278,10 +308,11 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			noRun++
 		}
 	}
-	r.figure("Holds made before the backup and not yet expired after the start", "%d: %d held with their locker, %d with a running workflow",
-		len(pending), heldNow, running)
-	r.verify(notHeld == 0, "every hold made before the backup is held after the restore", "%d are not", notHeld)
-	r.verify(noRun == 0, "every hold made before the backup has its running workflow after the restore", "%d have none", noRun)
+	r.figure("Holds made before backup 2's database snapshot (each locker's latest) and not yet expired after the start",
+		"%d: %d held with their locker (%d of them made between the backups, their workflows re-armed), %d with a running workflow",
+		len(pending), heldNow, rearmedHeld, running)
+	r.verify(notHeld == 0, "every hold made before the database's backup is held after the restore", "%d are not", notHeld)
+	r.verify(noRun == 0, "every hold made before the database's backup has its running workflow after the restore", "%d have none", noRun)
 
 	// Made after: gone, and the locker takes a new reservation.
 	gone, present, free, refused := 0, 0, 0, 0
@@ -321,26 +352,27 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			logf("  probe of a locker taken after the backup: %s", p.err)
 		}
 	}
-	r.figure("Holds made after the backup", "%d: %d gone after the restore; their %d lockers: %d took a new reservation, %d refused",
+	r.figure("Holds made after backup 2", "%d: %d gone after the restore; their %d lockers: %d took a new reservation, %d refused",
 		len(after), gone, len(afterLockers), free, refused)
-	r.verify(present == 0, "every hold made after the backup is gone after the restore", "%d are still there", present)
-	r.verify(refused == 0, "every locker taken after the backup is free again (a new reservation is answered 201)", "%d refused", refused)
+	r.verify(present == 0, "every hold made after the database's backup is gone after the restore", "%d are still there", present)
+	r.verify(refused == 0, "every locker taken after the database's backup is free again (a new reservation is answered 201)", "%d refused", refused)
 	r.verify(fivexx == 0, "no tower API call after the restore answered 5xx", "%d did", fivexx)
 
 	// Doors: every open of both phases moved its door once, none twice, none again after the restore.
 	time.Sleep(2 * time.Second)
 	tl := tallyOutcomes(gl.outs)
 	r.lost = tl.lost
-	r.figure("Gateway opens", "%d sent (before and after the backup); answers: %s", len(gl.outs), counts(tl.states))
+	r.figure("Gateway opens", "%d sent (before, between and after the backups); answers: %s", len(gl.outs), counts(tl.states))
 	r.verify(tl.lost == 0, "every gateway open reached a terminal answer (lost requests)", "%d of %d lost", tl.lost, len(gl.outs))
 	if err := checkDoors(ctx, r, sys, baseline, openAnswers(gl.outs, gl.targets), doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
 
-	// The holds made before the backup expire on time, by their workflows.
-	if len(before) > 0 {
-		settleAt := latestExpiry(append(append([]towerCall{}, before...), probes...)).Add(15 * time.Second)
+	// The holds made before the database's backup expire on time, by their workflows.
+	kept := append(append([]towerCall{}, before...), gap...)
+	if len(kept) > 0 {
+		settleAt := latestExpiry(append(append([]towerCall{}, kept...), probes...)).Add(15 * time.Second)
 		logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
 		select {
 		case <-ctx.Done():
@@ -359,8 +391,8 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 				late = append(late, d.WorkflowExecutionInfo.GetCloseTime().AsTime().Sub(call.expires))
 			}
 		}
-		r.figure("Holds made before the backup: workflow closed → after its expiry", "%s", durations(late))
-		if err := checkHolds(ctx, r, sys, append(append([]towerCall{}, before...), probes...)); err != nil {
+		r.figure("Holds made before the database's backup: workflow closed → after its expiry", "%s", durations(late))
+		if err := checkHolds(ctx, r, sys, append(append([]towerCall{}, kept...), probes...)); err != nil {
 			r.err = err
 			return r
 		}
@@ -368,10 +400,49 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		r.observe(sweeps == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", sweeps)
 	}
 	if during > 0 {
-		r.note("%d holds were answered while the backup ran (after Temporal's copy began, before the database's snapshot): "+
+		r.note("%d holds were answered while a backup ran (between a Temporal copy's start and its database snapshot): "+
 			"each is either in the restored database, with its workflow re-armed, or not; the checks above leave them out.", during)
 	}
 	return r
+}
+
+// backupTimes are the moments a backup's manifest records.
+type backupTimes struct {
+	TemporalTakenAt, AppTakenAt, FinishedAt time.Time
+}
+
+// mixBackups makes dst a backup of temporalDir's Temporal files and appDir's database, its
+// manifest with appDir's moments: Temporal's state older than the database's, as when the two
+// are backed up on their own schedules.
+func mixBackups(temporalDir, appDir, dst string) error {
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return err
+	}
+	var mt, ma map[string]any
+	for dir, m := range map[string]*map[string]any{temporalDir: &mt, appDir: &ma} {
+		raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, m); err != nil {
+			return err
+		}
+	}
+	mt["appTakenAt"], mt["finishedAt"] = ma["appTakenAt"], ma["finishedAt"]
+	raw, _ := json.MarshalIndent(mt, "", "  ")
+	if err := os.WriteFile(filepath.Join(dst, "manifest.json"), raw, 0o600); err != nil {
+		return err
+	}
+	for name, dir := range map[string]string{"temporal.db": temporalDir, "temporal-visibility.db": temporalDir, "app.dump": appDir} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lockersOf is the tower API path of the locker of each reservation of holds.
