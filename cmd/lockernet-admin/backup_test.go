@@ -146,3 +146,41 @@ func TestBackupRestore(t *testing.T) {
 	require.NoError(t, running.Pool().Ping(ctx))
 	assert.ErrorContains(t, run(ctx, []string{"restore", "-from", dir}, &out), "worker still connected")
 }
+
+// The cluster shape: Temporal's persistence is Postgres databases, dumped and restored like
+// the application's, and named on both commands.
+func TestBackupRestoreTemporalDatabases(t *testing.T) {
+	ctx := context.Background()
+	dbURL, temporalURL := testenv.NewDatabase(t), testenv.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Setenv("LOCKERNET_DATA_DIR", t.TempDir())
+	t.Setenv("LOCKERNET_LOG_FORMAT", "text")
+	tdb, err := store.Open(ctx, temporalURL, store.Options{MaxConns: 1})
+	require.NoError(t, err)
+	_, err = tdb.Pool().Exec(ctx, `CREATE TABLE executions (id text PRIMARY KEY); INSERT INTO executions VALUES ('reservation/a')`)
+	require.NoError(t, err)
+
+	dir := filepath.Join(t.TempDir(), "backup")
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"backup", "-out", dir, "-temporal-db", temporalURL}, &out))
+	assert.FileExists(t, filepath.Join(dir, "temporal-1.dump"))
+	_, err = tdb.Pool().Exec(ctx, `INSERT INTO executions VALUES ('reservation/b')`)
+	require.NoError(t, err)
+	tdb.Close()
+
+	assert.ErrorContains(t, run(ctx, []string{"restore", "-from", dir}, &out), "name them with -temporal-db",
+		"the cluster's databases are named, never guessed")
+	require.NoError(t, run(ctx, []string{"restore", "-from", dir, "-temporal-db", temporalURL}, &out))
+	tdb, err = store.Open(ctx, temporalURL, store.Options{MaxConns: 1})
+	require.NoError(t, err)
+	defer tdb.Close()
+	var ids []string
+	rows, err := tdb.Pool().Query(ctx, `SELECT id FROM executions ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	assert.Equal(t, []string{"reservation/a"}, ids, "Temporal's database as backed up")
+}
