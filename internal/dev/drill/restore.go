@@ -197,7 +197,12 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	sys.st.Close()
 	sys.st = nil
 	tRestore := time.Now()
-	restoreOut, err := admin("restore", "-from", backupDir, "-temporal-sqlite", temporalFile)
+	// Restored beside the old file, not over it: the Temporal server's SQLite plugin keeps its
+	// connection to a file for the life of the process (its pool never closes one), and the
+	// drill's server runs in this process, so a server started again on the same path would
+	// read the old file through it. make run, one process, starts again on the path itself.
+	restoredFile := filepath.Join(sys.dir, "temporal-restored.db")
+	restoreOut, err := admin("restore", "-from", backupDir, "-temporal-sqlite", restoredFile)
 	if err != nil {
 		r.verify(false, "lockernet-admin restore succeeds", "%v", err)
 		r.err = err
@@ -212,7 +217,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		missing, err = sys.activeWithoutWorkflow(ctx)
 		return err
 	}
-	if err := sys.restartAfterRestore(ctx, temporalFile, countMissing); err != nil {
+	if err := sys.restartAfterRestore(ctx, restoredFile, countMissing); err != nil {
 		r.err = fmt.Errorf("start after the restore: %w", err)
 		return r
 	}
