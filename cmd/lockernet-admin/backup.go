@@ -117,8 +117,7 @@ func backup(ctx context.Context, env *adminEnv, args []string) error {
 	m.TemporalTakenAt = time.Now().UTC()
 	switch m.Shape {
 	case "sqlite":
-		for _, src := range []string{tf.sqlite, visibilityPath(tf.sqlite)} {
-			name := filepath.Base(src)
+		for name, src := range sqliteFiles(tf.sqlite) {
 			if err := copySQLite(ctx, env.out, src, filepath.Join(*out, name)); err != nil {
 				return fmt.Errorf("backup: %w", err)
 			}
@@ -217,8 +216,8 @@ func restore(ctx context.Context, env *adminEnv, args []string) error {
 
 	switch m.Shape {
 	case "sqlite":
-		for _, dst := range []string{tf.sqlite, visibilityPath(tf.sqlite)} {
-			if err := replaceSQLite(env.out, filepath.Join(*from, filepath.Base(dst)), dst); err != nil {
+		for name, dst := range sqliteFiles(tf.sqlite) {
+			if err := replaceSQLite(env.out, filepath.Join(*from, name), dst); err != nil {
 				return fmt.Errorf("restore: %w", err)
 			}
 		}
@@ -422,6 +421,12 @@ func copySQLite(ctx context.Context, out io.Writer, src, dst string) error {
 	}
 	fmt.Fprintf(out, "temporal file %s: %.1f MB copied in %s\n", filepath.Base(src), float64(fi.Size())/1e6, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// sqliteFiles maps the backup's names of the dev Temporal server's two files to their paths
+// (main is the -temporal-sqlite file), so a backup restores onto any path.
+func sqliteFiles(main string) map[string]string {
+	return map[string]string{"temporal.db": main, "temporal-visibility.db": visibilityPath(main)}
 }
 
 // visibilityPath is the dev Temporal server's visibility file beside its main file

@@ -136,6 +136,12 @@ func TestBackupRestore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, m.SchemaVersion, v)
 
+	// Onto another path (another machine's data directory): the files take its names.
+	elsewhere := filepath.Join(t.TempDir(), "temporal-elsewhere.db")
+	require.NoError(t, run(ctx, []string{"restore", "-from", dir, "-temporal-sqlite", elsewhere}, &out))
+	assert.Equal(t, 1, sqliteRows(elsewhere))
+	assert.Equal(t, 1, sqliteRows(visibilityPath(elsewhere)))
+
 	// Unhappy paths: no directory, not a backup, a running system.
 	assert.ErrorContains(t, run(ctx, []string{"restore"}, &out), "-from DIR is required")
 	assert.ErrorContains(t, run(ctx, []string{"restore", "-from", t.TempDir()}, &out), "is not a backup")
