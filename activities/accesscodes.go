@@ -69,6 +69,11 @@ func (a *Activities) ExpireAccessCode(ctx context.Context, in ExpireAccessCodeIn
 	res := ExpireAccessCodeResult{Expired: expired, Status: store.CodeExpired}
 	if !expired {
 		c, err := a.AccessCodes.AccessCode(ctx, 0, uuid.MustParse(in.CodeID))
+		if errors.Is(err, store.ErrNotFound) {
+			// The code's row is gone (a database restored from before it was made): the
+			// workflow ends here, before any release is sent for a code nobody knows.
+			return ExpireAccessCodeResult{}, temporal.NewNonRetryableApplicationError("access code not found", "CodeMissing", err)
+		}
 		if err != nil {
 			return ExpireAccessCodeResult{}, fmt.Errorf("read access code: %w", err)
 		}
@@ -93,6 +98,9 @@ func (a *Activities) PrepareHoldRelease(ctx context.Context, in PrepareHoldRelea
 		return gatewayreq.Spec{}, temporal.NewNonRetryableApplicationError("bad code id", "InvalidInput", err)
 	}
 	c, err := a.AccessCodes.AccessCode(ctx, 0, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return gatewayreq.Spec{}, temporal.NewNonRetryableApplicationError("access code not found", "CodeMissing", err)
+	}
 	if err != nil {
 		return gatewayreq.Spec{}, fmt.Errorf("read access code: %w", err)
 	}

@@ -17,6 +17,9 @@
 //	lockernet-admin client sdk-claims -client ID (-claims c1,c2 | -default)
 //	lockernet-admin client disable|enable -client ID
 //	lockernet-admin tower events-resets [-tower T] [-limit N]
+//	lockernet-admin backup -out DIR [-temporal-sqlite F | -temporal-db URL,URL | -no-temporal]
+//	lockernet-admin restore -from DIR [-temporal-sqlite F | -temporal-db URL,URL] [-force]
+//	lockernet-admin reconcile                    re-arm the workflows of the active rows (restore does it)
 package main
 
 import (
@@ -62,6 +65,9 @@ var commands = map[string]command{
 	"register-gateway":   {"-serial S -location-id N -url U -secret-file F [-check]: register a gateway with its sealed secret", registerGateway},
 	"client":             {"sdk-claims -client ID (-claims c1,c2 | -default): the tower-session claims a client's apps may use; disable|enable -client ID: cut a client off (its tokens and app keys too) or restore it", clientCmd},
 	"tower":              {"events-resets [-tower T] [-limit N]: reports that a tower's event log was reset, newest first", towerCmd},
+	"backup":             {"-out DIR [-temporal-sqlite F | -temporal-db URL,URL | -no-temporal]: back up Temporal's persistence, then the application's database (pg_dump)", backup},
+	"restore":            {"-from DIR [-temporal-sqlite F | -temporal-db URL,URL] [-force]: restore a backup into the stopped system and re-arm the active rows' workflows", restore},
+	"reconcile":          {"re-arm the workflows of every active reservation, token and access code and pending webhook delivery (after restoring the database alone)", reconcile},
 	"webhook":            {"listen -addr HOST:PORT (-secret whsec_... | -secret-file F): a receiver that verifies each delivery's signature and prints its event", webhookCmd},
 }
 

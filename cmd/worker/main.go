@@ -82,7 +82,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger),
-		activities.NewWebhookBacklogCollector(st, logger))
+		activities.NewWebhookBacklogCollector(st, logger), sweeper.NewHistoryCollector(st, logger))
 	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
 	sdkMetrics, err := worker.NewMetrics(reg, logger)
 	if err != nil {
@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		})
 	}
 	g.Go(func() error {
-		sync := &gatewaysync.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.IdempotencyTTL}
+		sync := &gatewaysync.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.Retention.GatewayRequests}
 		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.Worker(cfg, sync, st, logger)...)
 		return nil
 	})

@@ -129,7 +129,11 @@ type Config struct {
 	GatewayReconcileInterval time.Duration // the apiserver's start of stalled gateway requests
 	GatewaySyncTick          time.Duration // how often the worker claims the gateways due a sync
 	GatewayPruneInterval     time.Duration // the worker's prune of old gateway requests and keys
-	ExpirySweepInterval      time.Duration // the worker's write-back of lapsed holds and prune of old webhook events
+	ExpirySweepInterval      time.Duration // the worker's write-back of lapsed holds
+	HistoryInterval          time.Duration // the worker's pass over the partitioned history (retention.go)
+
+	// How long each kind of history is kept (retention.go).
+	Retention Retention
 }
 
 // DefaultDatabaseURL is the local server's database the dev stack uses when DATABASE_URL is empty.
@@ -186,6 +190,9 @@ func Load() (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadWebhooks(); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadRetention(); err != nil {
 		return Config{}, err
 	}
 	return c, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
 )
 
@@ -51,10 +52,22 @@ func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loo
 		Pass: func(ctx context.Context) error { return sweeper.ReleaseLapsedHolds(ctx, st, logger, ExpiryGrace) }}
 }
 
-// WebhookEventPrune drops webhook events past their retention.
-func WebhookEventPrune(every time.Duration, st sweeper.Store, logger *slog.Logger) Loop {
-	return Loop{Name: "webhook_event_prune", Every: every,
-		Pass: func(ctx context.Context) error { return sweeper.PruneWebhookEvents(ctx, st, logger) }}
+// HistoryPartitions creates the history tables' months ahead and drops those past their
+// retention (keep, by table; see HistoryRetention).
+func HistoryPartitions(every time.Duration, st sweeper.HistoryStore, logger *slog.Logger, keep map[string]time.Duration) Loop {
+	return Loop{Name: "history_partitions", Every: every, AtStart: true,
+		Pass: func(ctx context.Context) error { return sweeper.MaintainHistory(ctx, st, logger, keep, time.Now()) }}
+}
+
+// HistoryRetention is each history table's retention from the settings; webhook deliveries
+// go with their events.
+func HistoryRetention(r config.Retention) map[string]time.Duration {
+	return map[string]time.Duration{
+		store.HistoryTowerEvents:       r.TowerEvents,
+		store.HistoryTransactions:      r.Transactions,
+		store.HistoryWebhookDeliveries: r.WebhookEvents,
+		store.HistoryWebhookEvents:     r.WebhookEvents,
+	}
 }
 
 // APIServer is the apiserver's loops.
@@ -71,6 +84,6 @@ func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st sweeper.Store, log
 		GatewaySync(cfg.GatewaySyncTick, g),
 		GatewayRequestPrune(cfg.GatewayPruneInterval, g),
 		ExpirySweep(cfg.ExpirySweepInterval, st, logger),
-		WebhookEventPrune(cfg.ExpirySweepInterval, st, logger),
+		HistoryPartitions(cfg.HistoryInterval, st, logger, HistoryRetention(cfg.Retention)),
 	}
 }

@@ -1,7 +1,7 @@
 // Package maintenance runs the processes' background loops — the outbox sweep, the
-// reconciler of stalled gateway requests, the gateway sync, the expiry sweep and the prunes —
-// each on its own interval, and measures each the same way (runs, errors, the last pass's
-// duration), after riverqueue/river's maintenance services. A loop's pass stays with its
+// reconciler of stalled gateway requests, the gateway sync, the expiry sweep, the prunes, the
+// history partitions — each on its own interval, and measures each the same way (runs,
+// errors, the last pass's duration), after riverqueue/river's maintenance services. A loop's pass stays with its
 // domain; which loops a process runs is listed here (loops.go), and cmd/apiserver,
 // cmd/worker and the test environment start them from those lists.
 package maintenance
@@ -37,7 +37,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockernet_maintenance_runs_total",
-			Help: "Passes of a background loop (outbox sweep, reconciler, gateway sync, expiry sweep, prunes), by loop."}, []string{"loop"}),
+			Help: "Passes of a background loop (outbox sweep, reconciler, gateway sync, expiry sweep, prunes, history partitions), by loop."}, []string{"loop"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lockernet_maintenance_errors_total",
 			Help: "Passes of a background loop that failed, by loop."}, []string{"loop"}),
 		duration: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lockernet_maintenance_last_duration_seconds",

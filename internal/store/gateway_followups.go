@@ -77,13 +77,15 @@ func (s *Store) RecordGatewayTransaction(ctx context.Context, r GatewayRequest, 
 	if name == "" {
 		name = s.gatewayLockerName(ctx, r.GatewayID, t.LockerID)
 	}
+	// The row's created_at is the request's, the same on every retry, so (request_id,
+	// created_at), the key the partitioned table allows, names one row per request.
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO transactions (id, organization_id, sub_organization_id, type, status, order_reference, pickup_code_hash,
 		                          pickup_code_last2, location_id, location_name, city, pin_code, tower_name, locker_number,
 		                          request_id, created_at, completed_at)
 		SELECT $1, $2, l.sub_organization_id, $3, $4, $5, $6, $7, l.id, l.name, l.city, l.zip, $8, $9, $10, $11, $12
 		FROM locations l WHERE l.id = $13
-		ON CONFLICT (request_id) WHERE request_id IS NOT NULL DO NOTHING`,
+		ON CONFLICT (request_id, created_at) WHERE request_id IS NOT NULL DO NOTHING`,
 		uuid.New(), r.OrganizationID, t.Type, t.Status, ref, codeHash, last2, r.GatewaySerial, name,
 		r.ID, r.CreatedAt, r.CompletedAt, r.LocationID)
 	if err != nil {

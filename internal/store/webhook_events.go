@@ -64,10 +64,11 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		    INSERT INTO webhook_events (id, organization_id, sub_organization_id, type, data)
 		    SELECT $1, $2, coalesce($3, (SELECT sub_organization_id FROM locations WHERE id = $9)), $4, $5
 		    WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE organization_id = $2 AND deleted_at IS NULL)
-		    RETURNING id, sub_organization_id
+		    RETURNING id, sub_organization_id, created_at
 		), d AS (
-		    INSERT INTO webhook_deliveries (id, endpoint_id, event_id, organization_id, next_attempt_at)
-		    SELECT gen_random_uuid(), e.id, ev.id, $2, now() FROM webhook_endpoints e, ev
+		    -- A delivery has its event's created_at: both go in the same month's partitions.
+		    INSERT INTO webhook_deliveries (id, endpoint_id, event_id, organization_id, next_attempt_at, created_at)
+		    SELECT gen_random_uuid(), e.id, ev.id, $2, now(), ev.created_at FROM webhook_endpoints e, ev
 		    WHERE e.organization_id = $2 AND e.deleted_at IS NULL AND e.enabled
 		      AND (e.sub_organization_id IS NULL OR e.sub_organization_id = ev.sub_organization_id)
 		      AND (cardinality(e.event_types) = 0 OR $4 = ANY (e.event_types) OR $6::uuid IS NOT NULL)
@@ -144,16 +145,4 @@ func (s *Store) WebhookEvents(ctx context.Context, f EventFilter) ([]WebhookEven
 		return nil, fmt.Errorf("list webhook events: %w", translate(err))
 	}
 	return out, nil
-}
-
-// PruneWebhookEvents deletes events (and their deliveries) older than keep, at most limit
-// at a time; it returns how many it deleted.
-func (s *Store) PruneWebhookEvents(ctx context.Context, keep time.Duration, limit int) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM webhook_events WHERE id IN (
-		SELECT id FROM webhook_events WHERE created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2)`,
-		keep.Seconds(), limit)
-	if err != nil {
-		return 0, fmt.Errorf("prune webhook events: %w", translate(err))
-	}
-	return tag.RowsAffected(), nil
 }

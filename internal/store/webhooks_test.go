@@ -68,12 +68,22 @@ func TestRecordEvent(t *testing.T) {
 	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Data: map[string]string{"x": string(make([]byte, store.MaxEventSize))}})
 	assert.Error(t, err)
 
-	// Past retention an event goes, with its deliveries.
-	_, err = st.Pool().Exec(ctx, `UPDATE webhook_events SET created_at = now() - interval '31 days' WHERE id = $1`, id)
+	// Past retention an event goes, with its deliveries: their month is dropped.
+	old := time.Now().Add(-62 * 24 * time.Hour)
+	for _, table := range []string{store.HistoryWebhookDeliveries, store.HistoryWebhookEvents} {
+		_, err = st.EnsurePartitions(ctx, table, old, old)
+		require.NoError(t, err)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE webhook_events SET created_at = $2 WHERE id = $1`, id, old)
 	require.NoError(t, err)
-	n, err := st.PruneWebhookEvents(ctx, 30*24*time.Hour, 100)
+	_, err = st.Pool().Exec(ctx, `UPDATE webhook_deliveries SET created_at = $2 WHERE event_id = $1`, id, old)
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+	for _, table := range []string{store.HistoryWebhookDeliveries, store.HistoryWebhookEvents} {
+		dropped, err := st.DropPartitions(ctx, table, cutoff)
+		require.NoError(t, err)
+		assert.Len(t, dropped, 1, table)
+	}
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
 	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_events`))
 }

@@ -44,7 +44,7 @@ type proxyRatesResult struct {
 func runProxyRates(ctx context.Context, b *bench, rates []float64, d time.Duration) (proxyRatesResult, error) {
 	res := proxyRatesResult{Step: d}
 	gw := b.creds.Gateways[0]
-	key, k, err := b.store.IssueGatewayKey(ctx, b.creds.OrganizationID, "load tool", ptr(1_000_000_000))
+	key, k, err := b.store.IssueGatewayKey(ctx, b.creds.OrganizationID, "load tool", ptr(1_000_000))
 	if err != nil {
 		return res, fmt.Errorf("issue a bench gateway key: %w", err)
 	}

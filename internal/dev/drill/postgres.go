@@ -27,6 +27,7 @@ type towerCall struct {
 	err        string
 	id         string
 	expires    time.Time
+	locker     string // the locker's tower API path, when the caller records it
 }
 
 func (c towerCall) ok() bool { return c.status == http.StatusCreated && c.id != "" }

@@ -84,6 +84,13 @@ type options struct {
 	cpgFlowRate  float64
 	cpgOpenRate  float64
 	cpgHold      time.Duration
+
+	rsBefore   time.Duration
+	rsAfter    time.Duration
+	rsGap      time.Duration
+	rsFlowRate float64
+	rsOpenRate float64
+	rsHold     time.Duration
 }
 
 type drill struct {
@@ -99,6 +106,7 @@ var drills = []drill{
 	{name: "restart-postgres", run: drillRestartPostgres},
 	{name: "gateway-faults", run: drillGatewayFaults},
 	{name: "webhooks", run: drillWebhooks},
+	{name: "restore", run: drillRestore},
 	{name: "cluster-kill-worker", onCluster: drillClusterKillWorker},
 	{name: "cluster-kill-apiserver", onCluster: drillClusterKillAPIServer},
 	{name: "cluster-kill-temporal", onCluster: drillClusterKillTemporal},
@@ -165,6 +173,13 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.whUp, "webhook-events-up", 100, "webhooks: events recorded once it is back")
 	fs.DurationVar(&o.whDownFor, "webhook-down", 6*time.Second, "webhooks: how long the receiver answers 503")
 	fs.DurationVar(&o.whSlow, "webhook-slow", 300*time.Millisecond, "webhooks: how long each of the receiver's answers takes once it is back")
+
+	fs.DurationVar(&o.rsBefore, "restore-before", 10*time.Second, "restore: how long the load runs before the first backup")
+	fs.DurationVar(&o.rsAfter, "restore-after", 12*time.Second, "restore: how long the load runs after the first backup began")
+	fs.DurationVar(&o.rsGap, "restore-gap", 5*time.Second, "restore: time between the two backups (the restore takes Temporal's state from the first, the database from the second)")
+	fs.Float64Var(&o.rsFlowRate, "restore-flow-rate", 4, "restore: tower flows (reservation + drop-off token) per second")
+	fs.Float64Var(&o.rsOpenRate, "restore-open-rate", 2, "restore: gateway door opens per second")
+	fs.DurationVar(&o.rsHold, "restore-hold", 90*time.Second, "restore: duration of each reservation and drop-off token (longer than the stop, restore and start)")
 
 	fs.IntVar(&o.ckwOpens, "cluster-kill-worker-opens", 100, "cluster-kill-worker: door opens in flight when the worker is killed")
 	fs.IntVar(&o.ckwFlows, "cluster-kill-worker-flows", 40, "cluster-kill-worker: tower flows made just before the kill")

@@ -1,0 +1,115 @@
+package maintenance_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/maintenance"
+	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/internal/sweeper"
+)
+
+// The history tables are partitioned by month; the history loop drops a month past its
+// table's retention (its rows with it), keeps the months within it, and creates the months
+// ahead. A table without a retention keeps its old months.
+func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testenv.NewDatabase(t), store.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	var tables []string
+	rows, err := st.Pool().Query(ctx, `SELECT partrelid::regclass::text FROM pg_partitioned_table ORDER BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		tables = append(tables, name)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"tower_events", "transactions", "webhook_deliveries", "webhook_events"}, tables)
+
+	now := time.Now().UTC()
+	month := func(t time.Time) string { return t.UTC().Format("200601") }
+	old := now.AddDate(0, 0, -100)   // a month that ended more than 30 days ago
+	recent := now.AddDate(0, 0, -20) // within 30 days
+	ahead := now.AddDate(0, sweeper.HistoryMonthsAhead, 0)
+	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents} {
+		_, err := st.EnsurePartitions(ctx, table, old, old)
+		require.NoError(t, err)
+	}
+	var org int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO organizations (name) VALUES ('history') RETURNING id`).Scan(&org))
+	addTx := func(at time.Time) uuid.UUID {
+		id := uuid.New()
+		_, err := st.Pool().Exec(ctx, `INSERT INTO transactions (id, organization_id, type, status, created_at) VALUES ($1, $2, 'dropoff', 'completed', $3)`,
+			id, org, at)
+		require.NoError(t, err)
+		return id
+	}
+	oldTx, recentTx := addTx(old), addTx(recent)
+	// A row dated years back lands in the default partition, and goes when past retention.
+	strayTx := addTx(now.AddDate(-5, 0, 0))
+
+	reg := prometheus.NewRegistry()
+	m := maintenance.NewMetrics(reg)
+	reg.MustRegister(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)))
+	keep := maintenance.HistoryRetention(config.Retention{Transactions: config.MinRetention, WebhookEvents: config.MinRetention})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		maintenance.Run(runCtx, m, slog.New(slog.DiscardHandler), maintenance.HistoryPartitions(time.Hour, st, slog.New(slog.DiscardHandler), keep))
+		close(done)
+	}()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(m.Runs("history_partitions")) == 1 }, 30*time.Second, 50*time.Millisecond)
+	cancel()
+	<-done
+	assert.Zero(t, testutil.ToFloat64(m.Errors("history_partitions")))
+
+	exists := func(name string) bool {
+		var ok bool
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok))
+		return ok
+	}
+	assert.False(t, exists("transactions_p"+month(old)), "the month past retention is dropped")
+	assert.True(t, exists("transactions_p"+month(recent)), "a month within retention stays")
+	assert.True(t, exists("tower_events_p"+month(old)), "tower events have no retention here: kept")
+	for _, table := range store.HistoryTables {
+		assert.True(t, exists(table+"_p"+month(ahead)), "%s: the month %d ahead is created", table, sweeper.HistoryMonthsAhead)
+	}
+	count := func(id uuid.UUID) int {
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM transactions WHERE id = $1`, id).Scan(&n))
+		return n
+	}
+	assert.Zero(t, count(oldTx))
+	assert.Equal(t, 1, count(recentTx))
+	assert.Zero(t, count(strayTx), "the default partition's rows past retention are deleted")
+
+	// The metrics: each table's size, partitions, oldest partition, and how far ahead.
+	out, err := testutil.CollectAndFormat(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)), expfmt.TypeTextPlain,
+		"lockernet_history_oldest_partition_age_seconds", "lockernet_history_ahead_seconds", "lockernet_history_bytes")
+	require.NoError(t, err)
+	for _, table := range store.HistoryTables {
+		assert.Contains(t, string(out), `lockernet_history_bytes{table="`+table+`"}`)
+		assert.Contains(t, string(out), `lockernet_history_ahead_seconds{table="`+table+`"}`)
+	}
+	stats, err := st.HistoryStats(ctx, store.HistoryTransactions)
+	require.NoError(t, err)
+	require.NotEmpty(t, stats.Partitions)
+	assert.Equal(t, month(recent), stats.Partitions[0].Month.Format("200601"), "the oldest month left")
+	assert.True(t, strings.HasPrefix(stats.Partitions[len(stats.Partitions)-1].Name, "transactions_p"+month(ahead)))
+}
