@@ -39,7 +39,8 @@ type SDKLoginBody struct {
 
 // ResetEventsRequest says why a tower's event log was reset.
 type ResetEventsRequest struct {
-	Reason string `json:"reason,omitempty" maxLength:"1000" doc:"Why the SDK reset the tower's event log"`
+	_      struct{} `additionalProperties:"true"` // properties it does not know are ignored (DESIGN §8)
+	Reason string   `json:"reason,omitempty" maxLength:"1000" doc:"Why the SDK reset the tower's event log"`
 }
 
 // SDKTowerBody is the tower object Harbor's SDKs read.
@@ -47,7 +48,7 @@ type SDKTowerBody struct {
 	ID           string `json:"id" example:"0100000000000014"`
 	Name         string `json:"name"`
 	Description  string `json:"description" doc:"Where the tower stands"`
-	SystemID     string `json:"systemId" doc:"The tower's hardware id (its 16 hex digits)"`
+	SystemID     int64  `json:"systemId" doc:"The system the tower belongs to, a number as Harbor's SDK model declares it: the id of the tower's organization"`
 	TowerModelID int    `json:"towerModelId" doc:"1: the one tower model this service drives"`
 	LocationID   int64  `json:"locationId"`
 	PinCode      string `json:"pinCode" doc:"The postal code of the tower's location"`
@@ -182,6 +183,6 @@ func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason strin
 	if loc.Description != nil && *loc.Description != "" {
 		desc = *loc.Description
 	}
-	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: tower.ID, TowerModelID: towerModelStandard,
+	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: p.OrgID, TowerModelID: towerModelStandard,
 		LocationID: tower.LocationID, PinCode: loc.Zip, AccessModeID: accessModePublic, IsForTest: s.sdk.Environment != "production"}, nil
 }

@@ -116,7 +116,9 @@ func New(d Deps) *Server {
 	registerDocs(r)
 
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
-	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service."
+	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service. " +
+		"Request bodies of the mobile SDK API (/sdk/v1) accept and ignore properties they do not know (the SDK is not ours to version); " +
+		"every other surface refuses them with its 4xx error body."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
 	cfg.DocsPath = ""     // served from the binary instead (docs.go)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
