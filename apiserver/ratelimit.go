@@ -61,6 +61,12 @@ func (s *Server) countRequest(ctx context.Context, setHeader func(name, value st
 		s.logger.WarnContext(ctx, "count request for its rate limit", "kind", kind, "err", err)
 		return 0
 	}
+	return s.rateHeaders(setHeader, kind, st)
+}
+
+// rateHeaders sets the X-RateLimit-* headers of a counted request and, when it was refused,
+// Retry-After, whose seconds (> 0) it returns.
+func (s *Server) rateHeaders(setHeader func(name, value string), kind store.RateKind, st store.RateState) int {
 	setHeader("X-RateLimit-Limit", strconv.Itoa(st.Limit))
 	setHeader("X-RateLimit-Remaining", strconv.Itoa(st.Remaining()))
 	setHeader("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(st.ResetAt()), 10))

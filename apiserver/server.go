@@ -77,7 +77,6 @@ type Server struct {
 	drainOnce sync.Once
 	customer  *customer
 	requests  *gatewayRequests
-	appKeys   appKeys
 	clients   clientStates
 
 	rates       RateLimits
@@ -100,8 +99,8 @@ func New(d Deps) *Server {
 		d.Version = "1.0.0"
 	}
 	s := &Server{deps: d, logger: d.Logger, metrics: newHTTPMetrics(d.Registry), towerKeys: newTowerKeys(d.Keyring),
-		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{}),
-		rates: d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
+		draining: make(chan struct{}),
+		rates:    d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
 	s.customer = newCustomer(d)
 	s.requests = newGatewayRequests(d, s.customer.settings, s.draining)
 
