@@ -44,7 +44,7 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 	k, st, err := s.deps.Store.AuthorizeAppKey(ctx.Context(), credential.Hash(presented), s.rates.AppKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
+		s.appKeyFailure(api, ctx)
 		return
 	case err != nil:
 		s.logger.ErrorContext(ctx.Context(), "app key lookup", "err", err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -79,8 +80,10 @@ type Server struct {
 	requests  *gatewayRequests
 	clients   clientStates
 
-	rates       RateLimits
-	rateLimited *prometheus.CounterVec
+	rates RateLimits
+	// trustedProxies are the peers whose forwarded client address is believed (clientaddr.go).
+	trustedProxies []netip.Prefix
+	rateLimited    *prometheus.CounterVec
 
 	sdk        SDKSettings
 	sdkMetrics *sdkMetrics
@@ -100,12 +103,13 @@ func New(d Deps) *Server {
 	}
 	s := &Server{deps: d, logger: d.Logger, metrics: newHTTPMetrics(d.Registry), towerKeys: newTowerKeys(d.Keyring),
 		draining: make(chan struct{}),
-		rates:    d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
+		rates:    d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry),
+		trustedProxies: trustedProxiesOf(d.RateLimits.TrustedProxies)}
 	s.customer = newCustomer(d)
 	s.requests = newGatewayRequests(d, s.customer.settings, s.draining)
 
 	r := chi.NewRouter()
-	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
+	r.Use(telemetry.Middleware, s.recoverer, s.clientAddress, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})

@@ -1,0 +1,105 @@
+package apiserver
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// Wrong credentials are limited apart from the requests a caller may make (DESIGN §8), per
+// (credential, source address) with a growing back-off (store.ClaimCredentialAttempt), so a
+// guesser is slowed down without locking out the right secret presented from elsewhere:
+//
+//   - a client secret (POST /oauth/token, its realm alias and the SDK login, which share one
+//     bucket): every attempt of a (client id, address) is claimed before the secret is
+//     compared, so parallel guesses cannot slip under the limit and an address in back-off
+//     learns nothing; the right secret clears the bucket. Ids that name no client share one
+//     bucket per address. The client's budget of tokens per minute counts right secrets only.
+//   - an API key (app engine x-api-key, gateway cloud API key): a key names no caller until it
+//     is found, so wrong keys count per address, after the key's own check; once the address
+//     is in back-off its wrong keys answer 429 instead of 401. A valid key is never refused
+//     for its address's failures: keys are 256 random bits, so their check is no oracle, and
+//     a client sharing an address with a misconfigured one keeps working.
+
+// Surfaces of the failure limits in lockernet_rate_limited_total.
+const (
+	surfaceTokenFailures      = "token_failures"
+	surfaceAppKeyFailures     = "appkey_failures"
+	surfaceGatewayKeyFailures = "gateway_key_failures"
+)
+
+// secretBucket is the failure bucket of a client secret presented from a; clientID is ""
+// for an id that names no client.
+func secretBucket(clientID string, a netip.Addr) string {
+	return "fail:secret:" + addrBucket(a) + "|" + clientID
+}
+
+// keyBucket is the failure bucket of an API's keys presented from a.
+func keyBucket(api string, a netip.Addr) string {
+	return "fail:" + api + ":" + addrBucket(a)
+}
+
+// claimAttempt counts an attempt against bucket and returns the seconds (> 0) to wait when
+// the bucket is in its back-off. An error counting (Postgres away) lets the attempt through,
+// as countRequest does.
+func (s *Server) claimAttempt(ctx context.Context, bucket, surface string) int {
+	a, err := s.deps.Store.ClaimCredentialAttempt(ctx, bucket)
+	if err != nil {
+		s.logger.WarnContext(ctx, "count a credential attempt", "surface", surface, "err", err)
+		return 0
+	}
+	if a.Allowed {
+		return 0
+	}
+	s.rateLimited.WithLabelValues(surface).Inc()
+	return retrySeconds(a.RetryAfter())
+}
+
+// clearAttempts forgets bucket's attempts: its credential was right.
+func (s *Server) clearAttempts(ctx context.Context, bucket string) {
+	if err := s.deps.Store.ClearCredentialAttempts(ctx, bucket); err != nil {
+		s.logger.WarnContext(ctx, "clear credential attempts", "err", err)
+	}
+}
+
+func retrySeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// tooManyFailures is the 429 of a problem+json surface (app engine API, mobile SDK API)
+// for a source address in its back-off.
+func tooManyFailures(what string, wait int) error {
+	return huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests,
+		"too many "+what+" from this address: try again in "+strconv.Itoa(wait)+" s"),
+		http.Header{"Retry-After": {strconv.Itoa(wait)}})
+}
+
+// appKeyFailure answers an app engine key that is not valid: 401, or 429 once the
+// request's address is in its back-off for wrong keys.
+func (s *Server) appKeyFailure(api huma.API, ctx huma.Context) {
+	if wait := s.claimAttempt(ctx.Context(), keyBucket("appkey", clientAddrOf(ctx.Context())), surfaceAppKeyFailures); wait > 0 {
+		ctx.SetHeader("Retry-After", strconv.Itoa(wait))
+		_ = huma.WriteErr(api, ctx, http.StatusTooManyRequests,
+			"too many invalid API keys from this address: try again in "+strconv.Itoa(wait)+" s")
+		return
+	}
+	_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
+}
+
+// gatewayKeyFailure is the verdict on a gateway cloud API key that is not valid: 401, or 429
+// once the request's address is in its back-off for wrong keys.
+func (s *Server) gatewayKeyFailure(ctx context.Context) error {
+	if wait := s.claimAttempt(ctx, keyBucket("gatewaykey", clientAddrOf(ctx)), surfaceGatewayKeyFailures); wait > 0 {
+		return &keyFailuresError{retryAfterSeconds: int64(wait)}
+	}
+	return errUnauthenticated("the API key is not valid")
+}
+
+// keyFailuresError: the source address sent too many invalid keys.
+type keyFailuresError struct{ retryAfterSeconds int64 }
+
+func (e *keyFailuresError) Error() string { return "too many invalid API keys" }
