@@ -77,6 +77,44 @@ func TestSDKLoginSharesTheTokenBudget(t *testing.T) {
 	require.Equal(t, http.StatusOK, sdkLoginFrom(t, e, ownerAddr, other.ClientID, other.ClientSecret).Status)
 }
 
+// judgedAtMost is how many wrong credentials of one bucket may be judged (answered 401) in
+// elapsed: five at once, then one each time a back-off lapses, each back-off twice the last
+// (1 s, 2 s, 4 s ...). A slow machine may let a back-off lapse between two attempts; never more.
+func judgedAtMost(elapsed time.Duration) int {
+	n, wait := 5, time.Second
+	for total := time.Duration(0); total <= elapsed; total += wait {
+		n++
+		wait *= 2
+	}
+	return n
+}
+
+// attemptBurst makes n attempts one after the other and reports their statuses and how long
+// they took.
+func attemptBurst(n int, attempt func() int) (statuses []int, elapsed time.Duration) {
+	began := time.Now()
+	for range n {
+		statuses = append(statuses, attempt())
+	}
+	return statuses, time.Since(began)
+}
+
+// requireBackoff checks a burst of wrong credentials of one bucket: the first five are
+// judged (judged is their status), then the bucket waits, answering 429.
+func requireBackoff(t *testing.T, statuses []int, elapsed time.Duration, judged int) {
+	t.Helper()
+	count := map[int]int{}
+	for i, st := range statuses {
+		if i < 5 {
+			require.Equal(t, judged, st, "attempt %d is judged", i+1)
+		}
+		count[st]++
+	}
+	assert.Len(t, count, 2, "only %d and 429: %v", judged, count)
+	assert.LessOrEqual(t, count[judged], judgedAtMost(elapsed), "judged in %s", elapsed)
+	assert.GreaterOrEqual(t, count[http.StatusTooManyRequests], len(statuses)-judgedAtMost(elapsed))
+}
+
 // TestWrongSecretsNeverLockOutTheRightOne: wrong secrets count per (client id, source
 // address) with a growing back-off, apart from the client's budget; the right secret from
 // another address keeps getting tokens; the guesser's address learns nothing while it waits.
@@ -87,15 +125,11 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 
 	// 60 wrong secrets, the attack (the budget is 60 a minute): five are judged, then
 	// the address waits.
-	statuses := map[int]int{}
-	var last testenv.Response
-	for range 60 {
-		last = tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret")
-		statuses[last.Status]++
-	}
-	assert.Equal(t, map[int]int{http.StatusUnauthorized: 5, http.StatusTooManyRequests: 55}, statuses)
+	statuses, elapsed := attemptBurst(60, func() int { return tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret").Status })
+	requireBackoff(t, statuses, elapsed, http.StatusUnauthorized)
+	last := tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret")
 	requireOAuthError(t, last, http.StatusTooManyRequests, "slow_down")
-	assert.Equal(t, 1, retryAfter(t, last), "the first back-off is a second")
+	assert.Positive(t, retryAfter(t, last))
 
 	// The right secret from another address: a token at once, and again.
 	for range 3 {
@@ -112,33 +146,59 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 	requireProblem(t, r, http.StatusTooManyRequests)
 	assert.Positive(t, retryAfter(t, r))
 
-	// The back-off grows: once it lapses, one more wrong secret is judged and earns twice the wait.
-	time.Sleep(1100 * time.Millisecond)
-	requireOAuthError(t, tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret"), http.StatusUnauthorized, "invalid_client")
-	last = tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret")
-	requireOAuthError(t, last, http.StatusTooManyRequests, "slow_down")
-	assert.Equal(t, 2, retryAfter(t, last))
+	// The back-off grows: each time it lapses, one more wrong secret is judged and earns
+	// twice the wait.
+	waitOut := func() { // until the address's back-off has lapsed
+		for {
+			r := tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret")
+			if r.Status == http.StatusTooManyRequests {
+				time.Sleep(time.Duration(retryAfter(t, r))*time.Second + 100*time.Millisecond)
+				return
+			}
+		}
+	}
+	backoff := func() int {
+		t.Helper()
+		waitOut()
+		began := time.Now()
+		requireOAuthError(t, tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret"), http.StatusUnauthorized, "invalid_client")
+		r := tokenFrom(t, e, guesserAddr, sp.ClientID, "wrong-secret")
+		requireOAuthError(t, r, http.StatusTooManyRequests, "slow_down")
+		return retryAfter(t, r) + int(time.Since(began)/time.Second) // as it was when it began
+	}
+	first := backoff()
+	second := backoff()
+	assert.GreaterOrEqual(t, first, 2)
+	assert.InDelta(t, 2*first, second, 1, "each back-off is twice the last")
 
 	// Ids that name no client are counted per address too.
-	for range 5 {
-		requireOAuthError(t, tokenFrom(t, e, "192.0.2.44", "nobody-"+strconv.Itoa(time.Now().Nanosecond()), "x"), http.StatusUnauthorized, "invalid_client")
-	}
-	requireOAuthError(t, tokenFrom(t, e, "192.0.2.44", "nobody-else", "x"), http.StatusTooManyRequests, "slow_down")
+	statuses, elapsed = attemptBurst(8, func() int {
+		return tokenFrom(t, e, "192.0.2.44", "nobody-"+strconv.Itoa(time.Now().Nanosecond()), "x").Status
+	})
+	requireBackoff(t, statuses, elapsed, http.StatusUnauthorized)
 
 	// Parallel guesses cannot all slip under the limit: each is counted before it is judged.
 	var mu sync.Mutex
-	parallel := map[int]int{}
 	var wg sync.WaitGroup
+	statuses = nil
+	began := time.Now()
 	for range 20 {
 		wg.Go(func() {
 			st := tokenFrom(t, e, "192.0.2.77", sp.ClientID, "wrong-secret").Status
 			mu.Lock()
-			parallel[st]++
+			statuses = append(statuses, st)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, map[int]int{http.StatusUnauthorized: 5, http.StatusTooManyRequests: 15}, parallel)
+	elapsed = time.Since(began)
+	count := map[int]int{}
+	for _, st := range statuses {
+		count[st]++
+	}
+	assert.GreaterOrEqual(t, count[http.StatusUnauthorized], 5)
+	assert.LessOrEqual(t, count[http.StatusUnauthorized], judgedAtMost(elapsed), "judged in %s", elapsed)
+	assert.Equal(t, 20, count[http.StatusUnauthorized]+count[http.StatusTooManyRequests])
 
 	// The right secret clears its address's count.
 	_ = tokenFrom(t, e, "192.0.2.88", sp.ClientID, "wrong-secret")
@@ -160,12 +220,17 @@ func TestWrongKeysAreLimitedPerAddress(t *testing.T) {
 		get := func(addr, key string) testenv.Response {
 			return testenv.DoWithHeaders(t, http.MethodGet, e.URL+"/auth/api-key", map[string]string{"x-api-key": key, "X-Forwarded-For": addr}, nil)
 		}
-		for i := range 5 {
-			requireProblem(t, get(guesserAddr, "lna_guess"+strconv.Itoa(i)), http.StatusUnauthorized)
-		}
+		i := 0
+		statuses, elapsed := attemptBurst(8, func() int {
+			i++
+			r := get(guesserAddr, "lna_guess"+strconv.Itoa(i))
+			requireProblem(t, r, r.Status)
+			return r.Status
+		})
+		requireBackoff(t, statuses, elapsed, http.StatusUnauthorized)
 		r := get(guesserAddr, "lna_guess-more")
 		requireProblem(t, r, http.StatusTooManyRequests)
-		assert.Equal(t, 1, retryAfter(t, r))
+		assert.Positive(t, retryAfter(t, r))
 		assert.Contains(t, string(r.Body), "invalid API keys")
 		assert.Equal(t, http.StatusOK, get(guesserAddr, e.Creds.AppEngineAPIKey).Status, "a valid key works from that address too")
 		assert.Equal(t, http.StatusOK, get(ownerAddr, e.Creds.AppEngineAPIKey).Status)
@@ -177,14 +242,19 @@ func TestWrongKeysAreLimitedPerAddress(t *testing.T) {
 			return testenv.DoWithHeaders(t, http.MethodGet, e.URL+"/api/customer/v1/me", map[string]string{"X-API-Key": key, "X-Forwarded-For": addr}, nil)
 		}
 		wrong := "lnk_" + strings.Repeat("0", 64)
-		for range 4 {
-			assert.Equal(t, http.StatusUnauthorized, get(guesserAddr, wrong).Status)
-		}
-		assert.Equal(t, http.StatusUnauthorized, get(guesserAddr, "not-even-a-key").Status, "a malformed key is a wrong key too")
+		i := 0
+		statuses, elapsed := attemptBurst(8, func() int {
+			i++
+			if i == 3 {
+				return get(guesserAddr, "not-even-a-key").Status // a malformed key is a wrong key too
+			}
+			return get(guesserAddr, wrong).Status
+		})
+		requireBackoff(t, statuses, elapsed, http.StatusUnauthorized)
 		r := get(guesserAddr, wrong)
 		require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r.Body)
 		assert.Equal(t, "RATE_LIMITED", r.Map(t)["error"])
-		assert.Equal(t, 1, retryAfter(t, r))
+		assert.Positive(t, retryAfter(t, r))
 		assert.Equal(t, http.StatusOK, get(guesserAddr, e.GatewayKey()).Status, "a valid key works from that address too")
 		assert.Equal(t, http.StatusUnauthorized, get(ownerAddr, wrong).Status)
 	})
