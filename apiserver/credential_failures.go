@@ -15,10 +15,13 @@ import (
 // guesser is slowed down without locking out the right secret presented from elsewhere:
 //
 //   - a client secret (POST /oauth/token, its realm alias and the SDK login, which share one
-//     bucket): every attempt of a (client id, address) is claimed before the secret is
-//     compared, so parallel guesses cannot slip under the limit and an address in back-off
-//     learns nothing; the right secret clears the bucket. Ids that name no client share one
-//     bucket per address. The client's budget of tokens per minute counts right secrets only.
+//     bucket): the answer to every attempt of a (client id, address) is decided by one
+//     statement on the bucket's row that also records it (store.CredentialOutcome), so
+//     parallel guesses cannot all be judged, and an address in back-off is answered 429
+//     whether its secret is right or wrong (it learns nothing); a right secret otherwise clears
+//     the bucket and is never counted, so a client's own parallel requests never block it. Ids
+//     that name no client share one bucket per address. The client's budget of tokens per
+//     minute counts right secrets only.
 //   - an API key (app engine x-api-key, gateway cloud API key): a key names no caller until it
 //     is found, so wrong keys count per address, after the key's own check; once the address
 //     is in back-off its wrong keys answer 429 instead of 401. A valid key is never refused
@@ -43,13 +46,14 @@ func keyBucket(api string, a netip.Addr) string {
 	return "fail:" + api + ":" + addrBucket(a)
 }
 
-// claimAttempt counts an attempt against bucket and returns the seconds (> 0) to wait when
-// the bucket is in its back-off. An error counting (Postgres away) lets the attempt through,
-// as countRequest does.
-func (s *Server) claimAttempt(ctx context.Context, bucket, surface string) int {
-	a, err := s.deps.Store.ClaimCredentialAttempt(ctx, bucket)
+// credentialOutcome records whether a credential presented against bucket was right and
+// returns the seconds (> 0) to wait when the bucket is in its back-off: then the answer is
+// 429 whatever the credential was. An error recording (Postgres away) lets the request be
+// answered on its merits, as countRequest does.
+func (s *Server) credentialOutcome(ctx context.Context, bucket string, right bool, surface string) int {
+	a, err := s.deps.Store.CredentialOutcome(ctx, bucket, right)
 	if err != nil {
-		s.logger.WarnContext(ctx, "count a credential attempt", "surface", surface, "err", err)
+		s.logger.WarnContext(ctx, "record a credential outcome", "surface", surface, "err", err)
 		return 0
 	}
 	if a.Allowed {
@@ -57,13 +61,6 @@ func (s *Server) claimAttempt(ctx context.Context, bucket, surface string) int {
 	}
 	s.rateLimited.WithLabelValues(surface).Inc()
 	return retrySeconds(a.RetryAfter())
-}
-
-// clearAttempts forgets bucket's attempts: its credential was right.
-func (s *Server) clearAttempts(ctx context.Context, bucket string) {
-	if err := s.deps.Store.ClearCredentialAttempts(ctx, bucket); err != nil {
-		s.logger.WarnContext(ctx, "clear credential attempts", "err", err)
-	}
 }
 
 func retrySeconds(d time.Duration) int {
@@ -81,7 +78,7 @@ func tooManyFailures(what string, wait int) error {
 // appKeyFailure answers an app engine key that is not valid: 401, or 429 once the
 // request's address is in its back-off for wrong keys.
 func (s *Server) appKeyFailure(api huma.API, ctx huma.Context) {
-	if wait := s.claimAttempt(ctx.Context(), keyBucket("appkey", clientAddrOf(ctx.Context())), surfaceAppKeyFailures); wait > 0 {
+	if wait := s.credentialOutcome(ctx.Context(), keyBucket("appkey", clientAddrOf(ctx.Context())), false, surfaceAppKeyFailures); wait > 0 {
 		ctx.SetHeader("Retry-After", strconv.Itoa(wait))
 		_ = huma.WriteErr(api, ctx, http.StatusTooManyRequests,
 			"too many invalid API keys from this address: try again in "+strconv.Itoa(wait)+" s")
@@ -93,7 +90,7 @@ func (s *Server) appKeyFailure(api huma.API, ctx huma.Context) {
 // gatewayKeyFailure is the verdict on a gateway cloud API key that is not valid: 401, or 429
 // once the request's address is in its back-off for wrong keys.
 func (s *Server) gatewayKeyFailure(ctx context.Context) error {
-	if wait := s.claimAttempt(ctx, keyBucket("gatewaykey", clientAddrOf(ctx)), surfaceGatewayKeyFailures); wait > 0 {
+	if wait := s.credentialOutcome(ctx, keyBucket("gatewaykey", clientAddrOf(ctx)), false, surfaceGatewayKeyFailures); wait > 0 {
 		return &keyFailuresError{retryAfterSeconds: int64(wait)}
 	}
 	return errUnauthenticated("the API key is not valid")

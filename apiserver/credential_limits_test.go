@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,7 +178,8 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 	})
 	requireBackoff(t, statuses, elapsed, http.StatusUnauthorized)
 
-	// Parallel guesses cannot all slip under the limit: each is counted before it is judged.
+	// Parallel guesses cannot all slip under the limit: each is answered from the count its
+	// own statement finds.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	statuses = nil
@@ -199,6 +201,19 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 	assert.GreaterOrEqual(t, count[http.StatusUnauthorized], 5)
 	assert.LessOrEqual(t, count[http.StatusUnauthorized], judgedAtMost(elapsed), "judged in %s", elapsed)
 	assert.Equal(t, 20, count[http.StatusUnauthorized]+count[http.StatusTooManyRequests])
+
+	// A client's own parallel requests from one address are never counted as guesses.
+	statuses = nil
+	for range 12 {
+		wg.Go(func() {
+			st := tokenFrom(t, e, "192.0.2.99", sp.ClientID, sp.ClientSecret).Status
+			mu.Lock()
+			statuses = append(statuses, st)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, slices.Repeat([]int{http.StatusOK}, 12), statuses)
 
 	// The right secret clears its address's count.
 	_ = tokenFrom(t, e, "192.0.2.88", sp.ClientID, "wrong-secret")

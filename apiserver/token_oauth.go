@@ -329,22 +329,21 @@ func (s *Server) checkClientSecret(ctx context.Context, id, secret string) (clie
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalidInput):
 		// An id Postgres cannot even look up (a NUL or bytes that are not UTF-8, which HTTP
 		// Basic credentials can carry) names no client either.
-		if wait := s.claimAttempt(ctx, secretBucket("", addr), surfaceTokenFailures); wait > 0 {
+		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
+		if wait := s.credentialOutcome(ctx, secretBucket("", addr), false, surfaceTokenFailures); wait > 0 {
 			return store.Client{}, failuresRefusal(wait), nil
 		}
-		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
 		return store.Client{}, &tokenRefusal{code: "invalid_client", desc: "unknown client or wrong secret"}, nil
 	case err != nil:
 		return store.Client{}, nil, fmt.Errorf("load client: %w", err)
 	}
-	bucket := secretBucket(client.ClientID, addr)
-	if wait := s.claimAttempt(ctx, bucket, surfaceTokenFailures); wait > 0 {
+	right := credential.Equal(secret, client.SecretHash) && !client.Disabled
+	if wait := s.credentialOutcome(ctx, secretBucket(client.ClientID, addr), right, surfaceTokenFailures); wait > 0 {
 		return store.Client{}, failuresRefusal(wait), nil
 	}
-	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
+	if !right {
 		return store.Client{}, &tokenRefusal{code: "invalid_client", desc: "unknown client or wrong secret"}, nil
 	}
-	s.clearAttempts(ctx, bucket)
 	rl := map[string]string{}
 	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
 		return store.Client{}, &tokenRefusal{code: "slow_down", desc: "too many token requests for this client: try again in " + strconv.Itoa(wait) + " s",
