@@ -11,7 +11,7 @@ import (
 )
 
 // Wrong credentials are limited apart from the requests a caller may make (DESIGN §8), per
-// (credential, source address) with a growing back-off (store.ClaimCredentialAttempt), so a
+// (credential, source address) with a growing back-off (store.CredentialOutcome), so a
 // guesser is slowed down without locking out the right secret presented from elsewhere:
 //
 //   - a client secret (POST /oauth/token, its realm alias and the SDK login, which share one
