@@ -2,12 +2,9 @@ package apiserver
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
@@ -19,10 +16,6 @@ import (
 // Security scheme of the app engine API.
 const schemeAppKey = "appKey"
 
-// appKeyTTL bounds how long a deleted key can keep working on an instance: every instance
-// re-reads a key from Postgres at least this often (DESIGN §5: within 5 s).
-const appKeyTTL = 2 * time.Second
-
 // needsAppKey is the Security requirement of an app engine operation.
 var needsAppKey = []map[string][]string{{schemeAppKey: {}}}
 
@@ -32,41 +25,6 @@ type appKeyKey struct{}
 func appKey(ctx context.Context) store.AppKey {
 	k, _ := ctx.Value(appKeyKey{}).(store.AppKey)
 	return k
-}
-
-type cachedKey struct {
-	key   store.AppKey
-	found bool
-	at    time.Time
-}
-
-// appKeys caches key lookups for appKeyTTL. A lookup also records the key's use.
-type appKeys struct {
-	mu    sync.Mutex
-	cache map[string]cachedKey
-}
-
-func (s *Server) lookupAppKey(ctx context.Context, presented string) (store.AppKey, bool, error) {
-	hash := credential.Hash(presented)
-	id := hex.EncodeToString(hash)
-	s.appKeys.mu.Lock()
-	c, ok := s.appKeys.cache[id]
-	s.appKeys.mu.Unlock()
-	if ok && time.Since(c.at) < appKeyTTL {
-		return c.key, c.found, nil
-	}
-	k, err := s.deps.Store.UseAppKey(ctx, hash)
-	found := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.AppKey{}, false, err
-	}
-	s.appKeys.mu.Lock()
-	if len(s.appKeys.cache) > 10000 {
-		s.appKeys.cache = map[string]cachedKey{} // a flood of wrong keys must not grow memory
-	}
-	s.appKeys.cache[id] = cachedKey{key: k, found: found, at: time.Now()}
-	s.appKeys.mu.Unlock()
-	return k, found, nil
 }
 
 // authenticateAppKey checks the x-api-key header of an app engine operation.
@@ -80,18 +38,21 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing or malformed x-api-key header")
 		return
 	}
-	k, ok, err := s.lookupAppKey(ctx.Context(), presented)
-	if err != nil {
+	// The key is checked in Postgres on every request, with its rate-limit count in the same
+	// statement (as the gateway cloud API's keys are): a deleted key fails on its next request
+	// on every instance.
+	k, st, err := s.deps.Store.AuthorizeAppKey(ctx.Context(), credential.Hash(presented), s.rates.AppKey)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.appKeyFailure(api, ctx)
+		return
+	case err != nil:
 		s.logger.ErrorContext(ctx.Context(), "app key lookup", "err", err)
 		ctx.SetHeader("Retry-After", "1")
 		_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
 		return
 	}
-	if !ok {
-		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
-		return
-	}
-	if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateAppKey, k.ID.String(), s.rates.AppKey); wait > 0 {
+	if wait := s.rateHeaders(ctx.SetHeader, store.RateAppKey, st); wait > 0 {
 		writeRateLimited(api, ctx, wait)
 		return
 	}
@@ -188,7 +149,7 @@ func (s *Server) registerAppKeys(api huma.API) {
 	huma.Register(api, op(huma.Operation{
 		OperationID: "delete-api-key", Method: http.MethodDelete, Path: "/auth/api-key/{key_id}", Tags: tags,
 		Summary:       "Delete API key",
-		Description:   "Needs an organization admin key. The key stops working on every instance within 5 seconds.",
+		Description:   "Needs an organization admin key. The key stops working at once on every instance (its next request is refused).",
 		DefaultStatus: http.StatusNoContent, Security: needsAppKey,
 	}), func(ctx context.Context, in *struct {
 		KeyID string `path:"key_id" format:"uuid"`

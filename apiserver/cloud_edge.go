@@ -131,7 +131,7 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		}
 		if !credential.IsGatewayKey(key) {
-			s.writeCustomerFailure(ctx, "authenticate", errUnauthenticated("the API key is not valid"))
+			s.writeCustomerFailure(ctx, "authenticate", s.gatewayKeyFailure(ctx.Context()))
 			return
 		}
 		if checksKeyWithStore(ctx.Operation()) {
@@ -144,7 +144,7 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 		if err == nil {
 			setRateLimitHeaders(ctx, auth)
 		}
-		if verdict := s.keyVerdict(auth, err); verdict != nil {
+		if verdict := s.keyVerdict(ctx.Context(), auth, err); verdict != nil {
 			s.writeCustomerFailure(ctx, "authenticate", verdict)
 			return
 		}

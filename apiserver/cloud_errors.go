@@ -96,6 +96,7 @@ func (s *Server) customerFailure(ctx context.Context, op string, err error) erro
 		in      *inputError
 		ua      *unauthenticatedError
 		limited *rateLimitedError
+		guessed *keyFailuresError
 	)
 	switch {
 	case errors.As(err, &ce):
@@ -116,6 +117,11 @@ func (s *Server) customerFailure(ctx context.Context, op string, err error) erro
 		return huma.ErrorWithHeaders(customerError(http.StatusTooManyRequests, "RATE_LIMITED", "the API key exceeded its rate limit",
 			map[string]any{"limit": limited.limit, "windowSeconds": int(store.RateWindow.Seconds()), "retryAfterSeconds": limited.retryAfterSeconds}),
 			http.Header{"Retry-After": {strconv.FormatInt(limited.retryAfterSeconds, 10)}})
+	case errors.As(err, &guessed):
+		return huma.ErrorWithHeaders(customerError(http.StatusTooManyRequests, "RATE_LIMITED",
+			"too many invalid API keys from this address: try again in "+strconv.FormatInt(guessed.retryAfterSeconds, 10)+" s",
+			map[string]any{"retryAfterSeconds": guessed.retryAfterSeconds}),
+			http.Header{"Retry-After": {strconv.FormatInt(guessed.retryAfterSeconds, 10)}})
 	case errors.Is(err, errGatewaysBusy):
 		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
 			errGatewaysBusy.Error()+": try again shortly, or send Prefer: respond-async", nil),

@@ -115,7 +115,7 @@ func (s *Server) withKeyPending(ctx huma.Context, hash []byte, next func(huma.Co
 	began := time.Now()
 	auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), hash, s.customer.settings.RateLimit)
 	markTiming(ctx.Context(), "auth", began)
-	if verdict := s.settleKey(p, auth, err); verdict != nil {
+	if verdict := s.settleKey(ctx.Context(), p, auth, err); verdict != nil {
 		s.writeCustomerFailure(ctx, "authenticate", verdict)
 		return
 	}
@@ -137,9 +137,9 @@ func (s *Server) withKeyPending(ctx huma.Context, hash []byte, next func(huma.Co
 // settleKey records the check of a pending key (AuthorizeGatewayKey's results): from now on
 // writes go through; a valid key's rate-limit headers are set. The verdict is nil for a key
 // within its limit, else the error to answer.
-func (s *Server) settleKey(p *pendingKey, auth store.KeyAuthorization, err error) error {
+func (s *Server) settleKey(ctx context.Context, p *pendingKey, auth store.KeyAuthorization, err error) error {
 	p.settled = true
-	verdict := s.keyVerdict(auth, err)
+	verdict := s.keyVerdict(ctx, auth, err)
 	if err == nil {
 		setRateLimitHeaders(p.under, auth)
 	}
@@ -147,11 +147,12 @@ func (s *Server) settleKey(p *pendingKey, auth store.KeyAuthorization, err error
 }
 
 // keyVerdict is what a key's check (AuthorizeGatewayKey's results) means for the request:
-// nil to go on, or the error to answer.
-func (s *Server) keyVerdict(auth store.KeyAuthorization, err error) error {
+// nil to go on, or the error to answer. A key that is not valid counts against the request's
+// source address (credential_failures.go).
+func (s *Server) keyVerdict(ctx context.Context, auth store.KeyAuthorization, err error) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return errUnauthenticated("the API key is not valid")
+		return s.gatewayKeyFailure(ctx)
 	case errors.Is(err, context.Canceled):
 		return err
 	case err != nil:
@@ -182,7 +183,7 @@ func (s *Server) submitWithKey(ctx context.Context, p *pendingKey, r store.NewGa
 	if k.KeyID != uuid.Nil {
 		keyErr = nil // the key was checked; err, if any, is the store's
 	}
-	if refused = s.settleKey(p, k, keyErr); refused != nil {
+	if refused = s.settleKey(ctx, p, k, keyErr); refused != nil {
 		return store.GatewayRequest{}, store.Gateway{}, false, refused, nil
 	}
 	return row, gw, created, nil, err

@@ -19,6 +19,9 @@ type RateLimits struct {
 	Tower  int // tower API, per service-provider client (600)
 	AppKey int // app engine API, per key (300)
 	Token  int // token endpoint, per client id (60)
+	// TrustedProxies is LOCKERNET_TRUSTED_PROXIES: the proxies whose forwarded client address
+	// wrong credentials are counted against ("": loopback only).
+	TrustedProxies string
 }
 
 func (r RateLimits) withDefaults() RateLimits {
@@ -34,10 +37,11 @@ func (r RateLimits) withDefaults() RateLimits {
 	return r
 }
 
-// RateLimitsFromConfig reads LOCKERNET_TOWER_RATE_LIMIT, LOCKERNET_APP_RATE_LIMIT and
-// LOCKERNET_TOKEN_RATE_LIMIT.
+// RateLimitsFromConfig reads LOCKERNET_TOWER_RATE_LIMIT, LOCKERNET_APP_RATE_LIMIT,
+// LOCKERNET_TOKEN_RATE_LIMIT and LOCKERNET_TRUSTED_PROXIES.
 func RateLimitsFromConfig(cfg config.Config) RateLimits {
-	return RateLimits{Tower: cfg.TowerRateLimit, AppKey: cfg.AppRateLimit, Token: cfg.TokenRateLimit}
+	return RateLimits{Tower: cfg.TowerRateLimit, AppKey: cfg.AppRateLimit, Token: cfg.TokenRateLimit,
+		TrustedProxies: cfg.TrustedProxies}
 }
 
 // newRateLimitedCounter registers the count of the requests each surface refused for their
@@ -45,7 +49,8 @@ func RateLimitsFromConfig(cfg config.Config) RateLimits {
 func newRateLimitedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockernet_rate_limited_total",
-		Help: "Requests refused with 429 because their caller exceeded its rate limit, by surface (tower, appkey, token).",
+		Help: "Requests refused with 429 because their caller exceeded its rate limit, by surface (tower, appkey, token), " +
+			"or because their source address is in its back-off after wrong credentials (token_failures, appkey_failures, gateway_key_failures).",
 	}, []string{"surface"})
 	reg.MustRegister(c)
 	return c
@@ -61,6 +66,12 @@ func (s *Server) countRequest(ctx context.Context, setHeader func(name, value st
 		s.logger.WarnContext(ctx, "count request for its rate limit", "kind", kind, "err", err)
 		return 0
 	}
+	return s.rateHeaders(setHeader, kind, st)
+}
+
+// rateHeaders sets the X-RateLimit-* headers of a counted request and, when it was refused,
+// Retry-After, whose seconds (> 0) it returns.
+func (s *Server) rateHeaders(setHeader func(name, value string), kind store.RateKind, st store.RateState) int {
 	setHeader("X-RateLimit-Limit", strconv.Itoa(st.Limit))
 	setHeader("X-RateLimit-Remaining", strconv.Itoa(st.Remaining()))
 	setHeader("X-RateLimit-Reset", strconv.FormatInt(ceilUnix(st.ResetAt()), 10))

@@ -552,7 +552,7 @@ func TestSDKResetEvents(t *testing.T) {
 		ID           *string `json:"id"`
 		Name         *string `json:"name"`
 		Description  *string `json:"description"`
-		SystemID     *string `json:"systemId"`
+		SystemID     *int64  `json:"systemId"` // a number in Harbor's SDK model
 		TowerModelID *int    `json:"towerModelId"`
 		LocationID   *int64  `json:"locationId"`
 		PinCode      *string `json:"pinCode"`
@@ -563,6 +563,7 @@ func TestSDKResetEvents(t *testing.T) {
 	assert.Equal(t, tw.ID, *tower.ID)
 	assert.Equal(t, "Tower "+tw.ID, *tower.Name)
 	assert.Equal(t, locationID(t, e, towerUnion1), *tower.LocationID)
+	assert.Equal(t, e.Creds.OrganizationID, *tower.SystemID)
 	assert.NotEmpty(t, *tower.PinCode)
 	assert.True(t, *tower.IsForTest)
 

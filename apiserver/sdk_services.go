@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -39,7 +37,8 @@ type SDKLoginBody struct {
 
 // ResetEventsRequest says why a tower's event log was reset.
 type ResetEventsRequest struct {
-	Reason string `json:"reason,omitempty" maxLength:"1000" doc:"Why the SDK reset the tower's event log"`
+	_      struct{} `additionalProperties:"true"` // properties it does not know are ignored (DESIGN §8)
+	Reason string   `json:"reason,omitempty" maxLength:"1000" doc:"Why the SDK reset the tower's event log"`
 }
 
 // SDKTowerBody is the tower object Harbor's SDKs read.
@@ -47,7 +46,7 @@ type SDKTowerBody struct {
 	ID           string `json:"id" example:"0100000000000014"`
 	Name         string `json:"name"`
 	Description  string `json:"description" doc:"Where the tower stands"`
-	SystemID     string `json:"systemId" doc:"The tower's hardware id (its 16 hex digits)"`
+	SystemID     int64  `json:"systemId" doc:"The system the tower belongs to, a number as Harbor's SDK model declares it: the id of the tower's organization"`
 	TowerModelID int    `json:"towerModelId" doc:"1: the one tower model this service drives"`
 	LocationID   int64  `json:"locationId"`
 	PinCode      string `json:"pinCode" doc:"The postal code of the tower's location"`
@@ -85,12 +84,13 @@ func (s *Server) registerSDKServices(api huma.API) {
 		OperationID: "sdk-login", Method: http.MethodPost, Path: "/sdk/v1/login/access-token", Tags: []string{sdkTag},
 		Summary: "Get a tower_access token for the SDK",
 		Description: "Form username and password: a service-provider client's id and secret (there are no end-user accounts). " +
-			"Anything else answers 401.",
+			"Anything else answers 401. It shares the token endpoint's budget per client (429 + Retry-After past it), and wrong " +
+			"passwords are limited per (username, source address) with a growing back-off (429 + Retry-After).",
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 			"application/x-www-form-urlencoded": {Schema: reg.Schema(reflect.TypeFor[SDKLoginRequest](), true, "SDKLoginRequest")},
 		}},
 		SkipValidateBody: true,
-		Errors:           []int{http.StatusUnauthorized, http.StatusUnprocessableEntity},
+		Errors:           []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 	}), func(ctx context.Context, in *struct {
 		ContentType string `header:"Content-Type"`
 		RawBody     []byte
@@ -132,15 +132,21 @@ func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (
 		// No client has such an id (and Postgres could not even look it up).
 		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
-	client, err := s.deps.Store.ClientByID(ctx, id)
+	// The token endpoint's exchange: its failure limit and its budget per client (DESIGN §8).
+	client, refused, err := s.checkClientSecret(ctx, id, secret)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
-		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	case err != nil:
 		return nil, s.sdkError(ctx, "login", err)
-	}
-	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
+	case refused != nil && refused.code == "slow_down":
+		wait := refused.rateLimit["Retry-After"]
+		h := http.Header{"Retry-After": {wait}}
+		for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if v := refused.rateLimit[k]; v != "" {
+				h.Set(k, v)
+			}
+		}
+		return nil, huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, refused.desc), h)
+	case refused != nil:
 		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
 	if !slices.Contains(client.Scopes, jwtauth.ScopeTowerAccess) {
@@ -182,6 +188,6 @@ func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason strin
 	if loc.Description != nil && *loc.Description != "" {
 		desc = *loc.Description
 	}
-	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: tower.ID, TowerModelID: towerModelStandard,
+	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: p.OrgID, TowerModelID: towerModelStandard,
 		LocationID: tower.LocationID, PinCode: loc.Zip, AccessModeID: accessModePublic, IsForTest: s.sdk.Environment != "production"}, nil
 }

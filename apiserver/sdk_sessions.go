@@ -21,8 +21,10 @@ import (
 )
 
 // SessionTokenRequest is what the SDK asks a session with. version is the tower's firmware
-// as the SDK read it over BLE: present, empty or absent.
+// as the SDK read it over BLE: present, empty or absent. Properties it does not know are
+// ignored, as in every /sdk/v1 body (DESIGN §8).
 type SessionTokenRequest struct {
+	_        struct{} `additionalProperties:"true"`
 	Duration int      `json:"duration" minimum:"1" maximum:"86400" doc:"Seconds the session stays valid; the SDK reuses it that long"`
 	Claims   []string `json:"claims" minItems:"1" maxItems:"6" enum:"sync_packet,locker_pickup,locker_delivery,owner,technician,developer" doc:"What the session is for (Harbor's SDKs send one)"`
 	Version  *string  `json:"version,omitempty" maxLength:"64" nullable:"true" doc:"The tower's firmware version as the SDK read it; may be empty or absent"`

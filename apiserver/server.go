@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -72,11 +73,12 @@ type Server struct {
 	drainOnce sync.Once
 	customer  *customer
 	requests  *gatewayRequests
-	appKeys   appKeys
 	clients   clientStates
 
-	rates       RateLimits
-	rateLimited *prometheus.CounterVec
+	rates RateLimits
+	// trustedProxies are the peers whose forwarded client address is believed (clientaddr.go).
+	trustedProxies []netip.Prefix
+	rateLimited    *prometheus.CounterVec
 
 	sdk        SDKSettings
 	sdkMetrics *sdkMetrics
@@ -95,13 +97,14 @@ func New(d Deps) *Server {
 		d.Version = "1.0.0"
 	}
 	s := &Server{deps: d, logger: d.Logger, metrics: newHTTPMetrics(d.Registry), towerKeys: newTowerKeys(d.Keyring),
-		appKeys: appKeys{cache: map[string]cachedKey{}}, draining: make(chan struct{}),
-		rates: d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry)}
+		draining: make(chan struct{}),
+		rates:    d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry),
+		trustedProxies: trustedProxiesOf(d.RateLimits.TrustedProxies)}
 	s.customer = newCustomer(d)
 	s.requests = newGatewayRequests(d, s.customer.settings, s.draining)
 
 	r := chi.NewRouter()
-	r.Use(telemetry.Middleware, s.recoverer, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
+	r.Use(telemetry.Middleware, s.recoverer, s.clientAddress, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})
@@ -111,7 +114,9 @@ func New(d Deps) *Server {
 	registerDocs(r)
 
 	cfg := huma.DefaultConfig("Locker Network Service", d.Version)
-	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service."
+	cfg.Info.Description = "Tower API, mobile SDK API, token service, app engine API and gateway cloud API of the Locker Network Service. " +
+		"Request bodies of the mobile SDK API (/sdk/v1) accept and ignore properties they do not know (the SDK is not ours to version); " +
+		"every other surface refuses them with its 4xx error body."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
 	cfg.DocsPath = ""     // served from the binary instead (docs.go)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{

@@ -9,9 +9,12 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// clientStates caches whether each OAuth client is enabled, for appKeyTTL: disabling a client
-// (lockernet-admin client disable) cuts off the tokens it already holds within that time on
-// every instance, as deleting an app key does.
+// clientStateTTL bounds how long a disabled client's tokens keep working on an instance.
+const clientStateTTL = 2 * time.Second
+
+// clientStates caches whether each OAuth client is enabled, for clientStateTTL: disabling a
+// client (lockernet-admin client disable) cuts off the tokens it already holds within that
+// time on every instance.
 type clientStates struct {
 	mu    sync.Mutex
 	cache map[string]cachedClient
@@ -29,7 +32,7 @@ func (s *Server) clientEnabled(ctx context.Context, clientID string) (bool, erro
 	s.clients.mu.Lock()
 	c, ok := s.clients.cache[clientID]
 	s.clients.mu.Unlock()
-	if ok && time.Since(c.at) < appKeyTTL {
+	if ok && time.Since(c.at) < clientStateTTL {
 		return c.enabled, nil
 	}
 	cl, err := s.deps.Store.ClientByID(ctx, clientID)

@@ -266,24 +266,12 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) (*tokenOu
 	if id == "" || secret == "" {
 		return nil, refuseToken("invalid_client", "client authentication is required")
 	}
-	client, err := s.deps.Store.ClientByID(ctx, id)
+	client, refused, err := s.checkClientSecret(ctx, id, secret)
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalidInput):
-		// An id Postgres cannot even look up (a NUL or bytes that are not UTF-8, which HTTP
-		// Basic credentials can carry) names no client either.
-		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
-		return nil, refuseToken("invalid_client", "unknown client or wrong secret")
 	case err != nil:
-		return nil, fmt.Errorf("load client: %w", err)
-	}
-	// Counted per client id before the secret is checked, so guessing a secret is limited too.
-	rl := map[string]string{}
-	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
-		return nil, &tokenRefusal{code: "slow_down", desc: "too many token requests for this client: try again in " + strconv.Itoa(wait) + " s",
-			rateLimit: rl}
-	}
-	if !credential.Equal(secret, client.SecretHash) || client.Disabled {
-		return nil, refuseToken("invalid_client", "unknown client or wrong secret")
+		return nil, err
+	case refused != nil:
+		return nil, refused
 	}
 	scopes := client.Scopes
 	if requested := strings.Fields(form.Get("scope")); len(requested) > 0 {
@@ -327,4 +315,45 @@ func basicCredentials(header string) (id, secret string, ok bool, err error) {
 		return "", "", false, errors.New("malformed Basic credentials")
 	}
 	return id, secret, true, nil
+}
+
+// checkClientSecret is the credential exchange both the token endpoint and the SDK login make
+// (DESIGN §8): wrong secrets are limited per (client id, source address) with a growing
+// back-off (credential_failures.go), and the client's token budget per minute counts right
+// secrets only, on both endpoints together. refused is a tokenRefusal: invalid_client or
+// slow_down with its headers.
+func (s *Server) checkClientSecret(ctx context.Context, id, secret string) (client store.Client, refused *tokenRefusal, err error) {
+	addr := clientAddrOf(ctx)
+	client, err = s.deps.Store.ClientByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalidInput):
+		// An id Postgres cannot even look up (a NUL or bytes that are not UTF-8, which HTTP
+		// Basic credentials can carry) names no client either.
+		credential.Equal(secret, make([]byte, 32)) // same work as a real comparison
+		if wait := s.credentialOutcome(ctx, secretBucket("", addr), false, surfaceTokenFailures); wait > 0 {
+			return store.Client{}, failuresRefusal(wait), nil
+		}
+		return store.Client{}, &tokenRefusal{code: "invalid_client", desc: "unknown client or wrong secret"}, nil
+	case err != nil:
+		return store.Client{}, nil, fmt.Errorf("load client: %w", err)
+	}
+	right := credential.Equal(secret, client.SecretHash) && !client.Disabled
+	if wait := s.credentialOutcome(ctx, secretBucket(client.ClientID, addr), right, surfaceTokenFailures); wait > 0 {
+		return store.Client{}, failuresRefusal(wait), nil
+	}
+	if !right {
+		return store.Client{}, &tokenRefusal{code: "invalid_client", desc: "unknown client or wrong secret"}, nil
+	}
+	rl := map[string]string{}
+	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
+		return store.Client{}, &tokenRefusal{code: "slow_down", desc: "too many token requests for this client: try again in " + strconv.Itoa(wait) + " s",
+			rateLimit: rl}, nil
+	}
+	return client, nil, nil
+}
+
+// failuresRefusal is slow_down for a (client id, address) in its back-off after wrong secrets.
+func failuresRefusal(wait int) *tokenRefusal {
+	return &tokenRefusal{code: "slow_down", desc: "too many wrong credentials from this address: try again in " + strconv.Itoa(wait) + " s",
+		rateLimit: map[string]string{"Retry-After": strconv.Itoa(wait)}}
 }

@@ -29,6 +29,13 @@ type EventBatch struct {
 	PayloadAuth    string `json:"payloadAuth" maxLength:"256" doc:"Even-length hex in either case: 00 + HMAC-SHA256 of the payload with the tower's event key"`
 }
 
+// SDKEventBatch is an EventBatch as the mobile SDK sends it: properties it does not know are
+// ignored (DESIGN §8: the SDK is not ours to version), where the tower API refuses them.
+type SDKEventBatch struct {
+	_ struct{} `additionalProperties:"true"`
+	EventBatch
+}
+
 // EventsResult tells how many events were new and how many had been received before.
 type EventsResult struct {
 	Accepted   int `json:"accepted"`
@@ -62,9 +69,13 @@ func (s *Server) registerEvents(api huma.API) {
 	}), handler)
 	sdkHandler := func(ctx context.Context, in *struct {
 		TowerPath
-		Body []EventBatch `maxItems:"64"`
+		Body []SDKEventBatch `maxItems:"64"`
 	}) (*struct{ Body SDKEventsResult }, error) {
-		res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
+		batches := make([]EventBatch, len(in.Body))
+		for i, b := range in.Body {
+			batches[i] = b.EventBatch
+		}
+		res, err := s.uploadEvents(ctx, in.TowerID, batches)
 		if err != nil {
 			return nil, err
 		}

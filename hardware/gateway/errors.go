@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Error codes of the local API (the "error" field of the Error body).
@@ -136,8 +138,9 @@ func asAPIError(err error) (*apiError, bool) {
 }
 
 // decodeJSON reads a JSON object body into v. An empty body is accepted when
-// allowEmpty (v stays zero). Malformed JSON → 400 INVALID_JSON, wrong types →
-// 422 VALIDATION_ERROR naming the field, more than 64 KiB → 413.
+// allowEmpty (v stays zero). Malformed JSON → 400 INVALID_JSON, wrong types or a
+// string with a control character → 422 VALIDATION_ERROR naming the field, more
+// than 64 KiB → 413.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) error {
 	if r.ContentLength > maxBody {
 		return tooLarge()
@@ -160,6 +163,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, allowEmpty bool) 
 	if trimmed[0] != '{' {
 		return newAPIError(CodeValidation, "the body must be a JSON object",
 			map[string]any{"field": "", "reason": "must be a JSON object"})
+	}
+	if field, ok := controlCharacterField(trimmed); ok {
+		return validationError(field, "must not contain control characters")
 	}
 	dec := json.NewDecoder(strings.NewReader(trimmed))
 	if err := dec.Decode(v); err != nil {
@@ -208,3 +214,53 @@ func jsonTypeName(kind string) string {
 type fieldError struct{ field, reason string }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.reason }
+
+// multilineFields are the free-text body fields that may hold line breaks and tabs;
+// every other control character is refused in them too.
+var multilineFields = map[string]bool{"reason": true}
+
+// controlCharacterField names the first string in a JSON body (a value or a
+// property name, at any depth) that holds a control character (C0, DEL, C1: NUL,
+// escape sequences, line breaks outside free text): none is meaningful in an id,
+// a kind or a status, and they end up in the gateway's database, its logs and
+// the admin page. A body that is not valid JSON reports nothing (decodeJSON
+// answers it).
+func controlCharacterField(body string) (string, bool) {
+	var doc any
+	if json.Unmarshal([]byte(body), &doc) != nil {
+		return "", false
+	}
+	return controlCharacterIn("", doc)
+}
+
+func controlCharacterIn(field string, v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		multiline := multilineFields[field]
+		for _, r := range v {
+			if unicode.IsControl(r) && !(multiline && (r == '\t' || r == '\n' || r == '\r')) {
+				return cmp.Or(field, "body"), true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			name := k
+			if field != "" {
+				name = field + "." + k
+			}
+			if _, bad := controlCharacterIn("", k); bad {
+				return cmp.Or(field, "body"), true
+			}
+			if f, bad := controlCharacterIn(name, e); bad {
+				return f, true
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if f, bad := controlCharacterIn(fmt.Sprintf("%s[%d]", field, i), e); bad {
+				return f, true
+			}
+		}
+	}
+	return "", false
+}

@@ -69,6 +69,10 @@ func TestPatchLocker(t *testing.T) {
 	assert.True(t, op.Success)
 	assert.Equal(t, 203, op.LockerID)
 
+	// A free-text reason may span lines; its code may not.
+	r = call(t, gw, http.MethodPatch, "/lockers/204", map[string]any{"outOfService": true, "reasonCode": "DAMAGE", "reason": "hinge bent\n\tsee photo"})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+
 	lk := decode[gateway.Locker](t, call(t, gw, http.MethodGet, "/lockers/203", nil))
 	assert.True(t, lk.OutOfService)
 	assert.False(t, lk.Available)
@@ -107,6 +111,10 @@ func TestPatchLocker(t *testing.T) {
 		{"long reason", []byte(`{"outOfService": true, "reason": "` + strings.Repeat("r", 501) + `"}`), 422, gateway.CodeValidation, "reason"},
 		{"long code", []byte(`{"outOfService": true, "reasonCode": "` + strings.Repeat("c", 65) + `"}`), 422, gateway.CodeValidation, "reasonCode"},
 		{"malformed", []byte(`{"outOfService": tru}`), 400, gateway.CodeInvalidJSON, ""},
+		{"NUL in code", []byte(`{"outOfService": true, "reasonCode": "CLEANING\u0000"}`), 422, gateway.CodeValidation, "reasonCode"},
+		{"line break in code", []byte(`{"outOfService": true, "reasonCode": "CLEANING\n"}`), 422, gateway.CodeValidation, "reasonCode"},
+		{"NUL in reason", []byte(`{"outOfService": true, "reason": "spill\u0000"}`), 422, gateway.CodeValidation, "reason"},
+		{"escape in reason", []byte(`{"outOfService": true, "reason": "\u001b[2J"}`), 422, gateway.CodeValidation, "reason"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -110,6 +110,14 @@ func TestHeartbeat(t *testing.T) {
 		{"timestamp null", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": null}`), 422, "timestamp"},
 		{"timestamp empty", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": ""}`), 422, "timestamp"},
 		{"empty body", nil, 400, ""},
+		{"NUL in kind", []byte(`{"deviceId": "d", "kind": "k\u0000", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "kind"},
+		{"NUL in device id", []byte(`{"deviceId": "\u0000", "kind": "k", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "deviceId"},
+		{"NUL in status", []byte(`{"deviceId": "d", "kind": "k", "status": "ok\u0000", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "status"},
+		{"escape in status", []byte(`{"deviceId": "d", "kind": "k", "status": "\u001b[31mok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "status"},
+		{"line break in device id", []byte(`{"deviceId": "d\nfake log line", "kind": "k", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "deviceId"},
+		{"C1 control in kind", []byte(`{"deviceId": "d", "kind": "k\u0085", "status": "ok", "timestamp": "2026-01-02T03:04:05Z"}`), 422, "kind"},
+		{"NUL in timestamp", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": "2026-01-02T03:04:05Z\u0000"}`), 422, "timestamp"},
+		{"NUL in an unknown field", []byte(`{"deviceId": "d", "kind": "k", "status": "ok", "timestamp": "2026-01-02T03:04:05Z", "extra": {"x": ["\u0000"]}}`), 422, "extra.x[0]"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

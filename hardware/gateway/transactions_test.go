@@ -118,6 +118,8 @@ func TestCreateTransactionInput(t *testing.T) {
 		{"unknown bank type", []byte(`{"bankTypeId": 42}`), 422, gateway.CodeValidation, "bankTypeId"},
 		{"object bank type", []byte(`{"bankTypeId": {}}`), 422, gateway.CodeValidation, "bankTypeId"},
 		{"string low flag", []byte(`{"requireLowLocker": "yes"}`), 422, gateway.CodeValidation, "requireLowLocker"},
+		{"NUL in type id", []byte(`{"lockerTypeId": "1\u0000"}`), 422, gateway.CodeValidation, "lockerTypeId"},
+		{"NUL in transaction id", []byte(`{"transactionId": "t-1\u0000"}`), 422, gateway.CodeValidation, "transactionId"},
 		{"slash in id", []byte(`{"transactionId": "a/b"}`), 422, gateway.CodeValidation, "transactionId"},
 		{"empty id", []byte(`{"transactionId": ""}`), 422, gateway.CodeValidation, "transactionId"},
 		{"long id", []byte(`{"transactionId": "` + strings.Repeat("x", 129) + `"}`), 422, gateway.CodeValidation, "transactionId"},

@@ -29,6 +29,10 @@
 //	                          or production; GET /api/customer/v1/ reports it [development]
 //	LOCKERNET_TOWER_ID_PREFIX two hex digits that begin the ids of the towers the demo seed makes,
 //	                          so each environment's towers are told apart [01]
+//	LOCKERNET_TRUSTED_PROXIES comma-separated addresses or CIDR prefixes of the reverse proxies
+//	                          whose X-Forwarded-For / X-Real-IP name the client's address (the
+//	                          address wrong credentials are counted against); "none" trusts
+//	                          none [127.0.0.0/8,::1/128: loopback only]
 //
 // The gateway cloud API (/api/customer/v1):
 //
@@ -106,6 +110,7 @@ type Config struct {
 	TowerRateLimit          int
 	AppRateLimit            int
 	TokenRateLimit          int
+	TrustedProxies          string // as set; ParseTrustedProxies reads it
 	GatewayCallTimeout      time.Duration
 	GatewayHardwareTimeout  time.Duration
 	GatewayDispatchAttempts int
@@ -184,6 +189,9 @@ func Load() (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadGateway(); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadProxies(); err != nil {
 		return Config{}, err
 	}
 	if err := c.loadSDK(); err != nil {

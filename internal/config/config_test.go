@@ -110,3 +110,37 @@ func TestRetentionSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestTrustedProxies(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        []string
+		wantErr     bool
+	}{
+		{name: "default: loopback only", value: "", want: []string{"127.0.0.0/8", "::1/128"}},
+		{name: "addresses and prefixes", value: "10.0.0.7, 172.16.0.0/12,fd00::/8", want: []string{"10.0.0.7/32", "172.16.0.0/12", "fd00::/8"}},
+		{name: "a prefix with host bits", value: "192.168.1.9/24", want: []string{"192.168.1.0/24"}},
+		{name: "none", value: "none", want: nil},
+		{name: "a name", value: "proxy.internal", wantErr: true},
+		{name: "a bad prefix", value: "10.0.0.0/33", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LOCKERNET_TRUSTED_PROXIES", tt.value)
+			c, err := Load()
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "LOCKERNET_TRUSTED_PROXIES")
+				return
+			}
+			require.NoError(t, err)
+			got, err := ParseTrustedProxies(c.TrustedProxies)
+			require.NoError(t, err)
+			var s []string
+			for _, p := range got {
+				s = append(s, p.String())
+			}
+			assert.Equal(t, tt.want, s)
+		})
+	}
+}

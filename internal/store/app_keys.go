@@ -102,3 +102,41 @@ func (s *Store) UseAppKey(ctx context.Context, keyHash []byte) (AppKey, error) {
 	}
 	return k, nil
 }
+
+// AuthorizeAppKey checks a presented app engine key and counts the request against the key's
+// rate limit (its override, else defaultLimit) in one statement, as AuthorizeGatewayKey does
+// for the gateway cloud API's keys: no instance caches a key, so a deleted key (or one whose
+// client was disabled) fails on its very next request everywhere, and the limit holds across
+// instances (the rate_limits bucket CountRequest keeps for RateAppKey). last_used_at moves at
+// most once a minute. ErrNotFound means the key is unknown, deleted or its client disabled.
+func (s *Store) AuthorizeAppKey(ctx context.Context, keyHash []byte, defaultLimit int) (AppKey, RateState, error) {
+	var k AppKey
+	var a RateState
+	err := s.db.QueryRow(ctx, `
+		WITH k AS (
+		    SELECT k.id, k.organization_id, k.sub_organization_id, k.prefix, k.client_id, k.created_at,
+		           greatest(k.last_used_at, CASE WHEN k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute'
+		                                         THEN now() END) AS last_used_at,
+		           coalesce(k.rate_limit, $2)::integer AS lim, clock_timestamp() AS at
+		    FROM app_api_keys k
+		    WHERE k.key_hash = $1 AND k.deleted_at IS NULL
+		      AND NOT EXISTS (SELECT 1 FROM api_clients c WHERE c.client_id = k.client_id AND c.disabled_at IS NOT NULL)
+		), rl AS (
+		    INSERT INTO rate_limits AS r (bucket, tat, limit_per_minute, allowed, seen_at)
+		    SELECT '`+string(RateAppKey)+`:' || id::text, at + make_interval(secs => 60.0 / lim), lim, true, at FROM k
+		    ON CONFLICT (bucket) `+gcraUpdate+`
+		    RETURNING r.limit_per_minute, r.allowed, r.tat, r.seen_at
+		), used AS (
+		    UPDATE app_api_keys u SET last_used_at = now()
+		    FROM k WHERE u.id = k.id AND (u.last_used_at IS NULL OR u.last_used_at < now() - interval '1 minute')
+		)
+		SELECT k.id, k.organization_id, k.sub_organization_id, k.prefix, k.client_id, k.created_at, k.last_used_at,
+		       rl.limit_per_minute, rl.allowed, rl.tat, rl.seen_at
+		FROM k, rl`, keyHash, defaultLimit).
+		Scan(&k.ID, &k.OrganizationID, &k.SubOrganizationID, &k.Prefix, &k.ClientID, &k.CreatedAt, &k.LastUsedAt,
+			&a.Limit, &a.Allowed, &a.TAT, &a.At)
+	if err != nil {
+		return AppKey{}, RateState{}, fmt.Errorf("authorize app key: %w", translate(err))
+	}
+	return k, a, nil
+}

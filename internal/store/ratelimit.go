@@ -146,3 +146,80 @@ func (s *Store) CountRequest(ctx context.Context, kind RateKind, id string, defa
 	}
 	return a, nil
 }
+
+// Credential failures (DESIGN §8: failed credentials are limited apart). A bucket names who
+// presents which credential from where, e.g. a client id and a source address. The first
+// CredentialFreeAttempts wrong credentials of an hour are judged at once; from then on each
+// blocks the bucket for twice as long as the one before (1 s, 2 s, 4 s, ... up to
+// CredentialMaxBackoff). A right credential clears the bucket; a bucket forgets an hour after
+// its last failure. While a bucket is blocked nothing is counted and every credential, right
+// or wrong, is refused alike.
+const (
+	CredentialFreeAttempts = 5
+	CredentialMaxBackoff   = 15 * time.Minute
+	credentialMemory       = time.Hour
+)
+
+// CredentialAttempt is the decision on a credential presented against a bucket.
+type CredentialAttempt struct {
+	// Allowed is false while the bucket is blocked: answer 429, nothing was counted.
+	Allowed bool
+	// Failures are the bucket's failures counted so far.
+	Failures int
+	// NextAt is when the bucket's next attempt may come; At is when this one was seen.
+	NextAt, At time.Time
+}
+
+// RetryAfter is how long a refused attempt must wait.
+func (a CredentialAttempt) RetryAfter() time.Duration { return max(a.NextAt.Sub(a.At), 0) }
+
+// CredentialOutcome records the outcome of a credential checked against bucket, in one
+// statement on the bucket's row shared by every instance (the rate_limits table of
+// CountRequest): the answer depends on the row as that statement finds it, so parallel wrong
+// credentials cannot all be judged, and right ones are never counted. right clears the
+// bucket; a wrong one counts a failure and earns the back-off. Either is refused (Allowed
+// false, nothing changed) while the bucket is blocked. A failure also drops a few buckets idle
+// for more than an hour.
+func (s *Store) CredentialOutcome(ctx context.Context, bucket string, right bool) (CredentialAttempt, error) {
+	var a CredentialAttempt
+	var err error
+	if right {
+		err = s.db.QueryRow(ctx, `
+			WITH l AS (SELECT clock_timestamp() AS at),
+			cur AS (SELECT r.tat, r.failures FROM rate_limits r WHERE r.bucket = $1 AND r.failures > 0 FOR UPDATE),
+			cleared AS (DELETE FROM rate_limits r USING cur, l WHERE r.bucket = $1 AND cur.tat <= l.at)
+			SELECT coalesce((SELECT tat FROM cur), at) <= at, coalesce((SELECT failures FROM cur), 0),
+			       coalesce((SELECT tat FROM cur), at), at
+			FROM l`, bucket).Scan(&a.Allowed, &a.Failures, &a.NextAt, &a.At)
+	} else {
+		err = s.db.QueryRow(ctx, `
+			WITH l AS (SELECT clock_timestamp() AS at),
+			stale AS (
+			    DELETE FROM rate_limits WHERE ctid = ANY (ARRAY(
+			        SELECT ctid FROM rate_limits
+			        WHERE failures > 0 AND seen_at < (SELECT at FROM l) - $3::interval AND bucket <> $1
+			        ORDER BY seen_at LIMIT 10))
+			)
+			INSERT INTO rate_limits AS r (bucket, tat, limit_per_minute, allowed, seen_at, failures)
+			SELECT $1, at + CASE WHEN 1 >= $2 THEN interval '1 second' ELSE interval '0' END, $2, true, at, 1 FROM l
+			ON CONFLICT (bucket) DO UPDATE SET
+			    allowed = r.tat <= EXCLUDED.seen_at,
+			    failures = CASE WHEN r.tat > EXCLUDED.seen_at THEN r.failures
+			                    WHEN r.seen_at < EXCLUDED.seen_at - $3::interval THEN 1
+			                    ELSE r.failures + 1 END,
+			    tat = CASE WHEN r.tat > EXCLUDED.seen_at THEN r.tat
+			               ELSE EXCLUDED.seen_at + make_interval(secs => CASE
+			                   WHEN (CASE WHEN r.seen_at < EXCLUDED.seen_at - $3::interval THEN 1 ELSE r.failures + 1 END) < $2 THEN 0
+			                   ELSE least(power(2, least((CASE WHEN r.seen_at < EXCLUDED.seen_at - $3::interval THEN 1 ELSE r.failures + 1 END) - $2, 20)), $4)
+			               END) END,
+			    limit_per_minute = EXCLUDED.limit_per_minute,
+			    seen_at = CASE WHEN r.tat > EXCLUDED.seen_at THEN r.seen_at ELSE EXCLUDED.seen_at END
+			RETURNING r.allowed, r.failures, r.tat, (SELECT at FROM l)`,
+			bucket, CredentialFreeAttempts, credentialMemory, CredentialMaxBackoff.Seconds()).
+			Scan(&a.Allowed, &a.Failures, &a.NextAt, &a.At)
+	}
+	if err != nil {
+		return CredentialAttempt{}, fmt.Errorf("credential outcome: %w", translate(err))
+	}
+	return a, nil
+}

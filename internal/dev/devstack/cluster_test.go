@@ -42,7 +42,9 @@ func TestNginxConfigIsComposesWithThisMachinesAddresses(t *testing.T) {
 	assert.Contains(t, conf, "proxy_temp_path /data/nginx/tmp/proxy;")
 	assert.NotContains(t, conf, "user root;")
 	// Every proxy setting is compose's own.
-	for _, line := range []string{"proxy_next_upstream error timeout;", "proxy_read_timeout 75s;", "proxy_buffering off;", "client_max_body_size 1m;", "keepalive 32;"} {
+	for _, line := range []string{"proxy_next_upstream error timeout;", "proxy_read_timeout 75s;", "proxy_buffering off;", "client_max_body_size 1m;", "keepalive 32;",
+		// The client's address reaches the apiservers (on loopback, trusted by default).
+		"proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;", "proxy_set_header X-Real-IP $remote_addr;"} {
 		assert.Contains(t, conf, line)
 	}
 
