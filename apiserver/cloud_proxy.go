@@ -3,7 +3,6 @@ package apiserver
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -44,7 +43,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	}
 	var idem *store.IdempotencyClaim
 	if call.idemKey != "" && isMutating(call.method) {
-		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: idempotencyHash(call.method, e.uri, e.rawBody),
+		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: gatewayreq.IdempotencyHash(call.method, e.uri, e.rawBody),
 			TTL: s.customer.settings.IdempotencyTTL}
 	}
 	// The location's gateway is found in the same round trip that stores the request, and
@@ -145,15 +144,4 @@ func withTransactionID(body []byte, id string) []byte {
 
 func isMutating(method string) bool {
 	return method != http.MethodGet && method != http.MethodHead
-}
-
-// idempotencyHash is the SHA-256 of method, path (with query) and the raw body bytes.
-func idempotencyHash(method, uri string, body []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(uri))
-	h.Write([]byte{0})
-	h.Write(body)
-	return h.Sum(nil)
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // Idempotency keys on the local API's mutating operations (DESIGN §6.2, §7): a caller that
@@ -77,7 +78,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		hash := idempotencyHash(r.Method, r.URL.RequestURI(), body)
+		hash := gatewayreq.IdempotencyHash(r.Method, r.URL.RequestURI(), body)
 
 		call, first, err := s.claimKey(r.Context(), key, hash)
 		if err != nil {
@@ -249,17 +250,6 @@ func validIdempotencyKey(k string) bool {
 		}
 	}
 	return true
-}
-
-// idempotencyHash is the SHA-256 of method, path with query, and body.
-func idempotencyHash(method, uri string, body []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(uri))
-	h.Write([]byte{0})
-	h.Write(body)
-	return h.Sum(nil)
 }
 
 // keptKey is a key as stored: its request hash and its answer (nil while unfinished).
