@@ -107,16 +107,23 @@ func (s *Server) registerAccessCodes(api huma.API) {
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-location-access-codes", Method: http.MethodGet, Path: "/locker/all/access-codes", Tags: tags,
-		Summary: "Get All Access Codes Of All Lockers", Description: "Active codes of the lockers at a location within the key's scope.", Security: needsAppKey,
+		Summary: "Get All Access Codes Of All Lockers",
+		Description: "Active codes of the lockers at every location the key may see: its organization's for an organization-wide key, " +
+			"its sub-organization's otherwise. location_id narrows the list to one of those locations.",
+		Security: needsAppKey,
 	}), func(ctx context.Context, in *struct {
-		LocationID string `query:"location_id" required:"true" maxLength:"20"`
+		LocationID string `query:"location_id" maxLength:"20" doc:"Optional: only the codes at this location (one of the key's scope); absent or empty lists every location"`
 	}) (*struct{ Body []AccessCodeBody }, error) {
 		k := appKey(ctx)
-		loc, err := s.codeLocation(ctx, k, in.LocationID)
-		if err != nil {
-			return nil, s.appError(ctx, "location", err)
+		var locationID int64
+		if strings.TrimSpace(in.LocationID) != "" {
+			loc, err := s.codeLocation(ctx, k, in.LocationID)
+			if err != nil {
+				return nil, s.appError(ctx, "location", err)
+			}
+			locationID = loc.LocationID
 		}
-		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: loc.LocationID})
+		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
 		if err != nil {
 			return nil, s.appError(ctx, "access codes", err)
 		}
