@@ -168,7 +168,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 			"or did not answer. Unknown, used, expired and removed codes all answer 403 ACCESS_CODE_INVALID and touch no door; "+
 			"%d wrong codes per key and location (per end user when end_user_id is given, with a ceiling of %d per key and location) within %s answer 429 until the window passes; "+
 			"attempts are counted before the code is judged, so simultaneous guesses cannot pass the limit.", codeOpenWait, CodeGuessLimit, CodeGuessCeiling, CodeGuessWindow),
-		Security: needsAppKey,
+		Security: needsAppKey, Responses: doorResponses(api),
 	}), func(ctx context.Context, in *struct{ Body OpenWithCodeRequest }) (*doorOutput, error) {
 		return s.openWithCode(ctx, in.Body)
 	})
@@ -178,13 +178,14 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Summary:     "Close Locker",
 		Description: "Reads the door sensor through the gateway and records the close; a door still open is reported, not an error.",
 		Security:    needsAppKey,
+		Responses:   doorResponses(api),
 	}), func(ctx context.Context, in *struct{ Body CloseLockerRequest }) (*doorOutput, error) {
 		return s.closeLocker(ctx, in.Body)
 	})
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "poll-locker-request", Method: http.MethodGet, Path: "/locker/requests/{request_id}", Tags: tags,
-		Summary: "The outcome of a pending open or close", Security: needsAppKey,
+		Summary: "The outcome of a pending open or close", Security: needsAppKey, Responses: doorResponses(api),
 	}), func(ctx context.Context, in *struct {
 		RequestID string `path:"request_id" format:"uuid"`
 	}) (*doorOutput, error) {
@@ -202,6 +203,22 @@ func (s *Server) registerAccessCodes(api huma.API) {
 	}) (*struct{ Body AccessCodeBody }, error) {
 		return s.removeAccessCode(ctx, in.ID)
 	})
+}
+
+// doorResponses documents the answers of an open or a close (and of their poll): the door's
+// result once the gateway settled it, else the request to poll.
+func doorResponses(api huma.API) map[string]*huma.Response {
+	reg := api.OpenAPI().Components.Schemas
+	return map[string]*huma.Response{
+		"200": {Description: "The gateway settled it", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflectTypeOf[DoorResult](), true, "")}}},
+		"202": {Description: "Still pending after the wait: poll Location", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflectTypeOf[PendingDoor](), true, "")}},
+			Headers: map[string]*huma.Param{
+				"Location":    {Description: "/locker/requests/{request_id}", Schema: &huma.Schema{Type: "string"}},
+				"Retry-After": {Description: "Seconds before polling", Schema: &huma.Schema{Type: "integer"}},
+			}},
+	}
 }
 
 // removeAccessCode ends a code at once (PATCH /locker/access-code/{id}); its workflow

@@ -44,8 +44,26 @@ func schemaName(t reflect.Type, hint string) string {
 		return "Error"
 	case t.PkgPath() == gwapiPkg:
 		return "Gateway" + huma.DefaultSchemaNamer(t, hint)
+	case t.Name() == "" && hint != "":
+		return anonymousName(hint)
 	}
 	return huma.DefaultSchemaNamer(t, hint)
+}
+
+// anonymousName names an operation's unnamed body from huma's hint (operation id + Request
+// or Response) in the components' style: "rotate-webhook-secretResponse" becomes
+// RotateWebhookSecretBody (a generated client names its own response types
+// <Operation>Response).
+func anonymousName(hint string) string {
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(hint, func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
+		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+	}
+	name := b.String()
+	if base, ok := strings.CutSuffix(name, "Response"); ok {
+		name = base + "Body"
+	}
+	return name
 }
 
 // Response headers (DESIGN §6.4, §8).
@@ -99,6 +117,11 @@ func finishOpenAPI(oapi *huma.OpenAPI) {
 					d.Content = map[string]*huma.MediaType{"application/json": {Schema: errSchema}}
 				}
 			}
+			if o.Responses["default"] == nil {
+				// Operations that list their answers still answer huma's own refusals (413, 415,
+				// 422) in their surface's body.
+				o.Responses["default"] = surfaceDefault(oapi, surfaceOf(path))
+			}
 			for status, r := range o.Responses {
 				if len(o.Security) > 0 {
 					addHeaders(r, rateLimitHeaders)
@@ -122,6 +145,21 @@ func finishOpenAPI(oapi *huma.OpenAPI) {
 			}
 		}
 	}
+}
+
+// surfaceDefault is the default answer of a surface: its error body.
+func surfaceDefault(oapi *huma.OpenAPI, sf surface) *huma.Response {
+	reg := oapi.Components.Schemas
+	switch sf {
+	case surfaceOAuth:
+		return &huma.Response{Description: "RFC 6749 error", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflect.TypeFor[OAuthError](), true, "OAuthError")}}}
+	case surfaceCustomer:
+		return &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(customerErrorType, true, "")}}}
+	}
+	return &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{
+		"application/problem+json": {Schema: reg.Schema(reflect.TypeFor[huma.ErrorModel](), true, "")}}}
 }
 
 func addHeaders(r *huma.Response, hs map[string]*huma.Param) {

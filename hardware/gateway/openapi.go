@@ -115,7 +115,7 @@ func OpenAPI() *huma.OpenAPI {
 		{method: http.MethodPost, path: "/lockers/{lockerId}/open", id: "open-locker", summary: "Open locker by ID", tags: lockers,
 			desc: "A maintenance open: ignores transaction and service state.", params: []*huma.Param{lockerID, idempotencyKey},
 			responses: openResponses("The door was opened")},
-		{method: http.MethodPost, path: "/lockers/open-all", id: "open-all-lockers", summary: "Open all lockers", tags: lockers,
+		{method: http.MethodPost, path: "/lockers/open-all", id: "open-all", summary: "Open all lockers", tags: lockers,
 			params: []*huma.Param{idempotencyKey}, responses: openAll},
 		{method: http.MethodGet, path: "/locker-types", id: "list-locker-types", summary: "List all locker types", tags: types,
 			responses: ok(http.StatusOK, "Every locker type", reflect.TypeFor[[]gwapi.LockerTypeSummary]())},
