@@ -105,25 +105,22 @@ const (
 // finishOpenAPI completes the document once every operation is registered.
 func finishOpenAPI(oapi *huma.OpenAPI) {
 	oapi.Servers = Servers
-	errSchema := oapi.Components.Schemas.Schema(customerErrorType, true, "")
 	for path, item := range oapi.Paths {
 		for _, o := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch} {
 			if o == nil {
 				continue
 			}
-			customer := surfaceOf(path) == surfaceCustomer
-			if customer {
-				if d := o.Responses["default"]; d != nil {
-					d.Content = map[string]*huma.MediaType{"application/json": {Schema: errSchema}}
-				}
-			}
-			if o.Responses["default"] == nil {
-				// Operations that list their answers still answer huma's own refusals (413, 415,
-				// 422) in their surface's body.
-				o.Responses["default"] = surfaceDefault(oapi, surfaceOf(path))
+			sf := surfaceOf(path)
+			customer := sf == surfaceCustomer
+			if d := o.Responses["default"]; d == nil || sf != surfaceProblem {
+				// Every operation answers huma's own refusals (413, 415, 422) too, in its
+				// surface's body; huma documents problem+json whatever the surface.
+				o.Responses["default"] = surfaceDefault(oapi, sf)
 			}
 			for status, r := range o.Responses {
-				if len(o.Security) > 0 {
+				if len(o.Security) > 0 || (sf == surfaceOAuth && o.Method == http.MethodPost) {
+					// Authenticated callers count against their limit; the token endpoint
+					// counts per client id.
 					addHeaders(r, rateLimitHeaders)
 				}
 				if status == "default" || status == "202" || status == "429" || status == "503" {
