@@ -184,7 +184,7 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 		"Terminal failures: 502 GATEWAY_REJECTED, 503 DISPATCH_FAILED, 504 GATEWAY_UNRESPONSIVE."
 	huma.Register(api, op(huma.Operation{
 		OperationID: id, Method: method, Path: path, Tags: tags, Summary: summary, Description: desc,
-		Security: customerSecurity, Responses: proxyResponses(api, answer),
+		Security: customerSecurity, Responses: proxyResponses(api, answer), DefaultStatus: answer.status,
 		Metadata: map[string]any{metaKeyWithStore: true, metaGatewayRequest: true, metaTruncates: kind == gatewayreq.KindSystemLogs},
 	}), func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
 		call, err := build(in)

@@ -6278,22 +6278,6 @@ func (r CustomerListLockersResponse) ContentType() string {
 	return ""
 }
 
-// CustomerCreateTransactionResponse200Headers the declared response headers of an HTTP 200 response for CustomerCreateTransaction
-type CustomerCreateTransactionResponse200Headers struct {
-	Deprecation         *string
-	IdempotentReplayed  *string
-	Link                *string
-	PreferenceApplied   *string
-	Sunset              *string
-	XGatewayId          *string
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
-	XRequestDurationMs  *int
-	XRequestId          *openapi_types.UUID
-	XRequestState       *string
-}
-
 // CustomerCreateTransactionResponse201Headers the declared response headers of an HTTP 201 response for CustomerCreateTransaction
 type CustomerCreateTransactionResponse201Headers struct {
 	Deprecation         *string
@@ -6536,8 +6520,6 @@ type CustomerCreateTransactionResponse struct {
 	JSON504 *Error
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *CustomerCreateTransactionResponse200Headers
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CustomerCreateTransactionResponse201Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
@@ -6658,22 +6640,6 @@ func (r CustomerCreateTransactionResponse) ContentType() string {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
 	return ""
-}
-
-// CustomerReleaseTransactionResponse200Headers the declared response headers of an HTTP 200 response for CustomerReleaseTransaction
-type CustomerReleaseTransactionResponse200Headers struct {
-	Deprecation         *string
-	IdempotentReplayed  *string
-	Link                *string
-	PreferenceApplied   *string
-	Sunset              *string
-	XGatewayId          *string
-	XRateLimitLimit     *int
-	XRateLimitRemaining *int
-	XRateLimitReset     *int
-	XRequestDurationMs  *int
-	XRequestId          *openapi_types.UUID
-	XRequestState       *string
 }
 
 // CustomerReleaseTransactionResponse202Headers the declared response headers of an HTTP 202 response for CustomerReleaseTransaction
@@ -6916,8 +6882,6 @@ type CustomerReleaseTransactionResponse struct {
 	JSON504 *Error
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
-	// Headers200 the parsed response headers for an HTTP 200 response
-	Headers200 *CustomerReleaseTransactionResponse200Headers
 	// Headers202 the parsed response headers for an HTTP 202 response
 	Headers202 *CustomerReleaseTransactionResponse202Headers
 	// Headers204 the parsed response headers for an HTTP 204 response
@@ -8543,9 +8507,26 @@ type PostOauthTokenResponse200Headers struct {
 	XRateLimitReset     *string
 }
 
+// PostOauthTokenResponse400Headers the declared response headers of an HTTP 400 response for PostOauthToken
+type PostOauthTokenResponse400Headers struct {
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
+// PostOauthTokenResponse401Headers the declared response headers of an HTTP 401 response for PostOauthToken
+type PostOauthTokenResponse401Headers struct {
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
+}
+
 // PostOauthTokenResponseDefaultHeaders the declared response headers of an HTTP default response for PostOauthToken
 type PostOauthTokenResponseDefaultHeaders struct {
-	RetryAfter *int
+	RetryAfter          *int
+	XRateLimitLimit     *int
+	XRateLimitRemaining *int
+	XRateLimitReset     *int
 }
 
 type PostOauthTokenResponse struct {
@@ -8561,6 +8542,10 @@ type PostOauthTokenResponse struct {
 	JSONDefault *OAuthError
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PostOauthTokenResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PostOauthTokenResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostOauthTokenResponse401Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *PostOauthTokenResponseDefaultHeaders
 }
@@ -10426,9 +10411,6 @@ func ParseCustomerCreateTransactionResponse(rsp *http.Response) (*CustomerCreate
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		break // No content-type
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest GatewayTransactionResponse
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10523,93 +10505,6 @@ func ParseCustomerCreateTransactionResponse(rsp *http.Response) (*CustomerCreate
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		var headers CustomerCreateTransactionResponse200Headers
-		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Deprecation = &value
-		}
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("Link"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Link = &value
-		}
-		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.PreferenceApplied = &value
-		}
-		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Sunset = &value
-		}
-		if values := rsp.Header.Values("X-Gateway-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Gateway-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XGatewayId = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitLimit = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
-		}
-		if values := rsp.Header.Values("X-Request-Duration-Ms"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Duration-Ms", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestDurationMs = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value openapi_types.UUID
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "uuid"}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = &value
-		}
-		if values := rsp.Header.Values("X-Request-State"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestState = &value
-		}
-		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers CustomerCreateTransactionResponse201Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -11795,9 +11690,6 @@ func ParseCustomerReleaseTransactionResponse(rsp *http.Response) (*CustomerRelea
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		break // No content-type
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest PendingRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -11888,93 +11780,6 @@ func ParseCustomerReleaseTransactionResponse(rsp *http.Response) (*CustomerRelea
 	}
 
 	switch {
-	case rsp.StatusCode == 200:
-		var headers CustomerReleaseTransactionResponse200Headers
-		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Deprecation", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Deprecation = &value
-		}
-		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.IdempotentReplayed = &value
-		}
-		if values := rsp.Header.Values("Link"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Link", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Link = &value
-		}
-		if values := rsp.Header.Values("Preference-Applied"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Preference-Applied", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.PreferenceApplied = &value
-		}
-		if values := rsp.Header.Values("Sunset"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Sunset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.Sunset = &value
-		}
-		if values := rsp.Header.Values("X-Gateway-Id"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Gateway-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XGatewayId = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitLimit = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitRemaining = &value
-		}
-		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRateLimitReset = &value
-		}
-		if values := rsp.Header.Values("X-Request-Duration-Ms"); len(values) > 0 {
-			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Duration-Ms", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestDurationMs = &value
-		}
-		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
-			var value openapi_types.UUID
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: "uuid"}); err != nil {
-				return nil, err
-			}
-			headers.XRequestId = &value
-		}
-		if values := rsp.Header.Values("X-Request-State"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-State", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.XRequestState = &value
-		}
-		response.Headers200 = &headers
 	case rsp.StatusCode == 202:
 		var headers CustomerReleaseTransactionResponse202Headers
 		if values := rsp.Header.Values("Deprecation"); len(values) > 0 {
@@ -16909,6 +16714,54 @@ func ParsePostOauthTokenResponse(rsp *http.Response) (*PostOauthTokenResponse, e
 			headers.XRateLimitReset = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PostOauthTokenResponse400Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PostOauthTokenResponse401Headers
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
+		}
+		response.Headers401 = &headers
 	case true:
 		var headers PostOauthTokenResponseDefaultHeaders
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16917,6 +16770,27 @@ func ParsePostOauthTokenResponse(rsp *http.Response) (*PostOauthTokenResponse, e
 				return nil, err
 			}
 			headers.RetryAfter = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("X-RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRateLimitReset = &value
 		}
 		response.HeadersDefault = &headers
 	}
