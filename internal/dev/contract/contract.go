@@ -46,6 +46,8 @@ type Contract struct {
 	router routers.Router
 
 	mu         sync.Mutex
+	idle       *sync.Cond // signalled when pending drops to 0
+	pending    int        // the middleware's checks in flight
 	violations []string
 	checked    map[string]int // "METHOD path-template" → answers validated
 }
@@ -66,7 +68,9 @@ func New(baseURL string, spec []byte) (*Contract, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route the OpenAPI document: %w", err)
 	}
-	return &Contract{base: base, doc: doc, router: router, checked: map[string]int{}}, nil
+	c := &Contract{base: base, doc: doc, router: router, checked: map[string]int{}}
+	c.idle = sync.NewCond(&c.mu)
+	return c, nil
 }
 
 // Base is the server's base URL.
@@ -81,6 +85,9 @@ func (c *Contract) Covers(fullURL string) bool {
 func (c *Contract) Violations() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.pending > 0 {
+		c.idle.Wait()
+	}
 	return append([]string(nil), c.violations...)
 }
 
@@ -172,8 +179,8 @@ func (c *Contract) Check(method, fullURL string, reqHeader http.Header, status i
 // maxCapture bounds the body the middleware keeps for validation.
 const maxCapture = 4 << 20
 
-// Middleware validates every answer next gives, as it is written (the answer itself is
-// passed through unchanged, streamed as the handler writes it).
+// Middleware validates every answer next gives (the answer itself is passed through
+// unchanged, streamed as the handler writes it); Violations waits for the checks in flight.
 func (c *Contract) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &recorder{ResponseWriter: w}
@@ -185,7 +192,19 @@ func (c *Contract) Middleware(next http.Handler) http.Handler {
 		if rec.overflow {
 			return
 		}
-		c.Check(r.Method, c.base+r.URL.RequestURI(), reqHeader, rec.status, rec.Header().Clone(), rec.body.Bytes())
+		// Checked beside the connection, so the answer is not held up by its check.
+		method, status, header, body, target := r.Method, rec.status, rec.Header().Clone(), rec.body.Bytes(), c.base+r.URL.RequestURI()
+		c.mu.Lock()
+		c.pending++
+		c.mu.Unlock()
+		go func() {
+			c.Check(method, target, reqHeader, status, header, body)
+			c.mu.Lock()
+			if c.pending--; c.pending == 0 {
+				c.idle.Broadcast()
+			}
+			c.mu.Unlock()
+		}()
 	})
 }
 
