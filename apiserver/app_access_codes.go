@@ -185,7 +185,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "poll-locker-request", Method: http.MethodGet, Path: "/locker/requests/{request_id}", Tags: tags,
-		Summary: "The outcome of a pending open or close", Security: needsAppKey, Responses: doorResponses(api),
+		Summary: "The outcome of a pending open or close", Security: needsAppKey, Responses: doorPollResponses(api),
 	}), func(ctx context.Context, in *struct {
 		RequestID string `path:"request_id" format:"uuid"`
 	}) (*doorOutput, error) {
@@ -218,6 +218,17 @@ func doorResponses(api huma.API) map[string]*huma.Response {
 				"Location":    {Description: "/locker/requests/{request_id}", Schema: &huma.Schema{Type: "string"}},
 				"Retry-After": {Description: "Seconds before polling", Schema: &huma.Schema{Type: "integer"}},
 			}},
+	}
+}
+
+// doorPollResponses documents the poll of an open or a close: 200 with the door's result once
+// the gateway settled it, 200 with the pending request until then.
+func doorPollResponses(api huma.API) map[string]*huma.Response {
+	reg := api.OpenAPI().Components.Schemas
+	return map[string]*huma.Response{
+		"200": {Description: "The door's result once the gateway settled it (DoorResult), else the request still pending (PendingDoor)",
+			Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{OneOf: []*huma.Schema{
+				reg.Schema(reflectTypeOf[DoorResult](), true, ""), reg.Schema(reflectTypeOf[PendingDoor](), true, "")}}}}},
 	}
 }
 
