@@ -63,8 +63,8 @@ bench: dev-build temporal-build ## Measure the running `make run` stack and a cl
 	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-bench
 	$(BIN)/dev/lockernet-bench $(BENCH_ARGS)
 
-openapi: ## Regenerate the committed docs/openapi.yaml from the code
-	LOCKERNET_UPDATE_OPENAPI=1 $(GO) test -count=1 -run TestOpenAPISpecIsCurrent ./apiserver
+openapi: ## Regenerate the committed docs/openapi.yaml (apiserver) and docs/openapi-gateway.yaml (gateway local API) from the code
+	LOCKERNET_UPDATE_OPENAPI=1 $(GO) test -count=1 -run TestOpenAPISpecIsCurrent ./apiserver ./hardware/gateway
 
 # The API reference UI served at /docs, vendored from npm and embedded in the apiserver (apiserver/docsui/README.md).
 ELEMENTS_VERSION ?= 9.0.25

@@ -107,16 +107,23 @@ func (s *Server) registerAccessCodes(api huma.API) {
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-location-access-codes", Method: http.MethodGet, Path: "/locker/all/access-codes", Tags: tags,
-		Summary: "Get All Access Codes Of All Lockers", Description: "Active codes of the lockers at a location within the key's scope.", Security: needsAppKey,
+		Summary: "Get All Access Codes Of All Lockers",
+		Description: "Active codes of the lockers at every location the key may see: its organization's for an organization-wide key, " +
+			"its sub-organization's otherwise. location_id narrows the list to one of those locations.",
+		Security: needsAppKey,
 	}), func(ctx context.Context, in *struct {
-		LocationID string `query:"location_id" required:"true" maxLength:"20"`
+		LocationID string `query:"location_id" maxLength:"20" doc:"Optional: only the codes at this location (one of the key's scope); absent or empty lists every location"`
 	}) (*struct{ Body []AccessCodeBody }, error) {
 		k := appKey(ctx)
-		loc, err := s.codeLocation(ctx, k, in.LocationID)
-		if err != nil {
-			return nil, s.appError(ctx, "location", err)
+		var locationID int64
+		if strings.TrimSpace(in.LocationID) != "" {
+			loc, err := s.codeLocation(ctx, k, in.LocationID)
+			if err != nil {
+				return nil, s.appError(ctx, "location", err)
+			}
+			locationID = loc.LocationID
 		}
-		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: loc.LocationID})
+		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
 		if err != nil {
 			return nil, s.appError(ctx, "access codes", err)
 		}
@@ -161,7 +168,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 			"or did not answer. Unknown, used, expired and removed codes all answer 403 ACCESS_CODE_INVALID and touch no door; "+
 			"%d wrong codes per key and location (per end user when end_user_id is given, with a ceiling of %d per key and location) within %s answer 429 until the window passes; "+
 			"attempts are counted before the code is judged, so simultaneous guesses cannot pass the limit.", codeOpenWait, CodeGuessLimit, CodeGuessCeiling, CodeGuessWindow),
-		Security: needsAppKey,
+		Security: needsAppKey, Responses: doorResponses(api),
 	}), func(ctx context.Context, in *struct{ Body OpenWithCodeRequest }) (*doorOutput, error) {
 		return s.openWithCode(ctx, in.Body)
 	})
@@ -171,13 +178,14 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Summary:     "Close Locker",
 		Description: "Reads the door sensor through the gateway and records the close; a door still open is reported, not an error.",
 		Security:    needsAppKey,
+		Responses:   doorResponses(api),
 	}), func(ctx context.Context, in *struct{ Body CloseLockerRequest }) (*doorOutput, error) {
 		return s.closeLocker(ctx, in.Body)
 	})
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "poll-locker-request", Method: http.MethodGet, Path: "/locker/requests/{request_id}", Tags: tags,
-		Summary: "The outcome of a pending open or close", Security: needsAppKey,
+		Summary: "The outcome of a pending open or close", Security: needsAppKey, Responses: doorPollResponses(api),
 	}), func(ctx context.Context, in *struct {
 		RequestID string `path:"request_id" format:"uuid"`
 	}) (*doorOutput, error) {
@@ -195,6 +203,33 @@ func (s *Server) registerAccessCodes(api huma.API) {
 	}) (*struct{ Body AccessCodeBody }, error) {
 		return s.removeAccessCode(ctx, in.ID)
 	})
+}
+
+// doorResponses documents the answers of an open or a close (and of their poll): the door's
+// result once the gateway settled it, else the request to poll.
+func doorResponses(api huma.API) map[string]*huma.Response {
+	reg := api.OpenAPI().Components.Schemas
+	return map[string]*huma.Response{
+		"200": {Description: "The gateway settled it", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflectTypeOf[DoorResult](), true, "")}}},
+		"202": {Description: "Still pending after the wait: poll Location", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflectTypeOf[PendingDoor](), true, "")}},
+			Headers: map[string]*huma.Param{
+				"Location":    {Description: "/locker/requests/{request_id}", Schema: &huma.Schema{Type: "string"}},
+				"Retry-After": {Description: "Seconds before polling", Schema: &huma.Schema{Type: "integer"}},
+			}},
+	}
+}
+
+// doorPollResponses documents the poll of an open or a close: 200 with the door's result once
+// the gateway settled it, 200 with the pending request until then.
+func doorPollResponses(api huma.API) map[string]*huma.Response {
+	reg := api.OpenAPI().Components.Schemas
+	return map[string]*huma.Response{
+		"200": {Description: "The door's result once the gateway settled it (DoorResult), else the request still pending (PendingDoor)",
+			Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{OneOf: []*huma.Schema{
+				reg.Schema(reflectTypeOf[DoorResult](), true, ""), reg.Schema(reflectTypeOf[PendingDoor](), true, "")}}}}},
+	}
 }
 
 // removeAccessCode ends a code at once (PATCH /locker/access-code/{id}); its workflow

@@ -238,8 +238,8 @@ func TestAccessCodeBadInput(t *testing.T) {
 		r := c.call(t, c.admin, http.MethodPost, "/locker", tc.body)
 		assert.Equal(t, tc.status, r.Status, "%s: %s", tc.name, r.Body)
 	}
-	assert.Equal(t, http.StatusUnprocessableEntity, c.call(t, c.admin, http.MethodGet, "/locker/all/access-codes", nil).Status, "location_id is required")
 	assert.Equal(t, http.StatusNotFound, c.call(t, c.admin, http.MethodGet, "/locker/all/access-codes?location_id=999999", nil).Status)
+	assert.Equal(t, http.StatusUnprocessableEntity, c.call(t, c.admin, http.MethodGet, "/locker/all/access-codes?location_id=abc", nil).Status)
 	assert.Equal(t, http.StatusUnauthorized, c.call(t, "", http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": "123456"}).Status)
 }
 
@@ -384,4 +384,58 @@ func TestAccessCodeGuessLimitIsAtomicAndPerEndUser(t *testing.T) {
 		r := c.call(t, c.admin, http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": digits, "end_user_id": "regular"})
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	}
+}
+
+// GET /locker/all/access-codes as the seed writes it: the x-api-key header and nothing else
+// lists the active codes of every location the key may see; location_id narrows it.
+func TestAccessCodesOfAllLockersAsTheSeedWrites(t *testing.T) {
+	t.Parallel()
+	c := startCodeEnv(t)
+	culver := fmt.Sprint(c.Seed.GatewayLocationID["GW-0002"])
+	require.Eventually(t, func() bool {
+		var n int
+		_ = c.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_lockers g JOIN gateways w ON w.id = g.gateway_id
+			WHERE w.serial = 'GW-0002'`).Scan(&n)
+		return n == 8
+	}, 30*time.Second, 50*time.Millisecond, "the locker mirror of GW-0002 is filled")
+	downtown := c.create(t, "A08", false, time.Now().Add(time.Hour))
+	r := c.call(t, c.admin, http.MethodPost, "/locker", map[string]any{"location_id": culver, "locker_name": "3",
+		"single_use": true, "expiry": time.Now().Add(time.Hour).Format(time.RFC3339)})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	atCulver := r.Map(t)
+	removed := c.create(t, "B01", false, time.Now().Add(time.Hour))
+	require.Equal(t, http.StatusOK, c.call(t, c.admin, http.MethodPatch, "/locker/access-code/"+removed["id"].(string), map[string]any{"status": "removed"}).Status)
+
+	ids := func(t *testing.T, key, query string) []string {
+		t.Helper()
+		r := testenv.DoWithHeaders(t, http.MethodGet, c.URL+"/locker/all/access-codes"+query, map[string]string{"x-api-key": key}, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", query, r.Body)
+		assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
+		var list []map[string]any
+		r.JSON(t, &list)
+		out := []string{}
+		for _, code := range list {
+			assert.Equal(t, "active", code["status"])
+			out = append(out, code["id"].(string))
+		}
+		return out
+	}
+	// The organization-wide key: both locations, newest first; the removed code is not listed.
+	assert.Equal(t, []string{atCulver["id"].(string), downtown["id"].(string)}, ids(t, c.admin, ""))
+	assert.Equal(t, []string{atCulver["id"].(string), downtown["id"].(string)}, ids(t, c.admin, "?location_id="), "an empty filter filters nothing")
+	assert.Equal(t, []string{downtown["id"].(string)}, ids(t, c.admin, "?location_id="+c.location))
+	assert.Equal(t, []string{atCulver["id"].(string)}, ids(t, c.admin, "?location_id="+culver))
+
+	// A sub-organization key sees its sub-organization's locations only (Downtown Hub, not
+	// Culver City), with the code masked: the organization-wide key made it.
+	r = c.call(t, c.admin, http.MethodPost, "/auth/api-key", map[string]any{"client_id": c.Creds.ServiceProvider.ClientID,
+		"client_secret": c.Creds.ServiceProvider.ClientSecret, "organization_id": c.Creds.OrganizationID, "sub_organization_id": c.Creds.SubOrganizationID})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	subKey := r.Map(t)["api_key"].(string)
+	assert.Equal(t, []string{downtown["id"].(string)}, ids(t, subKey, ""))
+	assert.Equal(t, http.StatusNotFound, c.call(t, subKey, http.MethodGet, "/locker/all/access-codes?location_id="+culver, nil).Status)
+
+	// Another organization's key sees none of them; no key is refused.
+	assert.Empty(t, ids(t, testenv.NewAppKey(t, c.Env, c.NewOtherOrg(t).OrgID), ""))
+	assert.Equal(t, http.StatusUnauthorized, c.call(t, "", http.MethodGet, "/locker/all/access-codes", nil).Status)
 }

@@ -80,7 +80,7 @@ type AppKeyBody struct {
 	Prefix            string     `json:"prefix"`
 	SubOrganizationID *int64     `json:"sub_organization_id"`
 	CreatedAt         Timestamp  `json:"created_at"`
-	LastUsedAt        *Timestamp `json:"last_used_at"`
+	LastUsedAt        *Timestamp `json:"last_used_at" nullable:"true"`
 }
 
 func (s *Server) registerAppKeys(api huma.API) {

@@ -27,7 +27,7 @@ type TransactionBody struct {
 	PinCode        *string    `json:"pin_code" doc:"Postal code of the location"`
 	Status         string     `json:"status"`
 	CreatedAt      Timestamp  `json:"created_at"`
-	CompletedAt    *Timestamp `json:"completed_at"`
+	CompletedAt    *Timestamp `json:"completed_at" nullable:"true"`
 }
 
 // TransactionPage is one page of the list.

@@ -26,9 +26,9 @@ type WebhookDeliveryBody struct {
 	Attempts       int        `json:"attempts"`
 	LastStatusCode *int       `json:"last_status_code"`
 	LastError      *string    `json:"last_error"`
-	NextAttemptAt  *Timestamp `json:"next_attempt_at"`
+	NextAttemptAt  *Timestamp `json:"next_attempt_at" nullable:"true"`
 	CreatedAt      Timestamp  `json:"created_at"`
-	CompletedAt    *Timestamp `json:"completed_at"`
+	CompletedAt    *Timestamp `json:"completed_at" nullable:"true"`
 }
 
 // WebhookDeliveryPage is one page of a delivery log.

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -25,8 +26,19 @@ type ApiMeta struct {
 // DeprecationBody announces the deprecation of v1.
 type DeprecationBody struct {
 	DeprecatedAt Timestamp  `json:"deprecatedAt"`
-	SunsetAt     *Timestamp `json:"sunsetAt"`
+	SunsetAt     *Timestamp `json:"sunsetAt" nullable:"true"`
 	Link         *string    `json:"link" doc:"Migration guide"`
+}
+
+// deprecationFields are DeprecationBody's fields without its Schema method.
+type deprecationFields DeprecationBody
+
+// Schema documents the deprecation as an object or null: the probe sends null until v1 is
+// deprecated (huma's nullable tag takes no object).
+func (DeprecationBody) Schema(r huma.Registry) *huma.Schema {
+	s := huma.SchemaFromType(r, reflect.TypeOf(deprecationFields{}))
+	s.Nullable = true
+	return s
 }
 
 // MeResponse identifies the caller's key.
@@ -56,7 +68,7 @@ type LocationSummary struct {
 	Timezone      *string    `json:"timezone"`
 	GatewayID     string     `json:"gatewayId" doc:"Serial of the location's gateway" example:"GW-0001"`
 	GatewayOnline bool       `json:"gatewayOnline"`
-	LastSeenAt    *Timestamp `json:"lastSeenAt" doc:"When the gateway last answered the cloud"`
+	LastSeenAt    *Timestamp `json:"lastSeenAt" nullable:"true" doc:"When the gateway last answered the cloud"`
 }
 
 // LocationList is the list of accessible locations.

@@ -28,7 +28,7 @@ type PendingRequest struct {
 	GatewayID   string     `json:"gatewayId" example:"GW-0001"`
 	CreatedAt   Timestamp  `json:"createdAt"`
 	UpdatedAt   Timestamp  `json:"updatedAt"`
-	CompletedAt *Timestamp `json:"completedAt"`
+	CompletedAt *Timestamp `json:"completedAt" nullable:"true"`
 	Attempts    int        `json:"attempts" doc:"Sends to the gateway so far"`
 	// LastError and NextAttemptAt come from the request's workflow (a poll asks its query):
 	// absent when the poll answered from the stored request, or when there is nothing to say.

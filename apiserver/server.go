@@ -119,6 +119,7 @@ func New(d Deps) *Server {
 		"every other surface refuses them with its 4xx error body."
 	cfg.CreateHooks = nil // no $schema fields or schema Link headers: bodies stay wire-compatible
 	cfg.DocsPath = ""     // served from the binary instead (docs.go)
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		schemeBearer: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /oauth/token (client credentials)."},
@@ -144,6 +145,7 @@ func New(d Deps) *Server {
 	s.registerAccessCodes(api)
 	s.registerCustomer(api)
 	s.registerWebhooks(api)
+	finishOpenAPI(api.OpenAPI())
 	return s
 }
 

@@ -96,6 +96,21 @@ type SDKToken struct {
 	ExpiresIn   int    `json:"expires_in" example:"3600"`
 }
 
+// JWKSBody documents the published JSON Web Key Set (the handler writes jwtauth's).
+type JWKSBody struct {
+	Keys []JWKBody `json:"keys" doc:"Active and recently retired public keys, newest first"`
+}
+
+// JWKBody is one public key (RFC 7517); the key's own parameters (n and e, or crv, x and y)
+// depend on its type.
+type JWKBody struct {
+	_   struct{} `additionalProperties:"true"`
+	Kty string   `json:"kty" example:"OKP"`
+	Kid string   `json:"kid"`
+	Use string   `json:"use" enum:"sig"`
+	Alg string   `json:"alg"`
+}
+
 func (s *Server) registerOAuth(api huma.API) {
 	reg := api.OpenAPI().Components.Schemas
 	formBody := &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
@@ -142,13 +157,17 @@ func (s *Server) registerOAuth(api huma.API) {
 		}
 		return &jwksOutput{CacheControl: "public, max-age=60", Body: b}, nil
 	}
+	jwksResponses := func() map[string]*huma.Response {
+		return map[string]*huma.Response{"200": {Description: "The key set (RFC 7517)", Content: map[string]*huma.MediaType{
+			"application/json": {Schema: reg.Schema(reflect.TypeFor[JWKSBody](), true, "")}}}}
+	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-jwks", Method: http.MethodGet, Path: "/.well-known/jwks.json", Tags: []string{"Token service"},
-		Summary: "Public keys that verify access tokens (JWKS)",
+		Summary: "Public keys that verify access tokens (JWKS)", Responses: jwksResponses(),
 	}), jwks)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-realm-certs", Method: http.MethodGet, Path: "/realms/{realm}/protocol/openid-connect/certs", Tags: []string{"Token service"},
-		Summary: "JWKS (Keycloak-style alias)",
+		Summary: "JWKS (Keycloak-style alias)", Responses: jwksResponses(),
 	}), func(ctx context.Context, in *struct {
 		Realm string `path:"realm" maxLength:"64"`
 	}) (*jwksOutput, error) {

@@ -19,7 +19,7 @@ type ActiveTokenBody struct {
 
 // PossessionBody describes the caller's hold on a locker.
 type PossessionBody struct {
-	Since         *Timestamp        `json:"since"`
+	Since         *Timestamp        `json:"since" nullable:"true"`
 	ReservationID *uuid.UUID        `json:"reservationId,omitempty"`
 	ActiveTokens  []ActiveTokenBody `json:"activeTokens"`
 }

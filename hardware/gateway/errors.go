@@ -42,14 +42,6 @@ const (
 // maxBody is the largest request body the API reads (§8).
 const maxBody = 64 << 10
 
-// ErrorBody is the local API's Error schema.
-type ErrorBody struct {
-	Error     string         `json:"error"`
-	Message   string         `json:"message"`
-	Timestamp string         `json:"timestamp"`
-	Details   map[string]any `json:"details"`
-}
-
 // codeStatus is the local API's one mapping from an error code to its HTTP status: handlers
 // name the code (newAPIError), never the status.
 var codeStatus = map[string]int{

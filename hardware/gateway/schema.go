@@ -1,198 +1,35 @@
 package gateway
 
-// The local API's schemas (§7 of the design). They are exported so clients in
-// this module (the cloud's dispatcher, tests) decode the same shapes.
+import "github.com/lockernet/lockernet/hardware/gateway/gwapi"
 
-// Locker is one locker's state. Available = Operational ∧ ¬OutOfService ∧ no
-// transaction.
-type Locker struct {
-	LockerID      int     `json:"lockerId"`
-	Name          string  `json:"name"`
-	BankID        int     `json:"bankId"`
-	LockerTypeID  int     `json:"lockerTypeId"`
-	IsLowLocker   bool    `json:"isLowLocker"`
-	OutOfService  bool    `json:"outOfService"`
-	Operational   bool    `json:"operational"`
-	DoorOpen      bool    `json:"doorOpen"`
-	Available     bool    `json:"available"`
-	TransactionID *string `json:"transactionId"`
-	ReasonCode    *string `json:"reasonCode"`
-	Reason        *string `json:"reason"`
-}
-
-// LockerTypeSummary is an entry of GET /locker-types.
-type LockerTypeSummary struct {
-	ID   int    `json:"id"`
-	Name string `json:"name"`
-}
-
-// LockerType is GET /locker-types/{id}.
-type LockerType struct {
-	ID          int     `json:"id"`
-	Name        string  `json:"name"`
-	Description *string `json:"description"`
-	WidthMm     int     `json:"widthMm"`
-	HeightMm    int     `json:"heightMm"`
-	DepthMm     int     `json:"depthMm"`
-	LockerCount int     `json:"lockerCount"`
-}
-
-// LockController describes one lock controller.
-type LockController struct {
-	ID              string `json:"id"`
-	Kind            string `json:"kind"`
-	Address         string `json:"address"`
-	Online          bool   `json:"online"`
-	LockerCount     int    `json:"lockerCount"`
-	FirmwareVersion string `json:"firmwareVersion"`
-}
-
-// LockerConfig is GET /lockers/config.
-type LockerConfig struct {
-	GatewayID string       `json:"gatewayId"`
-	Banks     []BankConfig `json:"banks"`
-}
-
-// BankConfig is one bank of LockerConfig.
-type BankConfig struct {
-	ID         int            `json:"id"`
-	BankTypeID int            `json:"bankTypeId"`
-	Controller LockController `json:"controller"`
-	Lockers    []BankLocker   `json:"lockers"`
-}
-
-// BankLocker is one locker's wiring in LockerConfig.
-type BankLocker struct {
-	LockerID     int    `json:"lockerId"`
-	Name         string `json:"name"`
-	Channel      int    `json:"channel"`
-	LockerTypeID int    `json:"lockerTypeId"`
-}
-
-// System is GET /system.
-type System struct {
-	GatewayID     string           `json:"gatewayId"`
-	Version       string           `json:"version"`
-	UptimeSeconds int64            `json:"uptimeSeconds"`
-	Hostname      string           `json:"hostname"`
-	Time          string           `json:"time"`
-	Controllers   []LockController `json:"controllers"`
-}
-
-// LogEntry is an entry of GET /system/logs.
-type LogEntry struct {
-	Timestamp string         `json:"timestamp"`
-	Level     string         `json:"level"`
-	Message   string         `json:"message"`
-	Fields    map[string]any `json:"fields"`
-}
-
-// TransactionResponse is a transaction: which locker it holds since when.
-type TransactionResponse struct {
-	TransactionID string `json:"transactionId"`
-	LockerID      int    `json:"lockerId"`
-	CreatedAt     string `json:"createdAt"`
-}
-
-// TransactionConflict is the body of a 409 on POST /transactions: the Error
-// fields plus, at the top level, the existing transaction (so it reads both as
-// an Error and as a TransactionResponse).
-type TransactionConflict struct {
-	ErrorBody
-	TransactionResponse
-}
-
-// OperationResponse is a generic outcome.
-type OperationResponse struct {
-	Success bool   `json:"success"`
-	Message string `json:"message"`
-}
-
-// LockerOperationResponse is the outcome of an operation on one locker.
-type LockerOperationResponse struct {
-	Success  bool   `json:"success"`
-	LockerID int    `json:"lockerId"`
-	DoorOpen bool   `json:"doorOpen"`
-	Message  string `json:"message"`
-}
-
-// OperationResult is one entry of MultiStatusOperationResponse; Status is the
-// HTTP status the single operation would have answered, Error its error code.
-type OperationResult struct {
-	LockerID int    `json:"lockerId"`
-	Status   int    `json:"status"`
-	Success  bool   `json:"success"`
-	Message  string `json:"message"`
-	Error    string `json:"error,omitempty"`
-}
-
-// MultiStatusOperationResponse is a 207 body.
-type MultiStatusOperationResponse struct {
-	Results      []OperationResult `json:"results"`
-	SuccessCount int               `json:"successCount"`
-	FailureCount int               `json:"failureCount"`
-}
-
-// OpenAllLockersResponse is POST /lockers/open-all.
-type OpenAllLockersResponse = MultiStatusOperationResponse
-
-// BankType is an entry of GET /bank-types.
-type BankType struct {
-	ID          int    `json:"id"`
-	Name        string `json:"name"`
-	LockerCount int    `json:"lockerCount"`
-}
-
-// BankTypeAssociation counts one locker type within a bank type.
-type BankTypeAssociation struct {
-	LockerTypeID int `json:"lockerTypeId"`
-	Count        int `json:"count"`
-}
-
-// BankTypeWithAssociations is GET /bank-types/{id}.
-type BankTypeWithAssociations struct {
-	ID           int                   `json:"id"`
-	Name         string                `json:"name"`
-	LockerCount  int                   `json:"lockerCount"`
-	Associations []BankTypeAssociation `json:"associations"`
-}
-
-// DeviceHeartbeatRequest is the body of POST /system/heartbeat.
-type DeviceHeartbeatRequest struct {
-	DeviceID  string `json:"deviceId"`
-	Kind      string `json:"kind"`
-	Status    string `json:"status"`
-	Timestamp string `json:"timestamp,omitempty"`
-}
-
-// Health is GET /health.
-type Health struct {
-	Status        string             `json:"status"`
-	Controllers   []ControllerHealth `json:"controllers"`
-	UptimeSeconds int64              `json:"uptimeSeconds"`
-}
-
-// ControllerHealth is one controller in Health.
-type ControllerHealth struct {
-	ID     string `json:"id"`
-	Online bool   `json:"online"`
-}
-
-// CreateTransactionBody is the body of POST /transactions. The server also
-// accepts transactionId as a number and the type ids as numeric strings.
-// LockerID asks for one particular locker (the cloud holds the locker of an access code
-// this way); it must also match the other criteria given.
-type CreateTransactionBody struct {
-	TransactionID    string `json:"transactionId,omitempty"`
-	LockerID         *int   `json:"lockerId,omitempty"`
-	LockerTypeID     *int   `json:"lockerTypeId,omitempty"`
-	BankTypeID       *int   `json:"bankTypeId,omitempty"`
-	RequireLowLocker *bool  `json:"requireLowLocker,omitempty"`
-}
-
-// PatchLockerBody is the body of PATCH /lockers/{lockerId}.
-type PatchLockerBody struct {
-	OutOfService bool    `json:"outOfService"`
-	ReasonCode   *string `json:"reasonCode,omitempty"`
-	Reason       *string `json:"reason,omitempty"`
-}
+// The local API's schemas (§7 of the design) live in gwapi, which the gateway's OpenAPI
+// (openapi.go) and the gateway cloud API's OpenAPI are generated from; the names here are
+// the same types.
+type (
+	Locker                       = gwapi.Locker
+	LockerTypeSummary            = gwapi.LockerTypeSummary
+	LockerType                   = gwapi.LockerType
+	LockController               = gwapi.LockController
+	LockerConfig                 = gwapi.LockerConfig
+	BankConfig                   = gwapi.BankConfig
+	BankLocker                   = gwapi.BankLocker
+	System                       = gwapi.System
+	LogEntry                     = gwapi.LogEntry
+	TransactionResponse          = gwapi.TransactionResponse
+	TransactionConflict          = gwapi.TransactionConflict
+	OperationResponse            = gwapi.OperationResponse
+	LockerOperationResponse      = gwapi.LockerOperationResponse
+	OperationResult              = gwapi.OperationResult
+	MultiStatusOperationResponse = gwapi.MultiStatusOperationResponse
+	OpenAllLockersResponse       = gwapi.OpenAllLockersResponse
+	BankType                     = gwapi.BankType
+	BankTypeAssociation          = gwapi.BankTypeAssociation
+	BankTypeWithAssociations     = gwapi.BankTypeWithAssociations
+	DeviceHeartbeatRequest       = gwapi.DeviceHeartbeatRequest
+	Health                       = gwapi.Health
+	ControllerHealth             = gwapi.ControllerHealth
+	CreateTransactionBody        = gwapi.CreateTransactionBody
+	PatchLockerBody              = gwapi.PatchLockerBody
+	// ErrorBody is the local API's Error schema.
+	ErrorBody = gwapi.Error
+)

@@ -91,7 +91,7 @@ func (s *Server) createTransaction(w http.ResponseWriter, r *http.Request) error
 		details := map[string]any{"transactionId": tr.TransactionID, "lockerId": tr.LockerID, "createdAt": tr.CreatedAt,
 			"released": exists.existing.ReleasedAt != nil}
 		return &apiError{code: CodeTransactionExists, body: TransactionConflict{
-			ErrorBody:           errorBody(CodeTransactionExists, fmt.Sprintf("transaction %q already exists", txID), details),
+			Error:               errorBody(CodeTransactionExists, fmt.Sprintf("transaction %q already exists", txID), details),
 			TransactionResponse: tr,
 		}}
 	case errors.Is(err, errNoLocker):

@@ -32,6 +32,7 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/dev/contract"
 )
 
 // ScaledOpenPolicy is the open policy tests use: the design's policy with
@@ -85,6 +86,9 @@ type Gateway struct {
 	DBPath string
 	// Sim is the simulated hardware; it survives Restart.
 	Sim *simctl.Sim
+	// Contract validates every answer of the local API against the OpenAPI document the
+	// gateway serves (internal/dev/contract); Start fails the test with its violations.
+	Contract *contract.Contract
 
 	cfg    gateway.Config
 	logger *slog.Logger
@@ -112,6 +116,11 @@ func Start(t testing.TB, opts Options) *Gateway {
 	if err != nil {
 		t.Fatalf("start test gateway: %v", err)
 	}
+	t.Cleanup(func() {
+		for _, v := range g.Contract.Violations() {
+			t.Errorf("gateway %s contract: %s", g.ID, v)
+		}
+	})
 	t.Cleanup(g.Close)
 	return g
 }
@@ -207,6 +216,15 @@ func Launch(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.addr = ln.Addr().String()
 	g.URL = "http://" + g.addr
+	spec, err := gateway.OpenAPIJSON()
+	if err == nil {
+		g.Contract, err = contract.New(g.URL, spec)
+	}
+	if err != nil {
+		_ = ln.Close()
+		g.Close()
+		return nil, fmt.Errorf("the local API's OpenAPI document: %w", err)
+	}
 	if err := g.serve(ctx, ln); err != nil {
 		g.Close()
 		return nil, err
@@ -225,7 +243,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		if err := gateway.Serve(sctx, g.Sim.Listener(ln), g.Sim.Middleware(srv.Handler()), g.logger); err != nil {
+		if err := gateway.Serve(sctx, g.Sim.Listener(ln), g.Sim.Middleware(g.Contract.Middleware(srv.Handler())), g.logger); err != nil {
 			g.logger.Error("test gateway stopped serving", "err", err)
 		}
 	}()

@@ -154,6 +154,7 @@ func Start(t *testing.T, opts Options) *Env {
 	srv.Config.Handler = server.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
+	checkServedContract(t, srv.URL)
 	metrics := httptest.NewServer(server.MetricsHandler()) // the internal listener
 	t.Cleanup(metrics.Close)
 
@@ -167,6 +168,15 @@ func Start(t *testing.T, opts Options) *Env {
 		e.StartWorker()
 	}
 	return e
+}
+
+// checkServedContract validates the answers of the apiserver at baseURL against the OpenAPI
+// document it serves (contract.go).
+func checkServedContract(t testing.TB, baseURL string) {
+	t.Helper()
+	spec, err := fetchSpec(baseURL+"/openapi.json", http.Header{})
+	require.NoError(t, err)
+	CheckContract(t, baseURL, spec)
 }
 
 // StartWorker starts a worker on the env's task queue; StopWorker stops it.
@@ -317,5 +327,7 @@ func Exchange(method, fullURL string, header http.Header, body any) (Response, e
 	if err != nil {
 		return Response{}, fmt.Errorf("read answer of %s %s: %w", method, fullURL, err)
 	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	r := Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	checkContract(method, fullURL, req.Header, r)
+	return r, nil
 }
