@@ -52,7 +52,8 @@ const versionBodiesInPostgres = "bodies-in-postgres"
 // query waits for the task in flight, so a poll of a request whose gateway is slow waited
 // for the whole send. Their first send also settles the request itself when the answer
 // decides it at once (SendGatewayRequestInput.Settle), and a request whose send's fate is
-// unknown goes out again when its gateway honours Idempotency-Key
+// unknown (cut off with the process that made it) goes out again when its gateway honours
+// Idempotency-Key
 // (SendGatewayRequestResult.KeysHonoured), whatever its class: the gateway answers a re-send
 // with what the first send did, so a door opens once even when a cloud process died
 // mid-send. Runs recorded before it send with local activities and never re-send a hardware
@@ -247,9 +248,12 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				logger.Info("gateway request unanswered; re-sending once", "outcome", res.Outcome)
 				continue
 			}
-			if sendsAsActivities && res.KeysHonoured && noAnswerResends < maxKeyedResends {
-				// The gateway carries a keyed request out once and answers a re-send with what
-				// the first send did: sending again cannot act twice.
+			if sendsAsActivities && res.Outcome == activities.SendUnknown && res.KeysHonoured && noAnswerResends < maxKeyedResends {
+				// The send was cut off with the process that made it (its retry found it begun):
+				// the gateway carries a keyed request out once and answers a re-send with what
+				// the first send did, so sending again cannot act twice. A send the gateway did
+				// not answer in time is not re-sent: the gateway itself is in trouble, and the
+				// caller should not wait another deadline for it.
 				noAnswerResends++
 				logger.Info("gateway request's fate unknown; re-sending with its key", "outcome", res.Outcome)
 				continue

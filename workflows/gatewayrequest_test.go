@@ -410,4 +410,8 @@ func TestGatewayRequestResendsWithKeysOnly(t *testing.T) {
 	s, fin, _ = runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendUnknown}, ok)
 	assert.Len(t, s.got, 1, "a gateway without keys: a door open is never sent twice")
 	assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
+
+	s, fin, _ = runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendNoAnswer, KeysHonoured: true}, ok)
+	assert.Len(t, s.got, 1, "a gateway that did not answer in time is not sent the open again, keys or not")
+	assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
 }
