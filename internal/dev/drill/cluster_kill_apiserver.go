@@ -25,6 +25,8 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 	defer shape.release()
 	defer finish(r, sys)
 	restartsBefore := sys.cluster.restarts()
+	// Before the gateways are slowed: the gateway sync must see them answer.
+	waitKeysHonoured(ctx, r, sys)
 	back, err := slowGateways(ctx, sys, o.ckaDelay)
 	defer back()
 	if err != nil {
@@ -37,7 +39,6 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		return r
 	}
 	c := sys.cloud()
-	waitKeysHonoured(ctx, r, sys)
 	targets := make([]target, o.ckaClients)
 	for i := range targets {
 		if targets[i], err = sys.lockers().take(-1); err != nil {

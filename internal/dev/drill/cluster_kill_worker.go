@@ -33,6 +33,8 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	defer shape.release()
 	defer finish(r, sys)
 	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
+	// Before the gateways are slowed: the gateway sync must see them answer.
+	waitKeysHonoured(ctx, r, sys)
 	back, err := slowGateways(ctx, sys, o.ckwDelay)
 	defer back()
 	if err != nil {
@@ -45,7 +47,6 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		return r
 	}
 	c := sys.cloud()
-	waitKeysHonoured(ctx, r, sys)
 	inflight, err := submitOpens(ctx, c, sys.lockers(), o.ckwOpens)
 	if err != nil {
 		r.err = err
