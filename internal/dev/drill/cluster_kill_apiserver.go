@@ -102,7 +102,7 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets)); err != nil {
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets), false); err != nil {
 		r.err = err
 		return r
 	}

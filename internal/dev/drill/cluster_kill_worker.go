@@ -130,7 +130,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	r.figure("Opens whose workflow tasks ran on each process", "%s", counts(byProc))
 
 	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers(), false); err != nil {
 		r.err = err
 		return r
 	}

@@ -149,7 +149,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...)); err != nil {
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...), true); err != nil {
 		r.err = err
 		return r
 	}
