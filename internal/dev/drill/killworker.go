@@ -15,8 +15,8 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 	r.what = fmt.Sprintf("%d locker opens are sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` each), "+
 		"alternating between the two gateways, every one on a locker of its own. Both simulated gateways are slow: GW-0001 in "+
 		"`slow` mode (each local-API request waits %s before it is handled), GW-0002 in `controller_slow` mode (each door open "+
-		"waits %s at the lock controller), so the opens are genuinely in flight at the gateways, sent by the worker's local "+
-		"activities. Once every one of them has been sent to its gateway, the worker process gets SIGKILL. While no worker "+
+		"waits %s at the lock controller), so the opens are genuinely in flight at the gateways, sent by their workflows' send "+
+		"activities on the worker. Once every one of them has been sent to its gateway, the worker process gets SIGKILL. While no worker "+
 		"runs, %d more opens are accepted; %s after the kill a new worker starts. Every request is then polled "+
 		"(`GET /requests/{id}`, `Prefer: wait=20`) until it is terminal, and the simulators' `/sim/stats` door counters are "+
 		"compared with the opens sent, per locker, once nothing sent before the kill can still be on its way.",
