@@ -31,7 +31,8 @@ type GatewaySettings struct {
 	Addr    string // LOCKERNET_GW1_ADDR / LOCKERNET_GW2_ADDR
 	SimAddr string // LOCKERNET_GW1_SIM_ADDR / LOCKERNET_GW2_SIM_ADDR
 	// KerongEmulator drives the gateway's banks through the Kerong driver over a
-	// pseudo-terminal to the bus emulator (-kerong-emulator): GW-0002.
+	// pseudo-terminal to the bus emulator (-kerong-emulator): GW-0002, unless
+	// LOCKERNET_GW2_KERONG_EMULATOR=false puts it on the simulator.
 	KerongEmulator bool
 }
 
@@ -53,7 +54,7 @@ func LoadSettings() (Settings, error) {
 		Gateways: []GatewaySettings{
 			{Serial: "GW-0001", Layout: envStr("LOCKERNET_GW1_LAYOUT", "two-banks"), Addr: envStr("LOCKERNET_GW1_ADDR", "127.0.0.1:8101"), SimAddr: envStr("LOCKERNET_GW1_SIM_ADDR", "127.0.0.1:8201")},
 			{Serial: "GW-0002", Layout: envStr("LOCKERNET_GW2_LAYOUT", "one-bank"), Addr: envStr("LOCKERNET_GW2_ADDR", "127.0.0.1:8102"), SimAddr: envStr("LOCKERNET_GW2_SIM_ADDR", "127.0.0.1:8202"),
-				KerongEmulator: true},
+				KerongEmulator: envStr("LOCKERNET_GW2_KERONG_EMULATOR", "true") == "true"},
 		},
 	}
 	if !cfg.TemporalIsSet {

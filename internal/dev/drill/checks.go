@@ -240,10 +240,10 @@ func waitKeysHonoured(ctx context.Context, r *result, sys *system) {
 // checkOpensExactlyOnce checks DESIGN §6.2's promise for gateways that honour
 // Idempotency-Key: a kill of a cloud process mid-open loses no open — every open ended
 // completed and moved its door exactly once (the door account of checkDoors, read again).
-// With strict false the two are observed, not checked: on the cluster shape GW-0002 drives
-// its bank over one Kerong bus, which carries one command at a time, so a bank slowed to
-// seconds per command cannot finish every open of the load within its gateway's open policy
-// and some end rejected (503 CONTROLLER_UNAVAILABLE) whatever the cloud does.
+// With strict false the two are observed, not checked (the cluster drills): they were first
+// run with GW-0002 on the Kerong driver, whose one bus slowed to seconds per command rejected
+// opens whatever the cloud did; the cluster drills now put GW-0002 on the simulator
+// (cluster.go), and the account is reported until runs show it holds there.
 func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer, strict bool) error {
 	check := r.verify
 	if !strict {
