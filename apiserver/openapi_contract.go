@@ -118,9 +118,9 @@ func finishOpenAPI(oapi *huma.OpenAPI) {
 				o.Responses["default"] = surfaceDefault(oapi, sf)
 			}
 			for status, r := range o.Responses {
-				if len(o.Security) > 0 || (sf == surfaceOAuth && o.Method == http.MethodPost) {
-					// Authenticated callers count against their limit; the token endpoint
-					// counts per client id.
+				if len(o.Security) > 0 || (sf == surfaceOAuth && o.Method == http.MethodPost) || o.OperationID == "sdk-login" {
+					// Authenticated callers count against their limit; the token endpoint and
+					// the SDK login (which shares its budget) count per client id.
 					addHeaders(r, rateLimitHeaders)
 				}
 				if status == "default" || status == "202" || status == "429" || status == "503" {

@@ -234,7 +234,9 @@ func logTraceIDs(log *lockedBuffer, msg string) []string {
 func buildBinaries(t *testing.T, cmds ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	// The simcontrol build: the gateway runs simulated controllers (the production build
+	// drives real lock controllers only).
+	args := []string{"build", "-tags", "simcontrol", "-o", dir + string(os.PathSeparator)}
 	for _, c := range cmds {
 		args = append(args, "github.com/lockernet/lockernet/cmd/"+c)
 	}
