@@ -41,6 +41,9 @@ const keepIdempotentAnswers = 24 * time.Hour
 type idempotentCalls struct {
 	mu      sync.Mutex
 	running map[string]*idempotentCall
+	// prunedAt is when the records past their keeping were last dropped (at most once a
+	// minute, not with every keyed request).
+	prunedAt time.Time
 }
 
 // idempotentCall is one keyed call in flight: done closes once answer is set.
@@ -148,8 +151,12 @@ func (s *Server) claimKey(ctx context.Context, key string, hash []byte) (*idempo
 	case !errors.Is(err, errNotFound):
 		return nil, false, fmt.Errorf("%w: %w", errKeyStoreUnusable, err)
 	}
-	if err := s.store.beginIdempotent(ctx, key, hash); err != nil {
+	prune := time.Since(calls.prunedAt) > time.Minute
+	if err := s.store.beginIdempotent(ctx, key, hash, prune); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", errKeyStoreUnusable, err)
+	}
+	if prune {
+		calls.prunedAt = time.Now()
 	}
 	c := &idempotentCall{hash: hash, done: make(chan struct{})}
 	if calls.running == nil {
@@ -278,13 +285,18 @@ func (s *store) idempotentAnswer(ctx context.Context, key string) (keptKey, erro
 	return k, nil
 }
 
-// beginIdempotent records a keyed request as begun (replacing a record past its keeping),
-// and drops the records past their keeping.
-func (s *store) beginIdempotent(ctx context.Context, key string, hash []byte) error {
+// beginIdempotent records a keyed request as begun, replacing a record of the key past its
+// keeping; with prune it also drops every record past its keeping.
+func (s *store) beginIdempotent(ctx context.Context, key string, hash []byte, prune bool) error {
 	now := time.Now().UTC()
 	return s.withTx(ctx, func(tx *sql.Tx) error {
 		cutoff := now.Add(-keepIdempotentAnswers).Format(time.RFC3339Nano)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotent_requests WHERE created_at <= ?`, cutoff); err != nil {
+		stale := `DELETE FROM idempotent_requests WHERE key = ? AND created_at <= ?`
+		args := []any{key, cutoff}
+		if prune {
+			stale, args = `DELETE FROM idempotent_requests WHERE created_at <= ?`, []any{cutoff}
+		}
+		if _, err := tx.ExecContext(ctx, stale, args...); err != nil {
 			return fmt.Errorf("prune idempotency keys: %w", interpretError(err))
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotent_requests (key, request_hash, created_at) VALUES (?, ?, ?)`,
