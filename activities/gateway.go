@@ -1,21 +1,10 @@
 package activities
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
-	"net"
 	"net/http"
-	"net/http/httptrace"
-	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,10 +12,10 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/lockernet/lockernet/internal/gatewayclient"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
 // Outcomes of one send (SendGatewayRequestResult.Outcome), declared in gatewayreq.
@@ -45,10 +34,6 @@ const ErrTypeGatewayMisconfigured = "GatewayMisconfigured"
 // ErrTypeRequestNotStored marks an outcome for a request Postgres does not have at all.
 const ErrTypeRequestNotStored = "RequestNotStored"
 
-// MaxGatewayResponse bounds what the cloud keeps of an answer; larger ones are rejected
-// (a log query with limit=1000 is a few hundred KiB).
-const MaxGatewayResponse = 1 << 20
-
 // GatewayRequestStore is what the gateway-request activities need from Postgres.
 type GatewayRequestStore interface {
 	BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (store.GatewaySend, error)
@@ -66,7 +51,7 @@ type SecretOpener interface {
 type GatewayDeps struct {
 	Store   GatewayRequestStore
 	Keyring SecretOpener
-	// HTTP calls the gateways' local APIs (a default client when nil).
+	// HTTP calls the gateways' local APIs (gatewayclient.Default when nil).
 	HTTP *http.Client
 	// Metrics counts terminal states (nothing when nil).
 	Metrics *GatewayMetrics
@@ -82,32 +67,6 @@ type GatewayDeps struct {
 	// worker.Register sets it): the send then stores the outcome itself
 	// (SendGatewayRequestInput.Settle). Nil: every outcome is the workflow's to store.
 	Settle func(gatewayreq.Spec, SendGatewayRequestResult) (FinishGatewayRequestInput, bool)
-}
-
-var defaultGatewayClient = &http.Client{
-	// Traced (a span per call, traceparent to the gateway) once tracing is on.
-	Transport: telemetry.Transport(&http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-		ForceAttemptHTTP2:   true,
-	}, "gateway"),
-	// A gateway's local API never redirects: a 3xx is someone else's answer, and following
-	// it would send the request (a door open) somewhere it was not meant to go.
-	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-}
-
-// GatewayClient is the HTTP client that calls gateways' local APIs (GatewayDeps.HTTP unset).
-func GatewayClient() *http.Client { return defaultGatewayClient }
-
-func (d GatewayDeps) client() *http.Client {
-	if d.HTTP != nil {
-		return d.HTTP
-	}
-	return defaultGatewayClient
 }
 
 // SendGatewayRequestInput is one send of a gateway request to its gateway's local API.
@@ -239,12 +198,13 @@ func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.U
 	}
 
 	stopBeats := sendHeartbeats(ctx)
-	res, delivered, err := d.call(ctx, gw.BaseURL, string(secret), in)
+	res, delivered, err := gatewayclient.Send(ctx, d.HTTP, gw.BaseURL, string(secret), gatewayclient.Request{
+		ID: in.RequestID, Method: in.Method, Path: in.Path, Body: in.Body, Timeout: in.Timeout})
 	stopBeats()
 	switch {
 	case err != nil && !delivered:
 		logger.Info("gateway request not delivered", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
-		return notDelivered(fixedCause(err, false))
+		return notDelivered(gatewayclient.Cause(err, false))
 	case err != nil:
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// The worker is stopping mid-call: the retry finds the send begun and reports
@@ -252,7 +212,7 @@ func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.U
 			return SendGatewayRequestResult{}, fmt.Errorf("send to gateway %s: %w", gw.Serial, ctx.Err())
 		}
 		logger.Warn("gateway request delivered without an answer", "requestId", in.RequestID, "gateway", gw.Serial, "err", err)
-		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: fixedCause(err, true),
+		return SendGatewayRequestResult{Outcome: SendNoAnswer, Attempts: begun.Attempts, Error: gatewayclient.Cause(err, true),
 			KeysHonoured: gw.HonoursKeys}, nil
 	}
 	res.Attempts = begun.Attempts
@@ -268,91 +228,6 @@ func sendHeartbeats(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	return heartbeatEvery(ctx, 2*time.Second)
-}
-
-// call performs one HTTP exchange. delivered tells whether the request was written to the
-// gateway: an error before that means it never arrived.
-func (d GatewayDeps) call(ctx context.Context, baseURL, secret string, in SendGatewayRequestInput) (SendGatewayRequestResult, bool, error) {
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			wrote.Store(true)
-		}
-	}}
-	cctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), in.Timeout)
-	defer cancel()
-	var body io.Reader
-	if in.Body != nil {
-		body = bytes.NewReader(in.Body)
-	}
-	req, err := http.NewRequestWithContext(cctx, in.Method, strings.TrimRight(baseURL, "/")+in.Path, body)
-	if err != nil {
-		return SendGatewayRequestResult{}, false, fmt.Errorf("build gateway request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set("Accept", "application/json")
-	if in.Body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if in.Method != http.MethodGet && in.Method != http.MethodHead {
-		// Every send of one request carries the same key: a gateway that honours it carries
-		// the request out once and answers a re-send with what the first send did.
-		req.Header.Set("Idempotency-Key", in.RequestID)
-	}
-
-	resp, err := d.client().Do(req)
-	if err != nil {
-		return SendGatewayRequestResult{}, wrote.Load(), err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxGatewayResponse+1))
-	if err != nil {
-		return SendGatewayRequestResult{}, true, fmt.Errorf("read gateway answer: %w", err)
-	}
-	res := SendGatewayRequestResult{Outcome: SendAnswered, Status: resp.StatusCode, Headers: map[string]string{},
-		KeysHonoured: GatewayHonoursKeys(resp.Header)}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		res.Headers["Content-Type"] = ct
-	}
-	if v := resp.Header.Get("X-Response-Truncated"); v != "" {
-		res.Headers["X-Response-Truncated"] = v
-	}
-	if len(data) > MaxGatewayResponse {
-		res.Error = fmt.Sprintf("the gateway's answer is larger than %d bytes", MaxGatewayResponse)
-		return res, true, nil
-	}
-	res.Body = data
-	res.APIJSON = isAPIJSON(resp.Header.Get("Content-Type"), data)
-	if res.APIJSON && len(bytes.TrimSpace(data)) > 0 && data[0] == '{' {
-		var e struct {
-			Error   any    `json:"error"`
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(data, &e) == nil {
-			if code, ok := e.Error.(string); ok {
-				res.ErrorCode, res.ErrorMessage = code, e.Message
-			}
-		}
-	}
-	return res, true, nil
-}
-
-// GatewayHonoursKeys reads from a gateway's answer whether it honours Idempotency-Key
-// (hardware/gateway: X-Idempotency-Keys: honoured).
-func GatewayHonoursKeys(h http.Header) bool {
-	return h.Get("X-Idempotency-Keys") == "honoured"
-}
-
-// isAPIJSON reports whether an answer is the local API's own: empty, or JSON declared as JSON.
-func isAPIJSON(contentType string, body []byte) bool {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return false
-	}
-	return json.Valid(body)
 }
 
 // FinishGatewayRequestInput stores a request's terminal outcome.
@@ -436,45 +311,4 @@ func (a *Activities) Finish(ctx context.Context, logger log.Logger, in FinishGat
 		res.Outcome.Body, res.Outcome.BodyInStore = nil, true
 	}
 	return FinishGatewayRequestResult{Result: res, UsedCode: usedCode}, nil
-}
-
-// fixedCause says why an exchange with a gateway failed in words that reach the caller's
-// error body: one of a fixed set, never the Go error itself, which names the gateway's
-// internal address (the log keeps the full error).
-func fixedCause(err error, delivered bool) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case errors.As(err, &dnsErr):
-		return "the gateway's host name did not resolve"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "the gateway refused the connection"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		if delivered {
-			return "the gateway closed the connection before it answered"
-		}
-		return "the gateway closed the connection"
-	case isTLSError(err):
-		return "the TLS handshake with the gateway failed"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		if delivered {
-			return "the gateway did not answer in time"
-		}
-		return "the connection to the gateway timed out"
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "the gateway's network is unreachable"
-	}
-	if delivered {
-		return "the gateway's answer could not be read"
-	}
-	return "the gateway could not be reached"
-}
-
-func isTLSError(err error) bool {
-	var rh tls.RecordHeaderError
-	var cv *tls.CertificateVerificationError
-	var ua x509.UnknownAuthorityError
-	var hn x509.HostnameError
-	var ci x509.CertificateInvalidError
-	return errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci)
 }

@@ -45,7 +45,7 @@ type doorOutput struct {
 // its gateway, before anything is judged or stored: a 503 then changes nothing (no code used,
 // no attempt counted, no request stored).
 func (s *Server) holdDoorWaiter() (func(), error) {
-	release, ok := s.requests.holdWaiter()
+	release, ok := s.requests.HoldWaiter()
 	if !ok {
 		return nil, errGatewaysBusy
 	}
@@ -57,11 +57,11 @@ func (s *Server) holdDoorWaiter() (func(), error) {
 // its outcome; it returns the request as it stands then (terminal, or still pending).
 func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewGatewayRequest, wait time.Duration) (store.GatewayRequest, error) {
 	r.ID, r.OrganizationID, r.LocationID, r.GatewayID, r.GatewaySerial = uuid.New(), gw.OrganizationID, gw.LocationID, gw.ID, gw.Serial
-	row, _, err := s.requests.submit(ctx, r, nil)
+	row, _, err := s.requests.Submit(ctx, r, nil)
 	if err != nil {
 		return store.GatewayRequest{}, err
 	}
-	return s.requests.await(ctx, row, wait, false)
+	return s.requests.Await(ctx, row, wait, false)
 }
 
 func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
@@ -176,7 +176,7 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 		return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 	}
 	k := appKey(ctx)
-	r, err := s.requests.state(ctx, k.OrganizationID, id)
+	r, err := s.requests.State(ctx, k.OrganizationID, id)
 	if err != nil || (r.Kind != gatewayreq.KindAccessCodeOpen && r.Kind != gatewayreq.KindAccessCodeClose) {
 		return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 	}
@@ -187,7 +187,7 @@ func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput
 		}
 	}
 	// Still pending: the workflow's query says where it stands (bounded), else the row.
-	r = s.requests.live(ctx, r).GatewayRequest
+	r = s.requests.Live(ctx, r).GatewayRequest
 	name := ""
 	if r.Kind == gatewayreq.KindAccessCodeOpen {
 		// The open's subject is its code, whose hold it opened.

@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 
+	"github.com/lockernet/lockernet/internal/gatewayexec"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -29,7 +30,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	began := time.Now()
 	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
 	if prefs.wait > 0 {
-		release, ok := s.requests.holdWaiter()
+		release, ok := s.requests.HoldWaiter()
 		if !ok {
 			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
 		}
@@ -73,8 +74,8 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	}
 	// A new request (or its replay): start its workflow, or meet the one started. With no
 	// wait the 202 is built from the stored row: nothing is asked of the workflow.
-	row, _ = s.requests.await(ctx, row, prefs.wait, false)
-	return s.answerRequest(liveRequest{GatewayRequest: row}, prefs, replay, http.StatusAccepted), nil
+	row, _ = s.requests.Await(ctx, row, prefs.wait, false)
+	return s.answerRequest(gatewayexec.LiveRequest{GatewayRequest: row}, prefs, replay, http.StatusAccepted), nil
 }
 
 // pollGatewayRequest answers GET /requests/{id}.
@@ -83,7 +84,7 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 	if !ok {
 		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
 	}
-	row, err := s.requests.state(ctx, customerKey(ctx).OrganizationID, id)
+	row, err := s.requests.State(ctx, customerKey(ctx).OrganizationID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
 	}
@@ -95,7 +96,7 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 		return s.answerStored(row, false, nil), nil
 	}
 	if prefs.wait > 0 {
-		release, ok := s.requests.holdWaiter()
+		release, ok := s.requests.HoldWaiter()
 		if !ok {
 			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
 		}
@@ -103,8 +104,8 @@ func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.St
 	}
 	// A poll only waits on the run; it starts it again only if it is gone. Still pending
 	// after its wait, it answers what the workflow's query says (bounded), else the row.
-	row, _ = s.requests.await(ctx, row, prefs.wait, true)
-	return s.answerRequest(s.requests.live(ctx, row), prefs, false, http.StatusOK), nil
+	row, _ = s.requests.Await(ctx, row, prefs.wait, true)
+	return s.answerRequest(s.requests.Live(ctx, row), prefs, false, http.StatusOK), nil
 }
 
 // parseRequestID reads a request id from the path; anything else is a request that does

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/lockernet/lockernet/internal/gatewayexec"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -39,7 +40,7 @@ type PendingRequest struct {
 // answerRequest answers a request after its wait: its outcome once terminal (within the
 // wait, so respond-async was not applied to it), else the pending request (pendingStatus:
 // 202 for a new request, 200 for a poll).
-func (s *Server) answerRequest(row liveRequest, prefs preferences, replay bool, pendingStatus int) *huma.StreamResponse {
+func (s *Server) answerRequest(row gatewayexec.LiveRequest, prefs preferences, replay bool, pendingStatus int) *huma.StreamResponse {
 	if row.Terminal() {
 		return s.answerStored(row.GatewayRequest, replay, syncApplied(prefs.applied))
 	}
@@ -88,7 +89,7 @@ func (s *Server) answerStored(row store.GatewayRequest, replay bool, applied []s
 // answerPending writes the PendingRequest from the request as known (the stored row, or
 // the workflow's query for a poll): 202 with Location and Retry-After for a new request (or
 // its replay), 200 for a poll.
-func (s *Server) answerPending(row liveRequest, replay bool, applied []string, status int) *huma.StreamResponse {
+func (s *Server) answerPending(row gatewayexec.LiveRequest, replay bool, applied []string, status int) *huma.StreamResponse {
 	p := PendingRequest{
 		ID: row.ID.String(), Status: row.Status, Kind: row.Kind, Method: row.Method, Path: row.Path,
 		LocationID: row.LocationID, GatewayID: row.GatewaySerial, CreatedAt: ts(row.CreatedAt), UpdatedAt: ts(row.UpdatedAt),

@@ -186,7 +186,7 @@ func invalidField(msg, field string, value any, reason string) error {
 }
 
 // errGatewaysBusy: the instance already holds as many requests waiting for a gateway's
-// answer as it may (gatewayRequests.holdWaiter).
+// answer as it may (gatewayexec.Executor.HoldWaiter).
 var errGatewaysBusy = errors.New("too many requests are waiting for gateways on this instance")
 
 // problem maps the errors every problem+json surface (tower, app engine, mobile SDK)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 
+	"github.com/lockernet/lockernet/internal/gatewayexec"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
@@ -72,7 +73,7 @@ type Server struct {
 	draining  chan struct{} // closed by Drain
 	drainOnce sync.Once
 	customer  *customer
-	requests  *gatewayRequests
+	requests  *gatewayexec.Executor
 	clients   clientStates
 
 	rates RateLimits

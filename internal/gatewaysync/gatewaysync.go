@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockernet/lockernet/activities"
+	"github.com/lockernet/lockernet/internal/gatewayclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -30,11 +30,16 @@ type Store interface {
 	PruneGatewayRequests(ctx context.Context, keep time.Duration) (keys, requests int64, err error)
 }
 
+// SecretOpener opens the gateways' secrets sealed under the master key.
+type SecretOpener interface {
+	Open(purpose string, sealed []byte) ([]byte, error)
+}
+
 // GatewaySync syncs due gateways (SyncDue, every tick of its loop) and prunes expired
 // idempotency keys and old requests (Prune).
 type GatewaySync struct {
 	Store   Store
-	Keyring activities.SecretOpener
+	Keyring SecretOpener
 	HTTP    *http.Client
 	Logger  *slog.Logger
 	// Interval between two syncs of one gateway (default 30 s).
@@ -59,7 +64,7 @@ func (g *GatewaySync) defaults() {
 		g.Logger = slog.New(slog.DiscardHandler)
 	}
 	if g.HTTP == nil {
-		g.HTTP = activities.GatewayClient()
+		g.HTTP = gatewayclient.Default()
 	}
 }
 
@@ -116,7 +121,7 @@ func (g *GatewaySync) SyncGateway(ctx context.Context, gw store.Gateway) error {
 		return err
 	}
 	// Whether it honours Idempotency-Key: a send whose fate is unknown may then go again.
-	if honoured := activities.GatewayHonoursKeys(header); honoured != gw.HonoursKeys {
+	if honoured := gatewayclient.HonoursKeys(header); honoured != gw.HonoursKeys {
 		if err := g.Store.RecordGatewayKeys(ctx, gw.ID, honoured); err != nil {
 			return err
 		}
@@ -169,7 +174,7 @@ func (g *GatewaySync) get(ctx context.Context, gw store.Gateway, secret, path st
 		return nil, fmt.Errorf("get %s from gateway %s: %w", path, gw.Serial, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, activities.MaxGatewayResponse))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, gatewayclient.MaxAnswer))
 	if err != nil {
 		return nil, fmt.Errorf("read %s from gateway %s: %w", path, gw.Serial, err)
 	}

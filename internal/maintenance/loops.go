@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/outbox"
@@ -28,9 +27,15 @@ func OutboxSweep(every time.Duration, d *outbox.Dispatcher) Loop {
 	return Loop{Name: "outbox_sweep", Every: every, Pass: d.Sweep}
 }
 
+// GatewayRequestReconciler starts the workflows of the gateway requests stored but never
+// sent for longer than grace (the apiserver's Server, by internal/gatewayexec).
+type GatewayRequestReconciler interface {
+	ReconcileGatewayRequests(ctx context.Context, grace time.Duration) error
+}
+
 // GatewayRequestReconcile starts the workflows of gateway requests stored but never sent
 // for longer than grace.
-func GatewayRequestReconcile(every, grace time.Duration, s *apiserver.Server) Loop {
+func GatewayRequestReconcile(every, grace time.Duration, s GatewayRequestReconciler) Loop {
 	return Loop{Name: "gateway_request_reconcile", Every: every,
 		Pass: func(ctx context.Context) error { return s.ReconcileGatewayRequests(ctx, grace) }}
 }
@@ -71,7 +76,7 @@ func HistoryRetention(r config.Retention) map[string]time.Duration {
 }
 
 // APIServer is the apiserver's loops.
-func APIServer(cfg config.Config, d *outbox.Dispatcher, s *apiserver.Server) []Loop {
+func APIServer(cfg config.Config, d *outbox.Dispatcher, s GatewayRequestReconciler) []Loop {
 	return []Loop{
 		OutboxSweep(cfg.OutboxSweepInterval, d),
 		GatewayRequestReconcile(cfg.GatewayReconcileInterval, ReconcileGrace, s),

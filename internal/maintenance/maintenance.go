@@ -3,7 +3,9 @@
 // history partitions — each on its own interval, and measures each the same way (runs,
 // errors, the last pass's duration), after riverqueue/river's maintenance services. A loop's pass stays with its
 // domain; which loops a process runs is listed here (loops.go), and cmd/apiserver,
-// cmd/worker and the test environment start them from those lists.
+// cmd/worker and the test environment start them from those lists. It depends downward only
+// (internal packages): what a loop needs from a layer above, the apiserver's reconciler, is an
+// interface declared here (GatewayRequestReconciler).
 package maintenance
 
 import (

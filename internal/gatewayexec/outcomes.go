@@ -1,4 +1,4 @@
-package apiserver
+package gatewayexec
 
 import (
 	"context"
@@ -80,15 +80,14 @@ func (w *outcomeWaiters) wake(id uuid.UUID, row *store.GatewayRequest) {
 	delete(w.waiting, id)
 }
 
-// GatewayOutcomeStored hands a gateway request's stored outcome to the handlers of this
-// apiserver waiting for it. The apiserver's own gateway worker calls it
-// (activities.GatewayDeps.Stored), so an answer needs neither the notification from
-// Postgres nor another read of the row.
-func (s *Server) GatewayOutcomeStored(row store.GatewayRequest) { s.requests.outcomes.handOff(row) }
+// OutcomeStored hands a gateway request's stored outcome to the handlers of this process
+// waiting for it. The apiserver's own gateway worker calls it (activities.GatewayDeps.Stored),
+// so an answer needs neither the notification from Postgres nor another read of the row.
+func (g *Executor) OutcomeStored(row store.GatewayRequest) { g.outcomes.handOff(row) }
 
-// listen keeps the outcome listener running until ctx is done, listening again after a lost
+// Listen keeps the outcome listener running until ctx is done, listening again after a lost
 // connection; meanwhile waits end on workflow results alone.
-func (g *gatewayRequests) listen(ctx context.Context) {
+func (g *Executor) Listen(ctx context.Context) {
 	w := g.outcomes
 	for {
 		err := g.store.ListenGatewayOutcomes(ctx, func() {}, w.notify)

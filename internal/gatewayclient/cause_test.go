@@ -1,4 +1,4 @@
-package activities
+package gatewayclient
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestFixedCauses(t *testing.T) {
 		{fmt.Errorf("something else at %s", addr), false, "the gateway could not be reached"},
 		{fmt.Errorf("something else at %s", addr), true, "the gateway's answer could not be read"},
 	} {
-		got := fixedCause(c.err, c.delivered)
+		got := Cause(c.err, c.delivered)
 		assert.Equal(t, c.want, got, "%v", c.err)
 		assert.NotContains(t, got, "10.20.30.40")
 		assert.False(t, strings.Contains(got, "internal"), got)
