@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -29,15 +28,6 @@ func noLockerNamed(err error, name string, locationID int64) error {
 // errEndpointDisabled: a webhook endpoint that is disabled sends nothing, tests included.
 var errEndpointDisabled = errConflict("the endpoint is disabled: enable it first")
 
-// attemptsLimitedError: too many failed guesses within the window (access codes at a
-// location, pickup_code filters of a key); retryAfter is in seconds.
-type attemptsLimitedError struct {
-	msg        string
-	retryAfter int
-}
-
-func (e *attemptsLimitedError) Error() string { return e.msg }
-
 // gatewayFailedError: the gateway request of an open or close ended without the gateway's
 // answer (rejected, not dispatched, or unanswered).
 type gatewayFailedError struct{ r store.GatewayRequest }
@@ -58,9 +48,8 @@ func (e *holdFailedError) Error() string { return "hold locker " + e.locker + ":
 // where a client tells refusals apart by it (ACCESS_CODE_INVALID, a gateway's error code).
 func (s *Server) appError(ctx context.Context, op string, err error) error {
 	var (
-		limited *attemptsLimitedError
-		failed  *gatewayFailedError
-		hold    *holdFailedError
+		failed *gatewayFailedError
+		hold   *holdFailedError
 	)
 	switch {
 	case errors.Is(err, errCodeInvalid):
@@ -69,12 +58,8 @@ func (s *Server) appError(ctx context.Context, op string, err error) error {
 			m.Type = problemCodeInvalid
 		}
 		return e
-	case errors.As(err, &limited):
-		return huma.ErrorWithHeaders(huma.Error429TooManyRequests(limited.msg),
-			http.Header{"Retry-After": {strconv.Itoa(limited.retryAfter)}})
 	case errors.Is(err, errGatewaysBusy):
-		return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable(errGatewaysBusy.Error()+": try again shortly"),
-			http.Header{"Retry-After": {"1"}})
+		return tryAgainShortly(huma.Error503ServiceUnavailable(errGatewaysBusy.Error() + ": try again shortly"))
 	case errors.As(err, &hold):
 		return holdProblem(hold.r, hold.locker)
 	case errors.As(err, &failed):

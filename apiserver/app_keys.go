@@ -29,13 +29,14 @@ func appKey(ctx context.Context) store.AppKey {
 
 // authenticateAppKey checks the x-api-key header of an app engine operation.
 func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(huma.Context)) {
+	refuse := func(err error) { writeRefusal(api, ctx, s.appError(ctx.Context(), "authenticate", err)) }
 	if conflictingCredentials(ctx) {
-		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "conflicting credentials: present one x-api-key only")
+		refuse(errUnauthenticated("conflicting credentials: present one x-api-key only"))
 		return
 	}
 	presented := strings.TrimSpace(ctx.Header("x-api-key"))
 	if presented == "" || len(presented) > 256 {
-		_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing or malformed x-api-key header")
+		refuse(errUnauthenticated("missing or malformed x-api-key header"))
 		return
 	}
 	// The key is checked in Postgres on every request, with its rate-limit count in the same
@@ -44,16 +45,15 @@ func (s *Server) authenticateAppKey(api huma.API, ctx huma.Context, next func(hu
 	k, st, err := s.deps.Store.AuthorizeAppKey(ctx.Context(), credential.Hash(presented), s.rates.AppKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		s.appKeyFailure(api, ctx)
+		refuse(s.appKeyFailure(ctx.Context()))
 		return
 	case err != nil:
 		s.logger.ErrorContext(ctx.Context(), "app key lookup", "err", err)
-		ctx.SetHeader("Retry-After", "1")
-		_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
+		refuse(errAuthUnavailable)
 		return
 	}
 	if wait := s.rateHeaders(ctx.SetHeader, store.RateAppKey, st); wait > 0 {
-		writeRateLimited(api, ctx, wait)
+		refuse(rateLimited(wait))
 		return
 	}
 	next(huma.WithValue(ctx, appKeyKey{}, k))

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -52,15 +51,16 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 			next(ctx)
 			return
 		}
+		refuse := func(err error) { s.refuseBearer(api, ctx, err) }
 		if conflictingCredentials(ctx) {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="invalid_request"`)
-			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "conflicting credentials: present one bearer token only")
+			refuse(errUnauthenticated("conflicting credentials: present one bearer token only"))
 			return
 		}
 		token, ok := bearerToken(ctx.Header("Authorization"))
 		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet"`)
-			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "missing bearer token")
+			refuse(errUnauthenticated("missing bearer token"))
 			return
 		}
 		p, err := s.deps.Auth.Verify(ctx.Context(), token)
@@ -70,25 +70,24 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 				desc = "token expired"
 			}
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="invalid_token", error_description="`+desc+`"`)
-			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, desc)
+			refuse(errUnauthenticated(desc))
 			return
 		}
 		enabled, err := s.clientEnabled(ctx.Context(), p.ClientID)
 		if err != nil {
 			s.logger.ErrorContext(ctx.Context(), "client lookup", "err", err)
-			ctx.SetHeader("Retry-After", "1")
-			_ = huma.WriteErr(api, ctx, http.StatusServiceUnavailable, "try again later")
+			refuse(errAuthUnavailable)
 			return
 		}
 		if !enabled {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="invalid_token", error_description="client disabled"`)
-			_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "the token's client is disabled")
+			refuse(errUnauthenticated("the token's client is disabled"))
 			return
 		}
 		for _, sc := range scopes {
 			if !p.HasScope(sc) {
 				ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="insufficient_scope", scope="`+sc+`"`)
-				_ = huma.WriteErr(api, ctx, http.StatusForbidden, "the token lacks the scope "+sc)
+				refuse(errForbidden("the token lacks the scope " + sc))
 				return
 			}
 		}
@@ -96,12 +95,23 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 		// calls (/sdk/v1) come from many phones of one app and are not counted here.
 		if strings.HasPrefix(ctx.URL().Path, "/api/v1/") {
 			if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateTowerClient, p.ClientID, s.rates.Tower); wait > 0 {
-				writeRateLimited(api, ctx, wait)
+				refuse(rateLimited(wait))
 				return
 			}
 		}
 		next(huma.WithValue(ctx, principalKey{}, p))
 	}
+}
+
+// refuseBearer writes a refusal of the bearer middleware through the error mapper of the
+// surface the path belongs to: the mobile SDK API's (/sdk/v1) or the tower API's (/api/v1,
+// its login included).
+func (s *Server) refuseBearer(api huma.API, ctx huma.Context, err error) {
+	mapper := s.towerError
+	if strings.HasPrefix(ctx.URL().Path, "/sdk/") {
+		mapper = s.sdkError
+	}
+	writeRefusal(api, ctx, mapper(ctx.Context(), "authenticate", err))
 }
 
 func bearerToken(header string) (string, bool) {

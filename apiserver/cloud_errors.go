@@ -74,9 +74,6 @@ func (e *idempotencyKeyReusedError) Unwrap() error { return store.ErrIdempotency
 // errBodyInvalid: a body that does not decode into the operation's input.
 var errBodyInvalid = invalidInput("the request body is not valid")
 
-// errAuthUnavailable: the key could not be checked now (Postgres did not answer).
-var errAuthUnavailable = errors.New("the API key cannot be checked now")
-
 // rateLimitedError: the key spent its requests of the window.
 type rateLimitedError struct {
 	limit             int
@@ -123,20 +120,18 @@ func (s *Server) customerFailure(ctx context.Context, op string, err error) erro
 			map[string]any{"retryAfterSeconds": guessed.retryAfterSeconds}),
 			http.Header{"Retry-After": {strconv.FormatInt(guessed.retryAfterSeconds, 10)}})
 	case errors.Is(err, errGatewaysBusy):
-		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
-			errGatewaysBusy.Error()+": try again shortly, or send Prefer: respond-async", nil),
-			http.Header{"Retry-After": {"1"}})
+		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+			errGatewaysBusy.Error()+": try again shortly, or send Prefer: respond-async", nil))
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads the answer (nginx's 499).
 		return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
 	case errors.Is(err, errAuthUnavailable):
 		s.logger.ErrorContext(ctx, "authorize gateway key", "err", err)
-		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil),
-			http.Header{"Retry-After": {"1"}})
+		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))
 	case errors.Is(err, store.ErrOverloaded):
 		s.logger.WarnContext(ctx, "overloaded", "op", op, "err", err)
-		return huma.ErrorWithHeaders(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
-			"the service is overloaded: try again shortly", nil), http.Header{"Retry-After": {"1"}})
+		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+			"the service is overloaded: try again shortly", nil))
 	}
 	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
 	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)

@@ -2,12 +2,9 @@ package apiserver
 
 import (
 	"context"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
 )
 
 // Wrong credentials are limited apart from the requests a caller may make (DESIGN §8), per
@@ -67,24 +64,19 @@ func retrySeconds(d time.Duration) int {
 	return max(int((d+time.Second-1)/time.Second), 1)
 }
 
-// tooManyFailures is the 429 of a problem+json surface (app engine API, mobile SDK API)
+// tooManyFailures is the refusal of a problem+json surface (app engine API, mobile SDK API)
 // for a source address in its back-off.
 func tooManyFailures(what string, wait int) error {
-	return huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests,
-		"too many "+what+" from this address: try again in "+strconv.Itoa(wait)+" s"),
-		http.Header{"Retry-After": {strconv.Itoa(wait)}})
+	return &attemptsLimitedError{msg: "too many " + what + " from this address: try again in " + strconv.Itoa(wait) + " s", retryAfter: wait}
 }
 
-// appKeyFailure answers an app engine key that is not valid: 401, or 429 once the
+// appKeyFailure is the verdict on an app engine key that is not valid: 401, or 429 once the
 // request's address is in its back-off for wrong keys.
-func (s *Server) appKeyFailure(api huma.API, ctx huma.Context) {
-	if wait := s.credentialOutcome(ctx.Context(), keyBucket("appkey", clientAddrOf(ctx.Context())), false, surfaceAppKeyFailures); wait > 0 {
-		ctx.SetHeader("Retry-After", strconv.Itoa(wait))
-		_ = huma.WriteErr(api, ctx, http.StatusTooManyRequests,
-			"too many invalid API keys from this address: try again in "+strconv.Itoa(wait)+" s")
-		return
+func (s *Server) appKeyFailure(ctx context.Context) error {
+	if wait := s.credentialOutcome(ctx, keyBucket("appkey", clientAddrOf(ctx)), false, surfaceAppKeyFailures); wait > 0 {
+		return tooManyFailures("invalid API keys", wait)
 	}
-	_ = huma.WriteErr(api, ctx, http.StatusUnauthorized, "unknown or deleted API key")
+	return errUnauthenticated("unknown or deleted API key")
 }
 
 // gatewayKeyFailure is the verdict on a gateway cloud API key that is not valid: 401, or 429

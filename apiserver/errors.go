@@ -185,6 +185,20 @@ func invalidField(msg, field string, value any, reason string) error {
 	return &inputError{msg: msg, field: field, value: value, reason: reason}
 }
 
+// attemptsLimitedError: too many requests or failed attempts within a window (a caller's rate
+// limit, wrong API keys from an address, access codes at a location, pickup_code filters of a
+// key); retryAfter is in seconds.
+type attemptsLimitedError struct {
+	msg        string
+	retryAfter int
+}
+
+func (e *attemptsLimitedError) Error() string { return e.msg }
+
+// errAuthUnavailable: the caller's credentials could not be checked now (Postgres did not
+// answer); the caller is to try again shortly.
+var errAuthUnavailable = errors.New("the credentials cannot be checked now")
+
 // errGatewaysBusy: the instance already holds as many requests waiting for a gateway's
 // answer as it may (gatewayexec.Executor.HoldWaiter).
 var errGatewaysBusy = errors.New("too many requests are waiting for gateways on this instance")
@@ -200,6 +214,7 @@ func (s *Server) problem(ctx context.Context, op string, err error) error {
 		cf       *conflictError
 		fb       *forbiddenError
 		ua       *unauthenticatedError
+		limited  *attemptsLimitedError
 	)
 	switch {
 	case err == nil:
@@ -219,6 +234,11 @@ func (s *Server) problem(ctx context.Context, op string, err error) error {
 		return huma.Error403Forbidden(fb.msg)
 	case errors.As(err, &ua):
 		return huma.Error401Unauthorized(ua.msg)
+	case errors.As(err, &limited):
+		return huma.ErrorWithHeaders(huma.Error429TooManyRequests(limited.msg),
+			http.Header{"Retry-After": {strconv.Itoa(limited.retryAfter)}})
+	case errors.Is(err, errAuthUnavailable):
+		return tryAgainShortly(huma.Error503ServiceUnavailable("try again later"))
 	case errors.As(err, &conflict):
 		return huma.Error409Conflict(conflict.Msg)
 	case errors.Is(err, store.ErrNotFound):
@@ -237,11 +257,53 @@ func (s *Server) problem(ctx context.Context, op string, err error) error {
 	return huma.Error500InternalServerError("internal error")
 }
 
-// overloaded is the answer when Postgres (or another dependency) has no room right now:
-// 503 with Retry-After, so clients back off and come back (DESIGN §8).
+// overloaded is the answer when Postgres (or another dependency) has no room right now.
 func overloaded() error {
-	return huma.ErrorWithHeaders(huma.Error503ServiceUnavailable("the service is overloaded: try again shortly"),
-		http.Header{"Retry-After": {"1"}})
+	return tryAgainShortly(huma.Error503ServiceUnavailable("the service is overloaded: try again shortly"))
+}
+
+// tryAgainShortly is every surface's answer when the service cannot serve a request now but
+// will in a moment (overloaded, a credential that cannot be checked, no room for one more
+// waiting request): its 503 body e, with Retry-After: 1 so clients back off and come back
+// (DESIGN §8).
+func tryAgainShortly(e huma.StatusError) error {
+	return huma.ErrorWithHeaders(e, http.Header{"Retry-After": {"1"}})
+}
+
+// writeRefusal writes a refusal decided in a middleware (handlers return theirs): mapped is
+// what the surface's error mapper made of it, written as huma writes a handler's error (its
+// headers, the negotiated content type, the status and body the mapper chose).
+func writeRefusal(api huma.API, ctx huma.Context, mapped error) {
+	var he huma.HeadersError
+	if errors.As(mapped, &he) {
+		for k, vs := range he.GetHeaders() {
+			for _, v := range vs {
+				ctx.SetHeader(k, v)
+			}
+		}
+	}
+	var se huma.StatusError
+	if !errors.As(mapped, &se) {
+		se = huma.NewErrorWithContext(ctx, http.StatusInternalServerError, "internal error")
+	}
+	status := se.GetStatus()
+	var body any = se
+	ct, err := api.Negotiate(ctx.Header("Accept"))
+	if err != nil {
+		// As huma answers a client that accepts none of its formats.
+		status, ct = http.StatusNotAcceptable, "application/json"
+		body = huma.NewErrorWithContext(ctx, status, "unable to marshal response", err)
+	}
+	if f, ok := body.(huma.ContentTypeFilter); ok {
+		ct = f.ContentType(ct)
+	}
+	ctx.SetHeader("Content-Type", ct)
+	out, err := api.Transform(ctx, strconv.Itoa(status), body)
+	if err != nil {
+		out = body
+	}
+	ctx.SetStatus(status)
+	_ = api.Marshal(ctx.BodyWriter(), ct, out)
 }
 
 // Starting is what the apiserver answers while it is starting (migrations, the Temporal

@@ -2,11 +2,9 @@ package apiserver
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lockernet/lockernet/internal/config"
@@ -85,7 +83,8 @@ func (s *Server) rateHeaders(setHeader func(name, value string), kind store.Rate
 	return wait
 }
 
-// writeRateLimited answers 429 in the problem body (tower API, app engine API).
-func writeRateLimited(api huma.API, ctx huma.Context, wait int) {
-	_ = huma.WriteErr(api, ctx, http.StatusTooManyRequests, "rate limit exceeded: try again in "+strconv.Itoa(wait)+" s")
+// rateLimited is the refusal of a request past its caller's rate limit (tower API, app
+// engine API), to wait seconds.
+func rateLimited(wait int) error {
+	return &attemptsLimitedError{msg: "rate limit exceeded: try again in " + strconv.Itoa(wait) + " s", retryAfter: wait}
 }
