@@ -36,7 +36,7 @@ func startCodeEnv(t *testing.T) *codeEnv {
 // ones whatever opts says).
 func startCodeEnvWith(t *testing.T, opts testenv.Options) *codeEnv {
 	t.Helper()
-	opts.Customer = testenv.ScaledCustomerSettings()
+	opts.Cloud = testenv.ScaledCloudSettings()
 	e := testenv.Start(t, opts)
 	gw1, _ := e.StartDemoGateways(t)
 	e.StartGatewaySync(t, 200*time.Millisecond)

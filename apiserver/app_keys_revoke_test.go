@@ -18,7 +18,7 @@ import (
 func TestAppKeyRevokedAtOnce(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	other := e.StartAPIServer(t, apiserver.CustomerSettings{})
+	other := e.StartAPIServer(t, apiserver.CloudSettings{})
 	sp := e.Creds.ServiceProvider
 	r := doKey(t, e, http.MethodPost, "/auth/api-key", e.Creds.AppEngineAPIKey, map[string]any{
 		"client_id": sp.ClientID, "client_secret": sp.ClientSecret, "organization_id": e.Creds.OrganizationID})

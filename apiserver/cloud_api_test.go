@@ -36,12 +36,12 @@ func requireRateLimitHeaders(t *testing.T, r testenv.Response, limit int) {
 	assert.GreaterOrEqual(t, reset, time.Now().Unix()-1, "reset is a Unix time now or later")
 }
 
-func TestCustomerMetaKeysAndErrors(t *testing.T) {
+func TestCloudMetaKeysAndErrors(t *testing.T) {
 	t.Parallel()
-	e, _, _ := startCustomerEnv(t)
+	e, _, _ := startCloudEnv(t)
 	key := e.GatewayKey()
-	c := newCloud(t, e.URL, key)
-	anon := newCloud(t, e.URL, "")
+	c := newCloudClient(t, e.URL, key)
+	anon := newCloudClient(t, e.URL, "")
 
 	t.Run("version probe needs no key", func(t *testing.T) {
 		r := anon.do(http.MethodGet, "/", nil)
@@ -88,7 +88,7 @@ func TestCustomerMetaKeysAndErrors(t *testing.T) {
 		for _, hdr := range [][]string{nil, {"X-API-Key", "nope"}, {"X-API-Key", credential.NewGatewayKey()},
 			{"Authorization", "Bearer " + credential.NewGatewayKey()}, {"Authorization", "Basic " + key}, {"X-API-Key", strings.ToUpper(key)}} {
 			r := anon.do(http.MethodGet, "/locations", nil, hdr...)
-			requireCustomerError(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
+			requireCloudError(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
 			assert.Empty(t, r.Header.Get("X-RateLimit-Limit"))
 		}
 	})
@@ -96,7 +96,7 @@ func TestCustomerMetaKeysAndErrors(t *testing.T) {
 	t.Run("OPTIONS is 405 before authentication, and there is no CORS", func(t *testing.T) {
 		for _, path := range []string{"/", "/me", "/locations/1/lockers", "/no/such/route"} {
 			r := anon.do(http.MethodOptions, path, nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
-			requireCustomerError(t, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+			requireCloudError(t, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 			requireNoCORS(t, r)
 		}
 		r := c.do(http.MethodGet, "/me", nil, "Origin", "https://evil.example")
@@ -105,11 +105,11 @@ func TestCustomerMetaKeysAndErrors(t *testing.T) {
 	})
 
 	t.Run("router errors in the surface's body", func(t *testing.T) {
-		requireCustomerError(t, c.do(http.MethodGet, "/no/such/route", nil), http.StatusNotFound, "NOT_FOUND")
-		requireCustomerError(t, c.do(http.MethodDelete, "/me", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+		requireCloudError(t, c.do(http.MethodGet, "/no/such/route", nil), http.StatusNotFound, "NOT_FOUND")
+		requireCloudError(t, c.do(http.MethodDelete, "/me", nil), http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
 		big := fmt.Sprintf(`{"outOfService": true, "reason": %q}`, strings.Repeat("x", 70<<10))
 		r := c.do(http.MethodPatch, "/locations/1/lockers/101", big)
-		requireCustomerError(t, r, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
+		requireCloudError(t, r, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE")
 		requireRateLimitHeaders(t, r, 120)
 	})
 
@@ -117,21 +117,21 @@ func TestCustomerMetaKeysAndErrors(t *testing.T) {
 		towerOnly := e.Seed.Towers[0].LocationID // a location without a gateway
 		for _, loc := range []int64{999999, towerOnly} {
 			r := c.do(http.MethodGet, fmt.Sprintf("/locations/%d/lockers", loc), nil)
-			m := requireCustomerError(t, r, http.StatusNotFound, "LOCATION_NOT_FOUND")
+			m := requireCloudError(t, r, http.StatusNotFound, "LOCATION_NOT_FOUND")
 			assert.Nil(t, m["requestId"])
 		}
 	})
 
 	t.Run("unknown request ids are 404", func(t *testing.T) {
-		requireCustomerError(t, c.do(http.MethodGet, "/requests/"+uuid.NewString(), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
-		requireCustomerError(t, c.do(http.MethodGet, "/requests/not-a-uuid", nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
+		requireCloudError(t, c.do(http.MethodGet, "/requests/"+uuid.NewString(), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
+		requireCloudError(t, c.do(http.MethodGet, "/requests/not-a-uuid", nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
 	})
 }
 
-func TestCustomerLocationsShowGatewayHealth(t *testing.T) {
+func TestCloudLocationsShowGatewayHealth(t *testing.T) {
 	t.Parallel()
-	e, gw1, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	type summary struct {
 		ID            int64   `json:"id"`
@@ -199,10 +199,10 @@ func TestCustomerLocationsShowGatewayHealth(t *testing.T) {
 // called back, with a fast gateway too — and a poll answers at once while a slow hardware
 // call is in flight. Behaviour, not a stopwatch: the door has not moved when the answers
 // arrive.
-func TestCustomerRespondAsyncIsAtOnce(t *testing.T) {
+func TestCloudRespondAsyncIsAtOnce(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	opens := func() int { return simStats(t, gw1).Opens["101"] }
 
 	// A fast gateway: still 202 and pending, never the gateway's answer.
@@ -211,7 +211,7 @@ func TestCustomerRespondAsyncIsAtOnce(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
 		assert.Contains(t, []string{"pending", "dispatched"}, r.Header.Get("X-Request-State"))
 		assert.Equal(t, "respond-async", r.Header.Get("Preference-Applied"))
-		assert.Equal(t, customerBase+"/requests/"+r.Header.Get("X-Request-Id"), r.Header.Get("Location"))
+		assert.Equal(t, cloudBase+"/requests/"+r.Header.Get("X-Request-Id"), r.Header.Get("Location"))
 		final := c.poll(r.Header.Get("X-Request-Id"))
 		require.Equal(t, http.StatusOK, final.Status, "body: %s", final.Body)
 	}
@@ -243,10 +243,10 @@ func TestCustomerRespondAsyncIsAtOnce(t *testing.T) {
 	assert.Equal(t, "wait=10", r.Header.Get("Preference-Applied"))
 }
 
-func TestCustomerPreferWaitsAndPolls(t *testing.T) {
+func TestCloudPreferWaitsAndPolls(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 1500})
 
 	requirePending := func(r testenv.Response, status int) map[string]any {
@@ -259,7 +259,7 @@ func TestCustomerPreferWaitsAndPolls(t *testing.T) {
 		assert.Equal(t, r.Header.Get("X-Request-State"), m["status"])
 		assert.Equal(t, "open-locker", m["kind"])
 		assert.Equal(t, http.MethodPost, m["method"])
-		assert.Equal(t, fmt.Sprintf("%s/locations/%d/lockers/101/open", customerBase, gw1.LocationID), m["path"])
+		assert.Equal(t, fmt.Sprintf("%s/locations/%d/lockers/101/open", cloudBase, gw1.LocationID), m["path"])
 		assert.Equal(t, float64(gw1.LocationID), m["locationId"])
 		assert.Equal(t, "GW-0001", m["gatewayId"])
 		assert.Regexp(t, timestampRE, m["createdAt"])
@@ -273,7 +273,7 @@ func TestCustomerPreferWaitsAndPolls(t *testing.T) {
 		r := c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Prefer", "respond-async")
 		requirePending(r, http.StatusAccepted)
 		id := r.Header.Get("X-Request-Id")
-		assert.Equal(t, customerBase+"/requests/"+id, r.Header.Get("Location"))
+		assert.Equal(t, cloudBase+"/requests/"+id, r.Header.Get("Location"))
 		assert.Equal(t, "1", r.Header.Get("Retry-After"))
 		assert.Equal(t, "respond-async", r.Header.Get("Preference-Applied"))
 
@@ -330,14 +330,14 @@ func TestCustomerPreferWaitsAndPolls(t *testing.T) {
 // An instance holds at most MaxWaiters requests open waiting for gateways: one more answers
 // 503 with Retry-After before anything is stored (no request, no door), respond-async still
 // answers 202, and a slot frees as soon as a waiting request ends.
-func TestCustomerWaitersAreBounded(t *testing.T) {
+func TestCloudWaitersAreBounded(t *testing.T) {
 	t.Parallel()
-	settings := testenv.ScaledCustomerSettings()
+	settings := testenv.ScaledCloudSettings()
 	settings.MaxWaiters = 1
-	e := testenv.Start(t, testenv.Options{Customer: settings})
+	e := testenv.Start(t, testenv.Options{Cloud: settings})
 	e.RunGatewayCloud(t)
 	gw1, _ := e.StartDemoGateways(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 2000})
 
 	first := make(chan testenv.Response, 1)
@@ -349,7 +349,7 @@ func TestCustomerWaitersAreBounded(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the first request is stored and waiting")
 
 	r := c.do(http.MethodPost, locPath(gw1, "/lockers/102/open"), nil, "Prefer", "wait=10")
-	requireCustomerError(t, r, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+	requireCloudError(t, r, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 	assert.Equal(t, "1", r.Header.Get("Retry-After"))
 	var stored int
 	require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_requests WHERE gateway_path = '/lockers/102/open'`).Scan(&stored))

@@ -17,10 +17,10 @@ import (
 // once, instead of holding its graceful shutdown until their waits run out.
 func TestDrainAnswersWaitingClients(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
 	gw, _ := e.StartDemoGateways(t)
 	gw.SetFaults(t, simctl.Faults{Mode: simctl.ModeHang})
-	c := newCloud(t, e.URL, e.GatewayKey())
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	answered := make(chan testenv.Response, 1)
 	go func() {

@@ -18,10 +18,10 @@ import (
 // headers, the raw body kept for the Idempotency-Key hash, the key checked and counted). Its
 // refusals are mapped in cloud_errors.go.
 
-type customerEdgeKey struct{}
+type cloudEdgeKey struct{}
 
-// customerEdge holds what the edge middleware learned about a request of this surface.
-type customerEdge struct {
+// cloudEdge holds what the edge middleware learned about a request of this surface.
+type cloudEdge struct {
 	start   time.Time
 	rawBody []byte
 	bodyOK  bool // rawBody is the whole body (it was within the limit)
@@ -29,10 +29,10 @@ type customerEdge struct {
 	uri     string
 }
 
-func edgeOf(ctx context.Context) *customerEdge {
-	e, _ := ctx.Value(customerEdgeKey{}).(*customerEdge)
+func edgeOf(ctx context.Context) *cloudEdge {
+	e, _ := ctx.Value(cloudEdgeKey{}).(*cloudEdge)
 	if e == nil {
-		return &customerEdge{start: time.Now()}
+		return &cloudEdge{start: time.Now()}
 	}
 	return e
 }
@@ -61,32 +61,32 @@ func bufferBody(w http.ResponseWriter, r *http.Request) (buf []byte, ok bool) {
 	return nil, false
 }
 
-// customerEdgeMiddleware runs before routing for every request under /api/customer/v1: it
+// cloudEdgeMiddleware runs before routing for every request under /api/customer/v1: it
 // answers OPTIONS with 405 before anything else (no CORS, ever), adds the deprecation
 // headers when configured, notes when the exchange started (X-Request-Duration-Ms), and
 // keeps a copy of the raw body for the Idempotency-Key hash.
-func (s *Server) customerEdgeMiddleware(next http.Handler) http.Handler {
+func (s *Server) cloudEdgeMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if surfaceOf(r.URL.Path) != surfaceCustomer {
+		if surfaceOf(r.URL.Path) != surfaceCloud {
 			next.ServeHTTP(w, r)
 			return
 		}
-		e := &customerEdge{start: time.Now(), prefer: r.Header.Values("Prefer"), uri: r.URL.RequestURI()}
-		s.customer.deprecationHeaders(w.Header())
+		e := &cloudEdge{start: time.Now(), prefer: r.Header.Values("Prefer"), uri: r.URL.RequestURI()}
+		s.cloud.deprecationHeaders(w.Header())
 		if r.Method == http.MethodOptions {
 			writeRouterError(w, r, http.StatusMethodNotAllowed, "method not allowed: the gateway cloud API is for server-to-server calls and has no CORS")
 			return
 		}
 		e.rawBody, e.bodyOK = bufferBody(w, r)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), customerEdgeKey{}, e)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), cloudEdgeKey{}, e)))
 	})
 }
 
-type customerKeyCtx struct{}
+type cloudKeyCtx struct{}
 
-// customerKey returns the authorized key of an operation that needs one.
-func customerKey(ctx context.Context) store.KeyAuthorization {
-	k, _ := ctx.Value(customerKeyCtx{}).(store.KeyAuthorization)
+// cloudKey returns the authorized key of an operation that needs one.
+func cloudKey(ctx context.Context) store.KeyAuthorization {
+	k, _ := ctx.Value(cloudKeyCtx{}).(store.KeyAuthorization)
 	return k
 }
 
@@ -120,18 +120,18 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		}
 		if conflictingCredentials(ctx) {
-			s.writeCustomerFailure(ctx, "authenticate",
+			s.writeCloudFailure(ctx, "authenticate",
 				errUnauthenticated("conflicting credentials: present the API key once, in X-API-Key or Authorization: Bearer"))
 			return
 		}
 		key, ok := presentedKey(ctx)
 		if !ok {
 			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet-gateway-cloud"`)
-			s.writeCustomerFailure(ctx, "authenticate", errUnauthenticated("an API key is required in X-API-Key or Authorization: Bearer"))
+			s.writeCloudFailure(ctx, "authenticate", errUnauthenticated("an API key is required in X-API-Key or Authorization: Bearer"))
 			return
 		}
 		if !credential.IsGatewayKey(key) {
-			s.writeCustomerFailure(ctx, "authenticate", s.gatewayKeyFailure(ctx.Context()))
+			s.writeCloudFailure(ctx, "authenticate", s.gatewayKeyFailure(ctx.Context()))
 			return
 		}
 		if checksKeyWithStore(ctx.Operation()) {
@@ -139,16 +139,16 @@ func (s *Server) authenticateKey(api huma.API) func(huma.Context, func(huma.Cont
 			return
 		}
 		began := time.Now()
-		auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), credential.Hash(key), s.customer.settings.RateLimit)
+		auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), credential.Hash(key), s.cloud.settings.RateLimit)
 		markTiming(ctx.Context(), "auth", began)
 		if err == nil {
 			setRateLimitHeaders(ctx, auth)
 		}
 		if verdict := s.keyVerdict(ctx.Context(), auth, err); verdict != nil {
-			s.writeCustomerFailure(ctx, "authenticate", verdict)
+			s.writeCloudFailure(ctx, "authenticate", verdict)
 			return
 		}
-		next(huma.WithValue(ctx, customerKeyCtx{}, auth))
+		next(huma.WithValue(ctx, cloudKeyCtx{}, auth))
 	}
 }
 

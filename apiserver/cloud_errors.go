@@ -13,8 +13,8 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// CustomerError is the gateway cloud API's error body (DESIGN §6).
-type CustomerError struct {
+// CloudError is the gateway cloud API's error body (DESIGN §6).
+type CloudError struct {
 	status    int
 	Code      string         `json:"error" doc:"Machine-readable code, e.g. RATE_LIMITED"`
 	Message   string         `json:"message"`
@@ -23,13 +23,13 @@ type CustomerError struct {
 	Details   map[string]any `json:"details"`
 }
 
-func (e *CustomerError) Error() string  { return e.Code + ": " + e.Message }
-func (e *CustomerError) GetStatus() int { return e.status }
+func (e *CloudError) Error() string  { return e.Code + ": " + e.Message }
+func (e *CloudError) GetStatus() int { return e.status }
 
 // ContentType keeps customer errors plain JSON.
-func (e *CustomerError) ContentType(string) string { return "application/json" }
+func (e *CloudError) ContentType(string) string { return "application/json" }
 
-var customerCodes = map[int]string{
+var cloudCodes = map[int]string{
 	http.StatusBadRequest:            "BAD_REQUEST",
 	http.StatusUnauthorized:          "UNAUTHORIZED",
 	http.StatusForbidden:             "FORBIDDEN",
@@ -44,12 +44,12 @@ var customerCodes = map[int]string{
 	http.StatusServiceUnavailable:    "SERVICE_UNAVAILABLE",
 }
 
-// customerError builds the surface's error body with a code of our own.
-func customerError(status int, code, msg string, details map[string]any) *CustomerError {
+// cloudError builds the surface's error body with a code of our own.
+func cloudError(status int, code, msg string, details map[string]any) *CloudError {
 	if details == nil {
 		details = map[string]any{}
 	}
-	return &CustomerError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
+	return &CloudError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
 }
 
 // The gateway cloud API's own refusals (DESIGN §6); the shared ones are in errors.go.
@@ -82,12 +82,12 @@ type rateLimitedError struct {
 
 func (e *rateLimitedError) Error() string { return "rate limited" }
 
-// customerFailure is the gateway cloud API's error mapper (DESIGN §6): its own body
+// cloudFailure is the gateway cloud API's error mapper (DESIGN §6): its own body
 // {error, message, requestId, timestamp, details} with a machine code. Unexpected errors
 // are logged and answered 500 without their text.
-func (s *Server) customerFailure(ctx context.Context, op string, err error) error {
+func (s *Server) cloudFailure(ctx context.Context, op string, err error) error {
 	var (
-		ce      *CustomerError
+		ce      *CloudError
 		missing *locationNotFoundError
 		reused  *idempotencyKeyReusedError
 		in      *inputError
@@ -99,47 +99,47 @@ func (s *Server) customerFailure(ctx context.Context, op string, err error) erro
 	case errors.As(err, &ce):
 		return err
 	case errors.As(err, &missing):
-		return customerError(http.StatusNotFound, "LOCATION_NOT_FOUND", "no location with a gateway has this id",
+		return cloudError(http.StatusNotFound, "LOCATION_NOT_FOUND", "no location with a gateway has this id",
 			map[string]any{"locationId": missing.locationID})
 	case errors.Is(err, errRequestNotFound):
-		return customerError(http.StatusNotFound, "REQUEST_NOT_FOUND", errRequestNotFound.Error(), nil)
+		return cloudError(http.StatusNotFound, "REQUEST_NOT_FOUND", errRequestNotFound.Error(), nil)
 	case errors.As(err, &reused):
-		return customerError(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED",
+		return cloudError(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED",
 			"this Idempotency-Key was used for a request with another method, path or body", map[string]any{"idempotencyKey": reused.key})
 	case errors.As(err, &in):
-		return customerError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", in.msg, nil)
+		return cloudError(http.StatusUnprocessableEntity, "VALIDATION_FAILED", in.msg, nil)
 	case errors.As(err, &ua):
-		return customerError(http.StatusUnauthorized, "UNAUTHORIZED", ua.msg, nil)
+		return cloudError(http.StatusUnauthorized, "UNAUTHORIZED", ua.msg, nil)
 	case errors.As(err, &limited):
-		return huma.ErrorWithHeaders(customerError(http.StatusTooManyRequests, "RATE_LIMITED", "the API key exceeded its rate limit",
+		return huma.ErrorWithHeaders(cloudError(http.StatusTooManyRequests, "RATE_LIMITED", "the API key exceeded its rate limit",
 			map[string]any{"limit": limited.limit, "windowSeconds": int(store.RateWindow.Seconds()), "retryAfterSeconds": limited.retryAfterSeconds}),
 			http.Header{"Retry-After": {strconv.FormatInt(limited.retryAfterSeconds, 10)}})
 	case errors.As(err, &guessed):
-		return huma.ErrorWithHeaders(customerError(http.StatusTooManyRequests, "RATE_LIMITED",
+		return huma.ErrorWithHeaders(cloudError(http.StatusTooManyRequests, "RATE_LIMITED",
 			"too many invalid API keys from this address: try again in "+strconv.FormatInt(guessed.retryAfterSeconds, 10)+" s",
 			map[string]any{"retryAfterSeconds": guessed.retryAfterSeconds}),
 			http.Header{"Retry-After": {strconv.FormatInt(guessed.retryAfterSeconds, 10)}})
 	case errors.Is(err, errGatewaysBusy):
-		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+		return tryAgainShortly(cloudError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
 			errGatewaysBusy.Error()+": try again shortly, or send Prefer: respond-async", nil))
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads the answer (nginx's 499).
-		return customerError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
+		return cloudError(499, "CLIENT_CLOSED_REQUEST", "client closed the request", nil)
 	case errors.Is(err, errAuthUnavailable):
 		s.logger.ErrorContext(ctx, "authorize gateway key", "err", err)
-		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))
+		return tryAgainShortly(cloudError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "try again shortly", nil))
 	case errors.Is(err, store.ErrOverloaded):
 		s.logger.WarnContext(ctx, "overloaded", "op", op, "err", err)
-		return tryAgainShortly(customerError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
+		return tryAgainShortly(cloudError(http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE",
 			"the service is overloaded: try again shortly", nil))
 	}
 	s.logger.ErrorContext(ctx, "gateway cloud request failed", "op", op, "err", err)
-	return customerError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)
+	return cloudError(http.StatusInternalServerError, "INTERNAL_ERROR", "internal error", nil)
 }
 
-// writeCustomerFailure writes a refusal from a middleware (handlers return the error).
-func (s *Server) writeCustomerFailure(ctx huma.Context, op string, err error) {
-	mapped := s.customerFailure(ctx.Context(), op, err)
+// writeCloudFailure writes a refusal from a middleware (handlers return the error).
+func (s *Server) writeCloudFailure(ctx huma.Context, op string, err error) {
+	mapped := s.cloudFailure(ctx.Context(), op, err)
 	var he huma.HeadersError
 	if errors.As(mapped, &he) {
 		for k, vs := range he.GetHeaders() {
@@ -148,7 +148,7 @@ func (s *Server) writeCustomerFailure(ctx huma.Context, op string, err error) {
 			}
 		}
 	}
-	var ce *CustomerError
+	var ce *CloudError
 	errors.As(mapped, &ce)
 	ctx.SetHeader("Content-Type", "application/json")
 	ctx.SetStatus(ce.status)

@@ -17,7 +17,7 @@ import (
 
 // The gateway cloud API's error table (DESIGN §6): every error its handlers and its key
 // middleware return, and the status, code, message, details and headers a caller sees.
-func TestCustomerErrors(t *testing.T) {
+func TestCloudErrors(t *testing.T) {
 	t.Parallel()
 	s := quietServer()
 	cases := []struct {
@@ -64,8 +64,8 @@ func TestCustomerErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := s.customerFailure(context.Background(), "op", tc.err)
-			var ce *CustomerError
+			got := s.cloudFailure(context.Background(), "op", tc.err)
+			var ce *CloudError
 			require.ErrorAs(t, got, &ce)
 			assert.Equal(t, tc.status, ce.GetStatus())
 			b, err := json.Marshal(ce)

@@ -12,10 +12,10 @@ import (
 
 // Every fault mode of the simulator (DESIGN §9) ends in the terminal state and status of
 // DESIGN §6.2, with the gateway's status and error in details.
-func TestCustomerFaultModes(t *testing.T) {
+func TestCloudFaultModes(t *testing.T) {
 	t.Parallel()
-	e, gw1, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	wait := []string{"Prefer", "wait=30"}
 
 	t.Run("none: completed", func(t *testing.T) {
@@ -33,7 +33,7 @@ func TestCustomerFaultModes(t *testing.T) {
 		} {
 			r := c.do(call.method, locPath(gw2, call.path), nil, wait...)
 			requireProxied(t, r, gw2, "dispatch_failed")
-			m := requireCustomerError(t, r, http.StatusServiceUnavailable, "DISPATCH_FAILED")
+			m := requireCloudError(t, r, http.StatusServiceUnavailable, "DISPATCH_FAILED")
 			assert.Equal(t, r.Header.Get("X-Request-Id"), m["requestId"])
 			details := m["details"].(map[string]any)
 			assert.Nil(t, details["gatewayStatus"], "nothing answered")
@@ -53,14 +53,14 @@ func TestCustomerFaultModes(t *testing.T) {
 		// A read is re-sent once after no answer.
 		r := c.do(http.MethodGet, locPath(gw1, "/lockers"), nil, wait...)
 		requireProxied(t, r, gw1, "gateway_unresponsive")
-		m := requireCustomerError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
+		m := requireCloudError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
 		assert.Equal(t, float64(2), m["details"].(map[string]any)["attempts"])
 		assert.NotContains(t, string(r.Body), "127.0.0.1", "a fixed cause, never the gateway's internal address")
 		assert.Equal(t, before+2, simStats(t, gw1).Requests)
 
 		// A hardware call is never re-sent once delivered.
 		r = c.do(http.MethodPost, locPath(gw1, "/lockers/103/open"), nil, wait...)
-		m = requireCustomerError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
+		m = requireCloudError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
 		details := m["details"].(map[string]any)
 		assert.Equal(t, float64(1), details["attempts"])
 		assert.Equal(t, float64(5), details["timeoutSeconds"], "the scaled hardware deadline")
@@ -68,7 +68,7 @@ func TestCustomerFaultModes(t *testing.T) {
 
 		// Neither is a release (it would answer 404 the second time).
 		r = c.do(http.MethodDelete, locPath(gw1, "/transactions/abc"), nil, wait...)
-		requireCustomerError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
+		requireCloudError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
 		assert.Equal(t, before+4, simStats(t, gw1).Requests)
 	})
 
@@ -79,18 +79,18 @@ func TestCustomerFaultModes(t *testing.T) {
 
 		r := c.do(http.MethodGet, locPath(gw2, "/lockers/config"), nil, wait...)
 		requireProxied(t, r, gw2, "rejected")
-		m := requireCustomerError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		m := requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
 		details := m["details"].(map[string]any)
 		assert.Equal(t, float64(500), details["gatewayStatus"])
 		assert.Equal(t, "INTERNAL_ERROR", details["gatewayError"])
 		assert.Equal(t, before+2, simStats(t, gw2).Requests, "a read is re-sent once")
 
 		r = c.do(http.MethodPatch, locPath(gw2, "/lockers/202"), map[string]any{"outOfService": true}, wait...)
-		requireCustomerError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
 		assert.Equal(t, before+3, simStats(t, gw2).Requests, "a write is not")
 
 		r = c.do(http.MethodPost, locPath(gw2, "/lockers/202/open"), nil, wait...)
-		requireCustomerError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
 		assert.Equal(t, before+4, simStats(t, gw2).Requests)
 		assert.Zero(t, simStats(t, gw2).Opens["202"])
 	})
@@ -101,7 +101,7 @@ func TestCustomerFaultModes(t *testing.T) {
 
 		r := c.do(http.MethodPost, locPath(gw1, "/lockers/105/open"), nil, wait...)
 		requireProxied(t, r, gw1, "rejected")
-		m := requireCustomerError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		m := requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
 		details := m["details"].(map[string]any)
 		assert.Equal(t, float64(500), details["gatewayStatus"])
 		assert.Equal(t, "HARDWARE_FAULT", details["gatewayError"])

@@ -17,23 +17,23 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
-const customerBase = "/api/customer/v1"
+const cloudBase = "/api/customer/v1"
 
 // cloud is a client of the gateway cloud API for one key.
-type cloud struct {
+type cloudClient struct {
 	t   *testing.T
 	url string // base URL of an apiserver
 	key string
 }
 
-func newCloud(t *testing.T, baseURL, key string) *cloud {
-	return &cloud{t: t, url: baseURL + customerBase, key: key}
+func newCloudClient(t *testing.T, baseURL, key string) *cloudClient {
+	return &cloudClient{t: t, url: baseURL + cloudBase, key: key}
 }
 
 // do sends a request; body may be nil, a string, []byte or a value to encode as JSON.
 // header adds headers (e.g. Prefer, Idempotency-Key). It is safe in goroutines: a transport
 // failure is reported with Errorf (never FailNow) and answers status 0.
-func (c *cloud) do(method, path string, body any, header ...string) testenv.Response {
+func (c *cloudClient) do(method, path string, body any, header ...string) testenv.Response {
 	c.t.Helper()
 	h := http.Header{}
 	if c.key != "" {
@@ -53,8 +53,8 @@ func locPath(g *testenv.Gateway, rest string) string {
 	return fmt.Sprintf("/locations/%d%s", g.LocationID, rest)
 }
 
-// requireCustomerError checks the surface's error body and returns it.
-func requireCustomerError(t *testing.T, r testenv.Response, status int, code string) map[string]any {
+// requireCloudError checks the surface's error body and returns it.
+func requireCloudError(t *testing.T, r testenv.Response, status int, code string) map[string]any {
 	t.Helper()
 	require.Equal(t, status, r.Status, "body: %s", r.Body)
 	assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
@@ -71,7 +71,7 @@ func requireCustomerError(t *testing.T, r testenv.Response, status int, code str
 
 // poll polls a request until it is terminal (its X-Request-State is not pending or
 // dispatched) and returns the final answer.
-func (c *cloud) poll(id string) testenv.Response {
+func (c *cloudClient) poll(id string) testenv.Response {
 	c.t.Helper()
 	var last testenv.Response
 	require.Eventually(c.t, func() bool {
@@ -112,16 +112,16 @@ func direct(t *testing.T, g *testenv.Gateway, method, path string, body any) (in
 	return resp.StatusCode, b, resp.Header
 }
 
-// startCustomerEnv is a system with the scaled gateway settings and the two demo gateways.
-func startCustomerEnv(t *testing.T) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
+// startCloudEnv is a system with the scaled gateway settings and the two demo gateways.
+func startCloudEnv(t *testing.T) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
 	t.Helper()
-	return startCustomerEnvWith(t, testenv.ScaledCustomerSettings())
+	return startCloudEnvWith(t, testenv.ScaledCloudSettings())
 }
 
-// startCustomerEnvWith is startCustomerEnv with the cloud API's settings given.
-func startCustomerEnvWith(t *testing.T, settings apiserver.CustomerSettings) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
+// startCloudEnvWith is startCloudEnv with the cloud API's settings given.
+func startCloudEnvWith(t *testing.T, settings apiserver.CloudSettings) (*testenv.Env, *testenv.Gateway, *testenv.Gateway) {
 	t.Helper()
-	e := testenv.Start(t, testenv.Options{Customer: settings})
+	e := testenv.Start(t, testenv.Options{Cloud: settings})
 	e.RunGatewayCloud(t)
 	gw1, gw2 := e.StartDemoGateways(t)
 	return e, gw1, gw2

@@ -24,10 +24,10 @@ func sameAnswer(t *testing.T, want, got testenv.Response) {
 	}
 }
 
-func TestCustomerIdempotentReplays(t *testing.T) {
+func TestCloudIdempotentReplays(t *testing.T) {
 	t.Parallel()
-	e, gw1, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	t.Run("replay while pending, then after completion: one door actuation", func(t *testing.T) {
 		setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 1500})
@@ -75,7 +75,7 @@ func TestCustomerIdempotentReplays(t *testing.T) {
 		t.Cleanup(func() { setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone}) })
 		key := uuid.NewString()
 		first := c.do(http.MethodPost, locPath(gw2, "/lockers/207/open"), nil, "Idempotency-Key", key)
-		requireCustomerError(t, first, http.StatusBadGateway, "GATEWAY_REJECTED")
+		requireCloudError(t, first, http.StatusBadGateway, "GATEWAY_REJECTED")
 		setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone})
 		again := c.do(http.MethodPost, locPath(gw2, "/lockers/207/open"), nil, "Idempotency-Key", key)
 		assert.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
@@ -97,7 +97,7 @@ func TestCustomerIdempotentReplays(t *testing.T) {
 			{http.MethodPost, locPath(gw2, "/lockers/208/open"), nil},
 		} {
 			r := c.do(other.method, other.path, other.body, "Idempotency-Key", key)
-			m := requireCustomerError(t, r, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED")
+			m := requireCloudError(t, r, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED")
 			assert.Nil(t, m["requestId"])
 			assert.Empty(t, r.Header.Get("X-Request-Id"), "no request was made")
 		}
@@ -107,16 +107,16 @@ func TestCustomerIdempotentReplays(t *testing.T) {
 	t.Run("malformed keys are 422 and not stored", func(t *testing.T) {
 		for _, key := range []string{strings.Repeat("k", 256), "tab\tkey"} {
 			r := c.do(http.MethodPost, locPath(gw2, "/lockers/201/open"), nil, "Idempotency-Key", key)
-			requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+			requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 		}
 		assert.Zero(t, simStats(t, gw2).Opens["201"])
 	})
 }
 
-func TestCustomerConcurrentDuplicatesActOnce(t *testing.T) {
+func TestCloudConcurrentDuplicatesActOnce(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 300})
 
 	const n = 50

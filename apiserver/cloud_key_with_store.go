@@ -113,10 +113,10 @@ func (s *Server) withKeyPending(ctx huma.Context, hash []byte, next func(huma.Co
 		return
 	}
 	began := time.Now()
-	auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), hash, s.customer.settings.RateLimit)
+	auth, err := s.deps.Store.AuthorizeGatewayKey(ctx.Context(), hash, s.cloud.settings.RateLimit)
 	markTiming(ctx.Context(), "auth", began)
 	if verdict := s.settleKey(ctx.Context(), p, auth, err); verdict != nil {
-		s.writeCustomerFailure(ctx, "authenticate", verdict)
+		s.writeCloudFailure(ctx, "authenticate", verdict)
 		return
 	}
 	for _, h := range p.headers {
@@ -158,7 +158,7 @@ func (s *Server) keyVerdict(ctx context.Context, auth store.KeyAuthorization, er
 	case err != nil:
 		return fmt.Errorf("%w: %w", errAuthUnavailable, err)
 	case !auth.Allowed:
-		s.customer.rateLimited.Inc()
+		s.cloud.rateLimited.Inc()
 		wait := int64((auth.RetryAfter() + time.Second - 1) / time.Second)
 		return &rateLimitedError{limit: auth.Limit, retryAfterSeconds: max(wait, 1)}
 	}
@@ -178,7 +178,7 @@ func setRateLimitHeaders(ctx huma.Context, auth store.KeyAuthorization) {
 // location without an enabled gateway of the key's organization, ErrIdempotencyKeyReused.
 func (s *Server) submitWithKey(ctx context.Context, p *pendingKey, r store.NewGatewayRequest,
 	idem *store.IdempotencyClaim) (row store.GatewayRequest, gw store.Gateway, created bool, refused, err error) {
-	k, row, gw, created, err := s.deps.Store.AuthorizeAndCreateGatewayRequest(ctx, p.hash, s.customer.settings.RateLimit, r, idem)
+	k, row, gw, created, err := s.deps.Store.AuthorizeAndCreateGatewayRequest(ctx, p.hash, s.cloud.settings.RateLimit, r, idem)
 	keyErr := err
 	if k.KeyID != uuid.Nil {
 		keyErr = nil // the key was checked; err, if any, is the store's

@@ -18,7 +18,7 @@ import (
 	"github.com/lockernet/lockernet/worker"
 )
 
-// TestMeasureCustomerOverhead measures what the cloud adds to a gateway call: the same read
+// TestMeasureCloudOverhead measures what the cloud adds to a gateway call: the same read
 // (GET /lockers/config) straight to a gateway's local API, and through the gateway cloud
 // API, where every request is sent by its workflow (request row, workflow start, send
 // activity that stores the outcome, answer; decision 0012), the worker
@@ -31,12 +31,12 @@ import (
 //
 // It logs p50 and p99 per call; it asserts nothing about them. Run it with
 //
-//	LOCKERNET_MEASURE_OVERHEAD=1 go test -count=1 -v -run TestMeasureCustomerOverhead ./apiserver/
+//	LOCKERNET_MEASURE_OVERHEAD=1 go test -count=1 -v -run TestMeasureCloudOverhead ./apiserver/
 //
 // (LOCKERNET_MEASURE_CALLS sets the calls per mode, 400 by default). The embedded Temporal
 // server has one history shard with its transfer-queue limit raised (testenv), as a
 // production cluster with many shards behaves; Postgres and Temporal run on the same host.
-func TestMeasureCustomerOverhead(t *testing.T) {
+func TestMeasureCloudOverhead(t *testing.T) {
 	if os.Getenv("LOCKERNET_MEASURE_OVERHEAD") != "1" {
 		t.Skip("set LOCKERNET_MEASURE_OVERHEAD=1 to measure")
 	}
@@ -53,9 +53,9 @@ func TestMeasureCustomerOverhead(t *testing.T) {
 }
 
 func measureOverhead(t *testing.T, mode string, n int) (p50, p99 float64) {
-	settings := testenv.ScaledCustomerSettings()
+	settings := testenv.ScaledCloudSettings()
 	settings.DisableEagerStart = mode == "cloud-no-eager"
-	e := testenv.Start(t, testenv.Options{Customer: settings})
+	e := testenv.Start(t, testenv.Options{Cloud: settings})
 	e.RunGatewayCloud(t)
 	gw := e.StartGateway(t, "GW-0001", "two-banks")
 	unlimited := 1_000_000
@@ -81,7 +81,7 @@ func measureOverhead(t *testing.T, mode string, n int) (p50, p99 float64) {
 			}
 			return
 		}
-		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s%s/locations/%d/lockers/config", e.URL, customerBase, gw.LocationID), nil)
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s%s/locations/%d/lockers/config", e.URL, cloudBase, gw.LocationID), nil)
 		req.Header.Set("X-API-Key", key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

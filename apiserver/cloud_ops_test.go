@@ -25,12 +25,12 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-func TestCustomerRateLimitHoldsAcrossInstances(t *testing.T) {
+func TestCloudRateLimitHoldsAcrossInstances(t *testing.T) {
 	t.Parallel()
-	e, _, _ := startCustomerEnv(t)
-	second := e.StartAPIServer(t, testenv.ScaledCustomerSettings())
+	e, _, _ := startCloudEnv(t)
+	second := e.StartAPIServer(t, testenv.ScaledCloudSettings())
 	key := e.GatewayKey()
-	instances := []*cloud{newCloud(t, e.URL, key), newCloud(t, second, key)}
+	instances := []*cloudClient{newCloudClient(t, e.URL, key), newCloudClient(t, second, key)}
 
 	// 150 requests as fast as 8 clients can send them, alternating between the instances.
 	const total = 150
@@ -73,7 +73,7 @@ func TestCustomerRateLimitHoldsAcrossInstances(t *testing.T) {
 	require.Positive(t, limited.Load())
 
 	r := retryAfter.Load().(testenv.Response)
-	m := requireCustomerError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	m := requireCloudError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
 	assert.Equal(t, float64(120), m["details"].(map[string]any)["limit"])
 	wait, err := strconv.Atoi(r.Header.Get("Retry-After"))
 	require.NoError(t, err)
@@ -84,23 +84,23 @@ func TestCustomerRateLimitHoldsAcrossInstances(t *testing.T) {
 
 }
 
-func TestCustomerPerKeyRateLimitAndRevocation(t *testing.T) {
+func TestCloudPerKeyRateLimitAndRevocation(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	second := e.StartAPIServer(t, testenv.ScaledCustomerSettings())
+	e, gw1, _ := startCloudEnv(t)
+	second := e.StartAPIServer(t, testenv.ScaledCloudSettings())
 	limit := 5
 	key, k, err := e.Store.IssueGatewayKey(context.Background(), e.Creds.OrganizationID, "limited", &limit)
 	require.NoError(t, err)
-	a, b := newCloud(t, e.URL, key), newCloud(t, second, key)
+	a, b := newCloudClient(t, e.URL, key), newCloudClient(t, second, key)
 
 	for i := range 5 {
-		r := []*cloud{a, b}[i%2].do(http.MethodGet, "/me", nil)
+		r := []*cloudClient{a, b}[i%2].do(http.MethodGet, "/me", nil)
 		require.Equal(t, http.StatusOK, r.Status, "request %d: %s", i, r.Body)
 		assert.Equal(t, "5", r.Header.Get("X-RateLimit-Limit"))
 		assert.Equal(t, strconv.Itoa(4-i), r.Header.Get("X-RateLimit-Remaining"))
 	}
 	r := b.do(http.MethodGet, "/me", nil)
-	requireCustomerError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	requireCloudError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
 	assert.Equal(t, "5", r.Header.Get("X-RateLimit-Limit"))
 
 	// Refusals are counted for operators.
@@ -110,7 +110,7 @@ func TestCustomerPerKeyRateLimitAndRevocation(t *testing.T) {
 	// A refused request has no side effect: no gateway request, no door (the next token
 	// comes 12 s later).
 	r = a.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Idempotency-Key", "refused")
-	requireCustomerError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+	requireCloudError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
 	assert.Empty(t, r.Header.Get("X-Request-Id"))
 	assert.Zero(t, simStats(t, gw1).Requests)
 	assert.Zero(t, simStats(t, gw1).Opens["101"])
@@ -119,7 +119,7 @@ func TestCustomerPerKeyRateLimitAndRevocation(t *testing.T) {
 	// key is checked in Postgres on every request).
 	other, _, err := e.Store.IssueGatewayKey(context.Background(), e.Creds.OrganizationID, "to revoke", nil)
 	require.NoError(t, err)
-	x, y := newCloud(t, e.URL, other), newCloud(t, second, other)
+	x, y := newCloudClient(t, e.URL, other), newCloudClient(t, second, other)
 	require.Equal(t, http.StatusOK, x.do(http.MethodGet, "/me", nil).Status)
 	require.Equal(t, http.StatusOK, y.do(http.MethodGet, "/me", nil).Status)
 	revoked, err := e.Store.RevokeGatewayKeyByPrefix(context.Background(), other[:12])
@@ -129,23 +129,23 @@ func TestCustomerPerKeyRateLimitAndRevocation(t *testing.T) {
 		return x.do(http.MethodGet, "/me", nil).Status == http.StatusUnauthorized &&
 			y.do(http.MethodGet, "/me", nil).Status == http.StatusUnauthorized
 	}, 5*time.Second, 10*time.Millisecond, "the DESIGN §2 bound: 5 s on every instance")
-	requireCustomerError(t, y.do(http.MethodGet, "/locations", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	requireCloudError(t, y.do(http.MethodGet, "/locations", nil), http.StatusUnauthorized, "UNAUTHORIZED")
 
 	// The limited key is unaffected.
 	_, err = e.Store.RevokeGatewayKey(context.Background(), k.ID)
 	require.NoError(t, err)
-	requireCustomerError(t, a.do(http.MethodGet, "/me", nil), http.StatusUnauthorized, "UNAUTHORIZED")
+	requireCloudError(t, a.do(http.MethodGet, "/me", nil), http.StatusUnauthorized, "UNAUTHORIZED")
 }
 
-func TestCustomerTenantIsolation(t *testing.T) {
+func TestCloudTenantIsolation(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	demo := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	demo := newCloudClient(t, e.URL, e.GatewayKey())
 	o := e.NewOtherOrg(t)
 	rivalGW := e.RegisterGateway(t, gatewaytest.Start(t, gatewaytest.Options{Preset: gateway.PresetOneBank, GatewayID: "RV-0001"}), "RV-0001", o.LocationID)
 	rivalKey, _, err := e.Store.IssueGatewayKey(context.Background(), o.OrgID, "rival", nil)
 	require.NoError(t, err)
-	rival := newCloud(t, e.URL, rivalKey)
+	rival := newCloudClient(t, e.URL, rivalKey)
 
 	demoReq := demo.do(http.MethodGet, locPath(gw1, "/lockers"), nil)
 	require.Equal(t, http.StatusOK, demoReq.Status)
@@ -153,10 +153,10 @@ func TestCustomerTenantIsolation(t *testing.T) {
 	require.Equal(t, http.StatusOK, rivalReq.Status)
 
 	t.Run("another organization's request id is 404, like one that does not exist", func(t *testing.T) {
-		got := requireCustomerError(t, rival.do(http.MethodGet, "/requests/"+demoReq.Header.Get("X-Request-Id"), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
-		want := requireCustomerError(t, rival.do(http.MethodGet, "/requests/"+uuid.NewString(), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
+		got := requireCloudError(t, rival.do(http.MethodGet, "/requests/"+demoReq.Header.Get("X-Request-Id"), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
+		want := requireCloudError(t, rival.do(http.MethodGet, "/requests/"+uuid.NewString(), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
 		assert.Equal(t, want["message"], got["message"])
-		requireCustomerError(t, demo.do(http.MethodGet, "/requests/"+rivalReq.Header.Get("X-Request-Id"), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
+		requireCloudError(t, demo.do(http.MethodGet, "/requests/"+rivalReq.Header.Get("X-Request-Id"), nil), http.StatusNotFound, "REQUEST_NOT_FOUND")
 		// Each sees its own.
 		assert.Equal(t, http.StatusOK, demo.do(http.MethodGet, "/requests/"+demoReq.Header.Get("X-Request-Id"), nil).Status)
 	})
@@ -167,8 +167,8 @@ func TestCustomerTenantIsolation(t *testing.T) {
 			if path != "/lockers" {
 				method = http.MethodPost
 			}
-			got := requireCustomerError(t, demo.do(method, locPath(rivalGW, path), nil), http.StatusNotFound, "LOCATION_NOT_FOUND")
-			want := requireCustomerError(t, demo.do(method, "/locations/999999"+path, nil), http.StatusNotFound, "LOCATION_NOT_FOUND")
+			got := requireCloudError(t, demo.do(method, locPath(rivalGW, path), nil), http.StatusNotFound, "LOCATION_NOT_FOUND")
+			want := requireCloudError(t, demo.do(method, "/locations/999999"+path, nil), http.StatusNotFound, "LOCATION_NOT_FOUND")
 			assert.Equal(t, want["message"], got["message"])
 		}
 		assert.Zero(t, simStats(t, rivalGW).Opens["201"])
@@ -198,10 +198,10 @@ func TestCustomerTenantIsolation(t *testing.T) {
 
 // A worker that stops while requests are in flight: after it restarts, every request still
 // reaches a terminal state and no door opened twice.
-func TestCustomerWorkerRestartSettlesEveryRequest(t *testing.T) {
+func TestCloudWorkerRestartSettlesEveryRequest(t *testing.T) {
 	t.Parallel()
-	e, gw1, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 1500})
 
 	type sent struct {
@@ -260,10 +260,10 @@ func TestCustomerWorkerRestartSettlesEveryRequest(t *testing.T) {
 	}
 }
 
-func TestCustomerDeprecationHeaders(t *testing.T) {
+func TestCloudDeprecationHeaders(t *testing.T) {
 	t.Parallel()
-	e, _, _ := startCustomerEnv(t)
-	settings := testenv.ScaledCustomerSettings()
+	e, _, _ := startCloudEnv(t)
+	settings := testenv.ScaledCloudSettings()
 	at := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	sunset := time.Date(2027, 7, 1, 0, 0, 0, 0, time.UTC)
 	settings.Deprecation = &apiserver.Deprecation{At: at, Sunset: sunset, Link: "https://docs.example/migrate-to-v2"}
@@ -275,8 +275,8 @@ func TestCustomerDeprecationHeaders(t *testing.T) {
 		assert.Equal(t, "Thu, 01 Jul 2027 00:00:00 GMT", r.Header.Get("Sunset"))
 		assert.Contains(t, r.Header.Values("Link"), `<https://docs.example/migrate-to-v2>; rel="sunset"`)
 	}
-	c := newCloud(t, deprecated, e.GatewayKey())
-	meta := newCloud(t, deprecated, "").do(http.MethodGet, "/", nil)
+	c := newCloudClient(t, deprecated, e.GatewayKey())
+	meta := newCloudClient(t, deprecated, "").do(http.MethodGet, "/", nil)
 	require.Equal(t, http.StatusOK, meta.Status)
 	check(meta)
 	d := meta.Map(t)["deprecation"].(map[string]any)
@@ -285,12 +285,12 @@ func TestCustomerDeprecationHeaders(t *testing.T) {
 	assert.Equal(t, "https://docs.example/migrate-to-v2", d["link"])
 
 	check(c.do(http.MethodGet, "/me", nil))
-	check(newCloud(t, deprecated, "").do(http.MethodGet, "/me", nil)) // 401
-	check(c.do(http.MethodOptions, "/me", nil))                       // 405
-	check(c.do(http.MethodGet, "/nope", nil))                         // 404
+	check(newCloudClient(t, deprecated, "").do(http.MethodGet, "/me", nil)) // 401
+	check(c.do(http.MethodOptions, "/me", nil))                             // 405
+	check(c.do(http.MethodGet, "/nope", nil))                               // 404
 
 	// Not configured: no headers (the default instance).
-	r := newCloud(t, e.URL, e.GatewayKey()).do(http.MethodGet, "/me", nil)
+	r := newCloudClient(t, e.URL, e.GatewayKey()).do(http.MethodGet, "/me", nil)
 	assert.Empty(t, r.Header.Get("Deprecation"))
 	assert.Empty(t, r.Header.Get("Sunset"))
 	assert.Empty(t, r.Header.Values("Link"))
@@ -298,15 +298,15 @@ func TestCustomerDeprecationHeaders(t *testing.T) {
 
 // A request stored by an apiserver that stopped before it started the request's workflow is
 // picked up by the reconciler of any instance.
-func TestCustomerReconcilerStartsStalledRequests(t *testing.T) {
+func TestCloudReconcilerStartsStalledRequests(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	id := uuid.New()
 	_, _, err := e.Store.CreateGatewayRequest(context.Background(), store.NewGatewayRequest{
 		ID: id, OrganizationID: e.Creds.OrganizationID, LocationID: gw1.LocationID, GatewayID: gw1.DBID, GatewaySerial: gw1.Serial,
 		Kind: "open-locker", Class: "hardware", Method: http.MethodPost,
-		Path: fmt.Sprintf("%s/locations/%d/lockers/116/open", customerBase, gw1.LocationID), GatewayPath: "/lockers/116/open",
+		Path: fmt.Sprintf("%s/locations/%d/lockers/116/open", cloudBase, gw1.LocationID), GatewayPath: "/lockers/116/open",
 	}, nil)
 	require.NoError(t, err)
 	_, err = e.Store.Pool().Exec(context.Background(), `UPDATE gateway_requests SET created_at = now() - interval '1 minute' WHERE id = $1`, id)
@@ -331,14 +331,14 @@ func TestCustomerReconcilerStartsStalledRequests(t *testing.T) {
 // answers exactly as when the key is checked first: a bad key is 401 whatever else is wrong
 // with the request, a key over its limit 429, neither stores anything or reaches the door,
 // and the rate-limit headers come with every answer to a valid key.
-func TestCustomerProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
+func TestCloudProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
+	e, gw1, _ := startCloudEnv(t)
 	limit := 3
 	key, _, err := e.Store.IssueGatewayKey(context.Background(), e.Creds.OrganizationID, "three", &limit)
 	require.NoError(t, err)
-	c := newCloud(t, e.URL, key)
-	unknown := newCloud(t, e.URL, credential.NewGatewayKey())
+	c := newCloudClient(t, e.URL, key)
+	unknown := newCloudClient(t, e.URL, credential.NewGatewayKey())
 	stored := func() int {
 		var n int
 		require.NoError(t, e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_requests`).Scan(&n))
@@ -353,7 +353,7 @@ func TestCustomerProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
 			unknown.do(http.MethodPatch, locPath(gw1, "/lockers/101"), big),
 			unknown.do(http.MethodGet, "/locations/999999/lockers", nil),
 		} {
-			requireCustomerError(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
+			requireCloudError(t, r, http.StatusUnauthorized, "UNAUTHORIZED")
 			assert.Empty(t, r.Header.Get("X-RateLimit-Limit"))
 			assert.Empty(t, r.Header.Get("X-Request-Id"))
 		}
@@ -367,7 +367,7 @@ func TestCustomerProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
 		assert.Equal(t, "3", r.Header.Get("X-RateLimit-Limit"))
 		assert.Equal(t, "2", r.Header.Get("X-RateLimit-Remaining"))
 		r = c.do(http.MethodGet, "/locations/999999/lockers", nil)
-		requireCustomerError(t, r, http.StatusNotFound, "LOCATION_NOT_FOUND")
+		requireCloudError(t, r, http.StatusNotFound, "LOCATION_NOT_FOUND")
 		assert.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"))
 		assert.Zero(t, stored())
 	})
@@ -387,7 +387,7 @@ func TestCustomerProxiedCallChecksItsKeyWithItsRequest(t *testing.T) {
 			c.do(http.MethodPost, locPath(gw1, "/lockers/101/open"), nil, "Idempotency-Key", "over"),
 			c.do(http.MethodPost, locPath(gw1, "/lockers/not-a-number/open"), nil),
 		} {
-			requireCustomerError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
+			requireCloudError(t, r, http.StatusTooManyRequests, "RATE_LIMITED")
 			assert.Equal(t, "3", r.Header.Get("X-RateLimit-Limit"))
 			assert.Equal(t, "0", r.Header.Get("X-RateLimit-Remaining"))
 			assert.NotEmpty(t, r.Header.Get("Retry-After"))

@@ -72,7 +72,7 @@ func syncApplied(applied []string) []string {
 	return out
 }
 
-func (c *customer) defaultWait(class string) time.Duration {
+func (c *cloud) defaultWait(class string) time.Duration {
 	switch class {
 	case gatewayreq.ClassHardware:
 		return c.settings.HardwareWait

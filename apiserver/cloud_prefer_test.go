@@ -45,7 +45,7 @@ func TestParsePrefer(t *testing.T) {
 
 func TestDefaultWaitsByClass(t *testing.T) {
 	t.Parallel()
-	c := &customer{settings: CustomerSettings{}.withDefaults("q")}
+	c := &cloud{settings: CloudSettings{}.withDefaults("q")}
 	assert.Equal(t, 5*time.Second, c.defaultWait(gatewayreq.ClassRead))
 	assert.Equal(t, 10*time.Second, c.defaultWait(gatewayreq.ClassWrite))
 	assert.Equal(t, 15*time.Second, c.defaultWait(gatewayreq.ClassHardware))

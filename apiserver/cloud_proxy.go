@@ -28,11 +28,11 @@ import (
 func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamResponse, error) {
 	e := edgeOf(ctx)
 	began := time.Now()
-	prefs := parsePrefer(e.prefer, s.customer.defaultWait(call.class), s.customer.settings.MaxWait)
+	prefs := parsePrefer(e.prefer, s.cloud.defaultWait(call.class), s.cloud.settings.MaxWait)
 	if prefs.wait > 0 {
 		release, ok := s.requests.HoldWaiter()
 		if !ok {
-			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
+			return nil, s.cloudFailure(ctx, "wait", errGatewaysBusy)
 		}
 		defer release()
 	}
@@ -45,7 +45,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	var idem *store.IdempotencyClaim
 	if call.idemKey != "" && isMutating(call.method) {
 		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: gatewayreq.IdempotencyHash(call.method, e.uri, e.rawBody),
-			TTL: s.customer.settings.IdempotencyTTL}
+			TTL: s.cloud.settings.IdempotencyTTL}
 	}
 	// The location's gateway is found in the same round trip that stores the request, and
 	// the key is checked and counted in it too (cloud_key_with_store.go).
@@ -57,15 +57,15 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	row, _, created, refused, err := s.submitWithKey(ctx, pendingKeyOf(ctx), req, idem)
 	if refused != nil {
 		markTiming(ctx, "store", began)
-		return nil, s.customerFailure(ctx, "authenticate", refused)
+		return nil, s.cloudFailure(ctx, "authenticate", refused)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, s.customerFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})
+		return nil, s.cloudFailure(ctx, "find gateway", &locationNotFoundError{locationID: call.locationID})
 	case errors.Is(err, store.ErrIdempotencyKeyReused):
-		return nil, s.customerFailure(ctx, "create gateway request", &idempotencyKeyReusedError{key: call.idemKey})
+		return nil, s.cloudFailure(ctx, "create gateway request", &idempotencyKeyReusedError{key: call.idemKey})
 	case err != nil:
-		return nil, s.customerFailure(ctx, "create gateway request", err)
+		return nil, s.cloudFailure(ctx, "create gateway request", err)
 	}
 	markTiming(ctx, "store", began)
 	replay := !created
@@ -82,23 +82,23 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 func (s *Server) pollGatewayRequest(ctx context.Context, rawID string) (*huma.StreamResponse, error) {
 	id, ok := parseRequestID(rawID)
 	if !ok {
-		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
+		return nil, s.cloudFailure(ctx, "get gateway request", errRequestNotFound)
 	}
-	row, err := s.requests.State(ctx, customerKey(ctx).OrganizationID, id)
+	row, err := s.requests.State(ctx, cloudKey(ctx).OrganizationID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, s.customerFailure(ctx, "get gateway request", errRequestNotFound)
+		return nil, s.cloudFailure(ctx, "get gateway request", errRequestNotFound)
 	}
 	if err != nil {
-		return nil, s.customerFailure(ctx, "get gateway request", err)
+		return nil, s.cloudFailure(ctx, "get gateway request", err)
 	}
-	prefs := parsePrefer(edgeOf(ctx).prefer, 0, s.customer.settings.MaxWait)
+	prefs := parsePrefer(edgeOf(ctx).prefer, 0, s.cloud.settings.MaxWait)
 	if row.Terminal() {
 		return s.answerStored(row, false, nil), nil
 	}
 	if prefs.wait > 0 {
 		release, ok := s.requests.HoldWaiter()
 		if !ok {
-			return nil, s.customerFailure(ctx, "wait", errGatewaysBusy)
+			return nil, s.cloudFailure(ctx, "wait", errGatewaysBusy)
 		}
 		defer release()
 	}

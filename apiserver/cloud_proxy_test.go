@@ -40,10 +40,10 @@ func withoutTimestamp(t *testing.T, b []byte) map[string]any {
 	return m
 }
 
-func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
+func TestCloudProxiesEveryReadVerbatim(t *testing.T) {
 	t.Parallel()
-	e, gw1, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	// Stable reads: the body is the gateway's, byte for byte.
 	// (Error bodies carry the gateway's own timestamp, which differs between two calls.)
@@ -179,12 +179,12 @@ func TestCustomerProxiesEveryReadVerbatim(t *testing.T) {
 	})
 }
 
-func TestCustomerTransactionLifecycle(t *testing.T) {
+func TestCloudTransactionLifecycle(t *testing.T) {
 	t.Parallel()
 	// Without the outcome listener (RunGatewayCloud): answers come from the workflow results.
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
 	gw1, _ := e.StartDemoGateways(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	// Without a transactionId the cloud uses the request id.
 	r := c.do(http.MethodPost, locPath(gw1, "/transactions"), map[string]any{"lockerTypeId": 1})
@@ -233,10 +233,10 @@ func TestCustomerTransactionLifecycle(t *testing.T) {
 	assert.Equal(t, "TRANSACTION_NOT_FOUND", r.Map(t)["error"], "the gateway's own 404, verbatim")
 }
 
-func TestCustomerLockerOperations(t *testing.T) {
+func TestCloudLockerOperations(t *testing.T) {
 	t.Parallel()
-	e, _, gw2 := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, _, gw2 := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	r := c.do(http.MethodPatch, locPath(gw2, "/lockers/203"), map[string]any{"outOfService": true, "reasonCode": "DAMAGED", "reason": "hinge"})
 	requireProxied(t, r, gw2, "completed")
@@ -263,17 +263,17 @@ func TestCustomerLockerOperations(t *testing.T) {
 
 	// Validation happens at the cloud, in its own error body.
 	r = c.do(http.MethodPatch, locPath(gw2, "/lockers/203"), map[string]any{"reason": "no state"})
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	r = c.do(http.MethodPatch, locPath(gw2, "/lockers/203"), `{"outOfService": "yes"}`)
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	r = c.do(http.MethodPost, locPath(gw2, "/transactions"), `{"lockerTypeId": -1}`)
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	r = c.do(http.MethodPost, locPath(gw2, "/transactions"), `{"transactionId": "bad id with spaces"}`)
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	r = c.do(http.MethodPost, locPath(gw2, "/transactions"), `{not json`)
-	requireCustomerError(t, r, http.StatusBadRequest, "BAD_REQUEST")
+	requireCloudError(t, r, http.StatusBadRequest, "BAD_REQUEST")
 	r = c.do(http.MethodGet, "/locations/abc/lockers", nil)
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	r = c.do(http.MethodGet, locPath(gw2, "/system/logs?limit=0"), nil)
-	requireCustomerError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	requireCloudError(t, r, http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 }

@@ -52,7 +52,7 @@ func (s *Server) answerRequest(row gatewayexec.LiveRequest, prefs preferences, r
 // stamped with the completion time so every replay is byte-identical.
 func (s *Server) answerStored(row store.GatewayRequest, replay bool, applied []string) *huma.StreamResponse {
 	o := row.Outcome
-	s.customer.responses.WithLabelValues(row.Class, o.Status).Inc()
+	s.cloud.responses.WithLabelValues(row.Class, o.Status).Inc()
 	status, body, contentType := o.HTTPStatus, o.Body, o.Headers["Content-Type"]
 	if o.Status != gatewayreq.StateCompleted {
 		id := row.ID.String()
@@ -60,7 +60,7 @@ func (s *Server) answerStored(row store.GatewayRequest, replay bool, applied []s
 		if details == nil {
 			details = map[string]any{}
 		}
-		e := &CustomerError{status: status, Code: o.ErrorCode, Message: o.ErrorMessage, RequestID: &id,
+		e := &CloudError{status: status, Code: o.ErrorCode, Message: o.ErrorMessage, RequestID: &id,
 			Timestamp: ts(*row.CompletedAt), Details: details}
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -99,12 +99,12 @@ func (s *Server) answerPending(row gatewayexec.LiveRequest, replay bool, applied
 		next := ts(*row.NextAttemptAt)
 		p.NextAttemptAt = &next
 	}
-	s.customer.responses.WithLabelValues(row.Class, "pending").Inc()
+	s.cloud.responses.WithLabelValues(row.Class, "pending").Inc()
 	b, _ := json.Marshal(p)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		s.requestHeaders(hctx, row.GatewayRequest, p.Status, replay, applied)
 		if status == http.StatusAccepted {
-			hctx.SetHeader("Location", customerPrefix+"/requests/"+p.ID)
+			hctx.SetHeader("Location", cloudPrefix+"/requests/"+p.ID)
 			hctx.SetHeader("Retry-After", "1")
 		}
 		hctx.SetHeader("Content-Type", "application/json")

@@ -165,7 +165,7 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 		Description: "While the request is not terminal: 200 PendingRequest. Once completed: the gateway's status and body verbatim; " +
 			"rejected 502 GATEWAY_REJECTED, dispatch_failed 503 DISPATCH_FAILED, gateway_unresponsive 504 GATEWAY_UNRESPONSIVE. " +
 			"Prefer: wait=N long-polls up to N seconds for the terminal state. X-Request-State always names the state.",
-		Security:  customerSecurity,
+		Security:  cloudSecurity,
 		Responses: pollResponses(api),
 		Metadata:  map[string]any{metaGatewayRequest: true, metaTruncates: true},
 	}), func(ctx context.Context, in *struct {
@@ -184,17 +184,17 @@ func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, clas
 		"Terminal failures: 502 GATEWAY_REJECTED, 503 DISPATCH_FAILED, 504 GATEWAY_UNRESPONSIVE."
 	huma.Register(api, op(huma.Operation{
 		OperationID: id, Method: method, Path: path, Tags: tags, Summary: summary, Description: desc,
-		Security: customerSecurity, Responses: proxyResponses(api, answer), DefaultStatus: answer.status,
+		Security: cloudSecurity, Responses: proxyResponses(api, answer), DefaultStatus: answer.status,
 		Metadata: map[string]any{metaKeyWithStore: true, metaGatewayRequest: true, metaTruncates: kind == gatewayreq.KindSystemLogs},
 	}), func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
 		call, err := build(in)
 		if err != nil {
-			return nil, s.customerFailure(ctx, "proxy", errBodyInvalid)
+			return nil, s.cloudFailure(ctx, "proxy", errBodyInvalid)
 		}
 		call.kind, call.class, call.method = kind, class, method
 		if kind == gatewayreq.KindCreateTransaction {
 			if call.body, err = createTransactionBody(ctx); err != nil {
-				return nil, s.customerFailure(ctx, "proxy", err)
+				return nil, s.cloudFailure(ctx, "proxy", err)
 			}
 		}
 		return s.proxy(ctx, call)
@@ -290,7 +290,7 @@ func pollResponses(api huma.API) map[string]*huma.Response {
 // gatewayRequestResponses are the error answers of every operation about a gateway request.
 func gatewayRequestResponses(api huma.API) map[string]*huma.Response {
 	reg := api.OpenAPI().Components.Schemas
-	errSchema := reg.Schema(reflectTypeOf[CustomerError](), true, "")
+	errSchema := reg.Schema(reflectTypeOf[CloudError](), true, "")
 	gwErr := reg.Schema(reflectTypeOf[gwapi.Error](), true, "")
 	errResp := func(desc string, schemas ...*huma.Schema) *huma.Response {
 		schema := errSchema

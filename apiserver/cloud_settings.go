@@ -14,7 +14,7 @@ import (
 
 // The gateway cloud API (DESIGN §6): customers' backends drive their gateways through the
 // cloud, server to server, with an API key. Its settings and per-server state live here; the
-// edge (cloud_edge.go), the local operations (cloud_local.go), the proxied ones
+// edge (cloud_edge.go), the operations answered here (cloud_answered_here.go), the proxied ones
 // (cloud_routes.go, cloud_proxy.go) and their answers (cloud_render.go) beside it.
 
 // Security scheme names of the gateway cloud API: the key in X-API-Key or as a bearer.
@@ -23,11 +23,11 @@ const (
 	schemeGatewayBearer = "gatewayKeyBearer"
 )
 
-// customerSecurity is the Security of every operation that needs a key.
-var customerSecurity = []map[string][]string{{schemeGatewayKey: {}}, {schemeGatewayBearer: {}}}
+// cloudSecurity is the Security of every operation that needs a key.
+var cloudSecurity = []map[string][]string{{schemeGatewayKey: {}}, {schemeGatewayBearer: {}}}
 
-// CustomerSettings configure the gateway cloud API. Zero values take DESIGN §6's defaults.
-type CustomerSettings struct {
+// CloudSettings configure the gateway cloud API. Zero values take DESIGN §6's defaults.
+type CloudSettings struct {
 	// TaskQueue runs the gateway-request workflows (default: Deps.TaskQueue).
 	TaskQueue string
 	// RateLimit is the default requests per minute per key (120).
@@ -67,8 +67,8 @@ type Deprecation struct {
 }
 
 // CustomerSettingsFromConfig takes the gateway cloud API's settings from the service's.
-func CustomerSettingsFromConfig(cfg config.Config) CustomerSettings {
-	c := CustomerSettings{
+func CustomerSettingsFromConfig(cfg config.Config) CloudSettings {
+	c := CloudSettings{
 		TaskQueue: cfg.GatewayTaskQueue, RateLimit: cfg.GatewayRateLimit, IdempotencyTTL: cfg.IdempotencyTTL, Environment: cfg.Environment,
 		MaxWaiters: cfg.MaxWaiters,
 		Policy:     cfg.GatewayPolicy(),
@@ -82,7 +82,7 @@ func CustomerSettingsFromConfig(cfg config.Config) CustomerSettings {
 	return c
 }
 
-func (c CustomerSettings) withDefaults(taskQueue string) CustomerSettings {
+func (c CloudSettings) withDefaults(taskQueue string) CloudSettings {
 	if c.TaskQueue == "" {
 		c.TaskQueue = taskQueue
 	}
@@ -111,18 +111,18 @@ func (c CustomerSettings) withDefaults(taskQueue string) CustomerSettings {
 }
 
 // customer is the gateway cloud API's state within a Server.
-type customer struct {
-	settings    CustomerSettings
+type cloud struct {
+	settings    CloudSettings
 	responses   *prometheus.CounterVec
 	rateLimited prometheus.Counter
 }
 
-func newCustomer(d Deps) *customer {
+func newCloud(d Deps) *cloud {
 	taskQueue := d.TaskQueue
 	if taskQueue == "" {
 		taskQueue = workflows.DefaultTaskQueue
 	}
-	c := &customer{
+	c := &cloud{
 		settings: d.Customer.withDefaults(taskQueue),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockernet_customer_gateway_request_responses_total",
@@ -137,7 +137,7 @@ func newCustomer(d Deps) *customer {
 	return c
 }
 
-func (c *customer) deprecationHeaders(h http.Header) {
+func (c *cloud) deprecationHeaders(h http.Header) {
 	d := c.settings.Deprecation
 	if d == nil {
 		return

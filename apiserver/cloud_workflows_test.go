@@ -23,8 +23,8 @@ import (
 // search attributes for an operator in the Temporal UI.
 func TestEveryGatewayRequestIsAWorkflow(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	org := strconv.FormatInt(e.Creds.OrganizationID, 10)
 	loc := strconv.FormatInt(gw1.LocationID, 10)
 
@@ -90,8 +90,8 @@ func requireRequestWorkflow(t *testing.T, e *testenv.Env, id, kind, org, loc str
 // stored request when the workflow cannot answer (no worker); both are counted.
 func TestPendingPollAnswersFromTheWorkflowQuery(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 20000})
 
 	r := c.do(http.MethodPost, locPath(gw1, "/lockers/103/open"), nil, "Prefer", "respond-async")
@@ -146,8 +146,8 @@ func pollsCounted(t *testing.T, e *testenv.Env, source string) int {
 // the door moved once (DESIGN §6.2; without keys it would end gateway_unresponsive).
 func TestOpenWithUnknownFateIsResentWithItsKey(t *testing.T) {
 	t.Parallel()
-	e, gw1, _ := startCustomerEnv(t)
-	c := newCloud(t, e.URL, e.GatewayKey())
+	e, gw1, _ := startCloudEnv(t)
+	c := newCloudClient(t, e.URL, e.GatewayKey())
 	e.StartGatewaySync(t, 200*time.Millisecond)
 	require.Eventually(t, func() bool {
 		var honoured bool

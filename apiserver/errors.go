@@ -23,20 +23,20 @@ import (
 // everything else RFC 9457 problem+json. huma's error constructor is global, so the choice
 // is made here, by path, once.
 
-const customerPrefix = "/api/customer/v1"
+const cloudPrefix = "/api/customer/v1"
 
 type surface int
 
 const (
 	surfaceProblem surface = iota
 	surfaceOAuth
-	surfaceCustomer
+	surfaceCloud
 )
 
 func surfaceOf(path string) surface {
 	switch {
-	case path == customerPrefix || strings.HasPrefix(path, customerPrefix+"/"):
-		return surfaceCustomer
+	case path == cloudPrefix || strings.HasPrefix(path, cloudPrefix+"/"):
+		return surfaceCloud
 	case strings.HasPrefix(path, "/oauth/") || strings.HasPrefix(path, "/realms/"):
 		return surfaceOAuth
 	}
@@ -52,8 +52,8 @@ func newError(path string, status int, msg string, errs ...error) huma.StatusErr
 			code = "invalid_request"
 		}
 		return &OAuthError{status: status, Code: code, ErrorDescription: joinDetails(msg, errs)}
-	case surfaceCustomer:
-		code, ok := customerCodes[status]
+	case surfaceCloud:
+		code, ok := cloudCodes[status]
 		if !ok {
 			code = strings.ToUpper(strings.ReplaceAll(http.StatusText(status), " ", "_"))
 		}
@@ -67,7 +67,7 @@ func newError(path string, status int, msg string, errs ...error) huma.StatusErr
 			}
 			details["errors"] = list
 		}
-		return &CustomerError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
+		return &CloudError{status: status, Code: code, Message: msg, Timestamp: ts(time.Now()), Details: details}
 	}
 	for _, e := range errs {
 		var d *huma.ErrorDetail
@@ -135,7 +135,7 @@ func writeRouterError(w http.ResponseWriter, r *http.Request, status int, msg st
 // Domain errors: what went wrong, in the service's words. Handlers return these (or the
 // store's errors) and never choose an HTTP status; each surface's mapper decides what its
 // callers see: towerError (tower_errors.go), appError (app_errors.go), sdkError
-// (sdk_errors.go), tokenFailure (token_errors.go) and customerFailure (cloud_errors.go).
+// (sdk_errors.go), tokenFailure (token_errors.go) and cloudFailure (cloud_errors.go).
 
 // notFoundError: what the request names does not exist, or not for this caller.
 type notFoundError struct{ msg string }

@@ -12,7 +12,7 @@ import (
 // reconcile); the apiserver hands it its store, Temporal client and the gateway cloud API's
 // settings, and keeps what is HTTP: the Server-Timing phases and each surface's rendering.
 
-func newGatewayRequests(d Deps, settings CustomerSettings, draining <-chan struct{}) *gatewayexec.Executor {
+func newGatewayRequests(d Deps, settings CloudSettings, draining <-chan struct{}) *gatewayexec.Executor {
 	return gatewayexec.New(gatewayexec.Deps{Store: d.Store, Temporal: d.Temporal, Logger: d.Logger, Registry: d.Registry,
 		MarkPhase: markTiming, Draining: draining},
 		gatewayexec.Settings{TaskQueue: settings.TaskQueue, Policy: settings.Policy,

@@ -26,7 +26,7 @@ func idempotencyKeyHandler() http.Handler {
 	cfg.DocsPath, cfg.OpenAPIPath, cfg.SchemasPath = "", "", ""
 	api := humachi.New(r, cfg)
 	huma.Register(api, op(huma.Operation{
-		OperationID: "idempotency-key", Method: http.MethodPost, Path: customerPrefix + "/idempotency-key",
+		OperationID: "idempotency-key", Method: http.MethodPost, Path: cloudPrefix + "/idempotency-key",
 	}), func(_ context.Context, in *struct{ IdempotencyHeader }) (*struct{ Body struct{ Key string } }, error) {
 		out := &struct{ Body struct{ Key string } }{}
 		out.Body.Key = in.IdempotencyKey
@@ -60,7 +60,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 	}
 	h := idempotencyKeyHandler()
 	f.Fuzz(func(t *testing.T, key string) {
-		req := httptest.NewRequest(http.MethodPost, customerPrefix+"/idempotency-key", nil)
+		req := httptest.NewRequest(http.MethodPost, cloudPrefix+"/idempotency-key", nil)
 		req.Header["Idempotency-Key"] = []string{key}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

@@ -44,7 +44,7 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 	const (
 		problem shape = iota
 		oauth
-		customer
+		cloud
 	)
 	cases := []struct {
 		name, method, path string
@@ -67,11 +67,11 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 		{"app engine body", http.MethodPost, "/auth/api-key", apiKey(json), `{"client_id": "\u0000", "client_secret": "x", "organization_id": 1}`, problem},
 		{"mobile SDK body", http.MethodPost, "/sdk/v1/towers/" + towerSantaMon + "/session-token", bearer(json),
 			`{"duration": 60, "claims": ["sync_packet"], "version": "1.0\u0000"}`, problem},
-		{"gateway cloud query", http.MethodGet, "/api/customer/v1/locations/" + itoa(loc) + "/lockers?name=%00", gw(nil), "", customer},
+		{"gateway cloud query", http.MethodGet, "/api/customer/v1/locations/" + itoa(loc) + "/lockers?name=%00", gw(nil), "", cloud},
 		{"gateway cloud body", http.MethodPost, "/api/customer/v1/locations/" + itoa(loc) + "/transactions", gw(json),
-			`{"transactionId": "t\u0000"}`, customer},
+			`{"transactionId": "t\u0000"}`, cloud},
 		{"gateway cloud Idempotency-Key", http.MethodPost, "/api/customer/v1/locations/" + itoa(loc) + "/transactions",
-			withAuth(gw(json), "Idempotency-Key", "k\xff"), `{"transactionId": "t1"}`, customer},
+			withAuth(gw(json), "Idempotency-Key", "k\xff"), `{"transactionId": "t1"}`, cloud},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -89,7 +89,7 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 			case oauth:
 				assert.Equal(t, http.StatusBadRequest, r.Status)
 				assert.Equal(t, "invalid_request", m["error"], "%s", r.Body)
-			case customer:
+			case cloud:
 				assert.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
 				assert.Equal(t, "VALIDATION_FAILED", m["error"], "%s", r.Body)
 			default:

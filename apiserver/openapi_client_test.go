@@ -22,7 +22,7 @@ import (
 // types (and the env's contract check validates each against the served document).
 func TestGeneratedClientFlows(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
 	gw1, _ := e.StartDemoGateways(t)
 	e.StartGatewaySync(t, 200*time.Millisecond)
 	require.Eventually(t, func() bool {

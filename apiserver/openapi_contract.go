@@ -26,8 +26,8 @@ var Servers = []*huma.Server{
 }
 
 var (
-	gwapiPkg          = reflect.TypeOf(gwapi.Locker{}).PkgPath()
-	customerErrorType = reflect.TypeOf(CustomerError{})
+	gwapiPkg       = reflect.TypeOf(gwapi.Locker{}).PkgPath()
+	cloudErrorType = reflect.TypeOf(CloudError{})
 )
 
 // schemaName names the components: huma's default, except that the gateway cloud API's error
@@ -40,7 +40,7 @@ func schemaName(t reflect.Type, hint string) string {
 		t = t.Elem()
 	}
 	switch {
-	case t == customerErrorType:
+	case t == cloudErrorType:
 		return "Error"
 	case t.PkgPath() == gwapiPkg:
 		return "Gateway" + huma.DefaultSchemaNamer(t, hint)
@@ -111,7 +111,7 @@ func finishOpenAPI(oapi *huma.OpenAPI) {
 				continue
 			}
 			sf := surfaceOf(path)
-			customer := sf == surfaceCustomer
+			cloud := sf == surfaceCloud
 			if d := o.Responses["default"]; d == nil || sf != surfaceProblem {
 				// Every operation answers huma's own refusals (413, 415, 422) too, in its
 				// surface's body; huma documents problem+json whatever the surface.
@@ -126,7 +126,7 @@ func finishOpenAPI(oapi *huma.OpenAPI) {
 				if status == "default" || status == "202" || status == "429" || status == "503" {
 					addHeader(r, "Retry-After", retryAfterHeader)
 				}
-				if !customer {
+				if !cloud {
 					continue
 				}
 				addHeaders(r, deprecationHeaders)
@@ -151,9 +151,9 @@ func surfaceDefault(oapi *huma.OpenAPI, sf surface) *huma.Response {
 	case surfaceOAuth:
 		return &huma.Response{Description: "RFC 6749 error", Content: map[string]*huma.MediaType{
 			"application/json": {Schema: reg.Schema(reflect.TypeFor[OAuthError](), true, "OAuthError")}}}
-	case surfaceCustomer:
+	case surfaceCloud:
 		return &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{
-			"application/json": {Schema: reg.Schema(customerErrorType, true, "")}}}
+			"application/json": {Schema: reg.Schema(cloudErrorType, true, "")}}}
 	}
 	return &huma.Response{Description: "Error", Content: map[string]*huma.MediaType{
 		"application/problem+json": {Schema: reg.Schema(reflect.TypeFor[huma.ErrorModel](), true, "")}}}

@@ -23,7 +23,7 @@ func TestOverloadIsA503(t *testing.T) {
 		"tower API":         s.towerError(context.Background(), "reservation", err),
 		"app engine API":    s.appError(context.Background(), "access code", err),
 		"mobile SDK API":    s.sdkError(context.Background(), "tower", err),
-		"gateway cloud API": s.customerFailure(context.Background(), "create gateway request", err),
+		"gateway cloud API": s.cloudFailure(context.Background(), "create gateway request", err),
 	} {
 		var se huma.StatusError
 		require.ErrorAs(t, got, &se, name)

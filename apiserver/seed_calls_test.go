@@ -20,7 +20,7 @@ import (
 // body), answers what the document says: the document is what integrators code against.
 func TestSeedCallsAsWritten(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
 	gw1, _ := e.StartDemoGateways(t)
 	e.StartGatewaySync(t, 200*time.Millisecond)
 	require.Eventually(t, func() bool {

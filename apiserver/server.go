@@ -50,7 +50,7 @@ type Deps struct {
 	// TaskQueue is the workflows' Temporal task queue (default workflows.DefaultTaskQueue).
 	TaskQueue string
 	// Customer configures the gateway cloud API (zero: DESIGN §6's defaults).
-	Customer CustomerSettings
+	Customer CloudSettings
 	// SDK configures the mobile SDK API (zero: the defaults of internal/config).
 	SDK SDKSettings
 	// RateLimits are the tower API, app engine API and token endpoint limits (zero: DESIGN
@@ -72,7 +72,7 @@ type Server struct {
 
 	draining  chan struct{} // closed by Drain
 	drainOnce sync.Once
-	customer  *customer
+	cloud     *cloud
 	requests  *gatewayexec.Executor
 	clients   clientStates
 
@@ -101,11 +101,11 @@ func New(d Deps) *Server {
 		draining: make(chan struct{}),
 		rates:    d.RateLimits.withDefaults(), rateLimited: newRateLimitedCounter(d.Registry),
 		trustedProxies: trustedProxiesOf(d.RateLimits.TrustedProxies)}
-	s.customer = newCustomer(d)
-	s.requests = newGatewayRequests(d, s.customer.settings, s.draining)
+	s.cloud = newCloud(d)
+	s.requests = newGatewayRequests(d, s.cloud.settings, s.draining)
 
 	r := chi.NewRouter()
-	r.Use(telemetry.Middleware, s.recoverer, s.clientAddress, s.observe, s.customerEdgeMiddleware, storableInput, liftBodyDeadline)
+	r.Use(telemetry.Middleware, s.recoverer, s.clientAddress, s.observe, s.cloudEdgeMiddleware, storableInput, liftBodyDeadline)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeRouterError(w, r, http.StatusNotFound, "no such route")
 	})
@@ -144,7 +144,7 @@ func New(d Deps) *Server {
 	s.registerAppKeys(api)
 	s.registerTransactions(api)
 	s.registerAccessCodes(api)
-	s.registerCustomer(api)
+	s.registerCloud(api)
 	s.registerWebhooks(api)
 	finishOpenAPI(api.OpenAPI())
 	return s

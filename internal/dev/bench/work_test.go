@@ -111,7 +111,7 @@ type workRow struct {
 // the histories, what Temporal did for it. With -v it prints the table docs/performance.md
 // shows.
 func TestTemporalWorkPerOperation(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{Customer: testenv.ScaledCustomerSettings()})
+	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
 	e.RunGatewayCloud(t)
 	gw1, _ := e.StartDemoGateways(t)
 	tok := e.Token("service_provider")

@@ -64,9 +64,9 @@ type Env struct {
 type Options struct {
 	// NoWorker leaves the worker stopped (tests start it with StartWorker).
 	NoWorker bool
-	// Customer configures the gateway cloud API (zero: production defaults; see
-	// ScaledCustomerSettings in gateways.go for tests).
-	Customer apiserver.CustomerSettings
+	// Cloud configures the gateway cloud API (zero: production defaults; see
+	// ScaledCloudSettings in gateways.go for tests).
+	Cloud apiserver.CloudSettings
 	// RateLimits of the tower API, app engine API and token endpoint (zero: a million a
 	// minute, so tests that are not about the limits never meet them).
 	RateLimits apiserver.RateLimits
@@ -148,7 +148,7 @@ func Start(t *testing.T, opts Options) *Env {
 	}
 	server := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
-		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Customer,
+		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Cloud,
 		RateLimits: rateLimits, Webhooks: opts.Webhooks,
 	})
 	srv.Config.Handler = server.Handler()
@@ -161,7 +161,7 @@ func Start(t *testing.T, opts Options) *Env {
 	e := &Env{
 		URL: srv.URL, Creds: res.Credentials, Seed: res, Store: st, Keyring: ring, Auth: auth,
 		Temporal: tc, Namespace: ts.GetDefaultNamespace(), TaskQueue: taskQueue, Logger: logger,
-		t: t, gatewayPolicy: opts.Customer.Policy, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
+		t: t, gatewayPolicy: opts.Cloud.Policy, server: server, ctx: ctx, metrics: map[string]string{srv.URL: metrics.URL},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Schedule: opts.WebhookSchedule, Timeout: 5 * time.Second},
 	}
 	if !opts.NoWorker {

@@ -21,11 +21,11 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// ScaledCustomerSettings are the gateway cloud API's settings for tests: the rules of
+// ScaledCloudSettings are the gateway cloud API's settings for tests: the rules of
 // DESIGN §6.2 with deadlines and backoffs in (tens of) milliseconds and seconds, to match
 // gatewaytest's scaled open policy (a door open takes at most about a second there).
-func ScaledCustomerSettings() apiserver.CustomerSettings {
-	return apiserver.CustomerSettings{Policy: gatewayreq.Policy{
+func ScaledCloudSettings() apiserver.CloudSettings {
+	return apiserver.CloudSettings{Policy: gatewayreq.Policy{
 		CallTimeout: 3 * time.Second, HardwareTimeout: 5 * time.Second,
 		DispatchAttempts: 3, DispatchBackoff: 50 * time.Millisecond,
 		ConflictRetries: 3, ConflictBackoff: 20 * time.Millisecond,
@@ -88,7 +88,7 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 // StartAPIServer starts another apiserver instance on the env's database and Temporal
 // server, with its own customer settings, and returns its base URL. Instances share
 // everything through Postgres and Temporal, as in production.
-func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CustomerSettings) string {
+func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CloudSettings) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	server := apiserver.New(apiserver.Deps{

@@ -11,7 +11,7 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 )
 
-// The gateway cloud API's local operations (DESIGN §6.1), answered by the apiserver itself:
+// The gateway cloud API's operations answered by the apiserver itself, not by a gateway (DESIGN §6.1):
 // the version probe, the key's identity and the accessible locations.
 
 // ApiMeta is the version probe's answer.
@@ -76,12 +76,12 @@ type LocationList struct {
 	Data []LocationSummary `json:"data"`
 }
 
-func (s *Server) registerCustomer(api huma.API) {
+func (s *Server) registerCloud(api huma.API) {
 	api.OpenAPI().Components.SecuritySchemes[schemeGatewayKey] = &huma.SecurityScheme{Type: "apiKey", In: "header", Name: "X-API-Key",
 		Description: "Gateway cloud API key: lnk_ followed by 64 lower-case hex digits."}
 	api.OpenAPI().Components.SecuritySchemes[schemeGatewayBearer] = &huma.SecurityScheme{Type: "http", Scheme: "bearer",
 		Description: "The gateway cloud API key as a bearer token (Authorization: Bearer lnk_...)."}
-	grp := huma.NewGroup(api, customerPrefix)
+	grp := huma.NewGroup(api, cloudPrefix)
 	grp.UseMiddleware(s.authenticateKey(api))
 	tags := []string{"Gateway cloud API"}
 
@@ -89,14 +89,14 @@ func (s *Server) registerCustomer(api huma.API) {
 		OperationID: "customer-get-meta", Method: http.MethodGet, Path: "/", Tags: tags,
 		Summary: "API version probe", Description: "Needs no key.",
 	}), func(ctx context.Context, _ *struct{}) (*struct{ Body ApiMeta }, error) {
-		return &struct{ Body ApiMeta }{Body: s.customer.meta()}, nil
+		return &struct{ Body ApiMeta }{Body: s.cloud.meta()}, nil
 	})
 
 	huma.Register(grp, op(huma.Operation{
 		OperationID: "customer-get-me", Method: http.MethodGet, Path: "/me", Tags: tags,
-		Summary: "Identify the key", Security: customerSecurity,
+		Summary: "Identify the key", Security: cloudSecurity,
 	}), func(ctx context.Context, _ *struct{}) (*struct{ Body MeResponse }, error) {
-		k := customerKey(ctx)
+		k := cloudKey(ctx)
 		return &struct{ Body MeResponse }{Body: MeResponse{
 			KeyID: k.KeyID.String(), KeyPrefix: k.KeyPrefix,
 			Organization: OrganizationRef{ID: k.OrganizationID, Name: k.OrganizationName},
@@ -108,12 +108,12 @@ func (s *Server) registerCustomer(api huma.API) {
 		OperationID: "customer-list-locations", Method: http.MethodGet, Path: "/locations", Tags: tags,
 		Summary:     "Accessible locations",
 		Description: "The key's organization's locations that have a gateway, with the gateway's health: online when it answered the cloud within the last two minutes (health checks every 30 s and every request outcome).",
-		Security:    customerSecurity,
+		Security:    cloudSecurity,
 	}), func(ctx context.Context, _ *struct{}) (*struct{ Body LocationList }, error) {
-		k := customerKey(ctx)
-		ls, err := s.deps.Store.GatewayLocations(ctx, k.OrganizationID, s.customer.settings.OnlineWithin)
+		k := cloudKey(ctx)
+		ls, err := s.deps.Store.GatewayLocations(ctx, k.OrganizationID, s.cloud.settings.OnlineWithin)
 		if err != nil {
-			return nil, s.customerFailure(ctx, "list gateway locations", err)
+			return nil, s.cloudFailure(ctx, "list gateway locations", err)
 		}
 		out := LocationList{Data: make([]LocationSummary, 0, len(ls))}
 		for _, l := range ls {
@@ -130,7 +130,7 @@ func (s *Server) registerCustomer(api huma.API) {
 	s.registerGatewayRequests(grp, tags)
 }
 
-func (c *customer) meta() ApiMeta {
+func (c *cloud) meta() ApiMeta {
 	m := ApiMeta{Name: "Locker Network Service gateway cloud API", Version: "v1", ServerTime: ts(time.Now()),
 		Environment: c.settings.Environment}
 	if d := c.settings.Deprecation; d != nil {
