@@ -16,7 +16,7 @@ import (
 )
 
 // Opening and closing a locker through the app engine (DESIGN §5): each is a gateway request
-// run by the gateway-request component (gateway_requests.go) and answered in the app
+// run by the gateway-request executor (internal/gatewayexec) and answered in the app
 // engine's shape: 200 within the wait, else 202 and a request to poll.
 
 // DoorResult answers an open or a close the gateway settled within the wait.

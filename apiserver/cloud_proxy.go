@@ -18,7 +18,7 @@ import (
 
 // The gateway cloud API's proxied operations and polls (DESIGN §6.2, §6.3): the handler
 // stores the request (and its Idempotency-Key) in one transaction, then the gateway-request
-// component (gateway_requests.go) starts its workflow and waits up to the request's wait;
+// executor (internal/gatewayexec) starts its workflow and waits up to the request's wait;
 // the answer is the gateway's response verbatim, or 202 with the request to poll
 // (cloud_render.go).
 

@@ -15,7 +15,7 @@ import (
 )
 
 // The gateway cloud API's route table of gateway requests (DESIGN §6.1): every proxied
-// operation is a gateway-request/<id> workflow (gateway_requests.go) of a kind and class; the
+// operation is a gateway-request/<id> workflow (internal/gatewayexec) of a kind and class; the
 // handler maps its input to the gateway local-API call and hands it to proxy (cloud_proxy.go).
 
 // proxyCall is one proxied operation as the handler resolved it.
