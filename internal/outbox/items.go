@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
 )
@@ -35,6 +36,13 @@ func TokenItem(t store.LockerToken, signal string, arg any) store.OutboxItem {
 	return item(workflows.LockerTokenWorkflowID(t.ID.String()), workflows.LockerTokenWorkflowName,
 		workflows.LockerTokenInput{TokenID: t.ID.String(), Type: t.Type, ExpiresAt: t.ExpiresAt},
 		workflows.SearchAttrs{OrganizationID: t.OrgID, LocationID: t.LocationID, TowerID: t.TowerID, LockerID: t.LockerID, RequestKind: t.Type + "-token"}, signal, arg)
+}
+
+// WebhookDeliveryItem is the outbox item that starts the workflow of a delivery's current
+// round; the store records the same row (webhookrow) with the event it delivers.
+func WebhookDeliveryItem(d store.PendingDelivery) store.OutboxItem {
+	r := webhookrow.For(webhookrow.Delivery{ID: d.ID, Round: d.Round, OrgID: d.OrgID, EndpointID: d.EndpointID, EventType: d.EventType})
+	return store.OutboxItem{WorkflowID: r.WorkflowID, WorkflowType: r.WorkflowType, Input: r.Input, SearchAttributes: r.SearchAttributes}
 }
 
 // AccessCodeItem is the outbox item that starts (and, with a signal, signals) an access

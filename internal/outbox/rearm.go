@@ -2,9 +2,7 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -64,11 +62,7 @@ func Rearm(ctx context.Context, st *store.Store) (RearmResult, error) {
 		return res, err
 	}
 	for _, d := range ds {
-		in, _ := json.Marshal(map[string]any{"delivery_id": d.ID.String(), "round": d.Round})
-		items = append(items, store.OutboxItem{WorkflowID: store.WebhookDeliveryWorkflowID(d.ID, d.Round),
-			WorkflowType: store.WebhookDeliveryWorkflowType, Input: in,
-			SearchAttributes: map[string]string{"OrganizationId": strconv.FormatInt(d.OrgID, 10),
-				"WebhookEndpointId": d.EndpointID.String(), "EventType": d.EventType}})
+		items = append(items, WebhookDeliveryItem(d))
 	}
 	res.WebhookDeliveries = len(ds)
 	for len(items) > 0 {

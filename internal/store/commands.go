@@ -153,7 +153,7 @@ func (s *Store) TowerConfiguration(ctx context.Context, towerID string) (TowerCo
 		SELECT coalesce((SELECT head FROM tower_command_heads WHERE tower_id = $1), 0),
 		       array(SELECT id FROM lockers WHERE tower_id = $1 ORDER BY id),
 		       array(SELECT generation FROM lockers WHERE tower_id = $1 ORDER BY id),
-		       array(SELECT status = 6 FROM lockers WHERE tower_id = $1 ORDER BY id),
+		       array(SELECT status = `+outOfServiceSQL+` FROM lockers WHERE tower_id = $1 ORDER BY id),
 		       a.boot_epoch, a.stored_through
 		FROM (SELECT 1) one
 		LEFT JOIN LATERAL (SELECT boot_epoch, stored_through FROM tower_event_acks

@@ -10,14 +10,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
 // ErrNotFound means the row does not exist (or belongs to another organization, which the
 // caller must not be able to tell apart).
 var ErrNotFound = errors.New("not found")
 
-// ErrConflict means a uniqueness rule or a state precondition was violated.
-var ErrConflict = errors.New("conflict")
+// ErrConflict means a uniqueness rule or a state precondition was violated. It is the
+// sentinel the locker rules refuse with, so a refusal of lockerrules.Decide matches it.
+var ErrConflict = lockerrules.ErrConflict
 
 // ErrInvalidInput means Postgres refused a value as text it cannot store (a NUL character,
 // bytes that are not UTF-8): the caller's input, never a server fault.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
 // Tower event kinds.
@@ -253,59 +255,46 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 	}
 
 	use.Outcome = UseConsumed
-	switch t.Type {
-	case TokenDropoff:
-		if !itemInside {
-			break
+	action, ok := useAction(t.Type, itemInside)
+	if !ok {
+		return use, revoked, true, nil // the door closed as it was: nothing moved
+	}
+	d, err := lockerrules.Decide(k.rules(t.ClientID), action)
+	var refused *StatusConflictError
+	if errors.As(err, &refused) {
+		return s.anomaly(ctx, towerID, use, "unexpected_status", refused.Msg)
+	}
+	if err != nil {
+		return use, nil, false, fmt.Errorf("apply token use: %w", err)
+	}
+	switch {
+	case action == lockerrules.UseDropoff && d.Unchanged():
+		use.Outcome = UseItemAdded
+	case action == lockerrules.UseDropoff:
+		_, err = s.db.Exec(ctx, `
+			UPDATE lockers SET status = $4, possessor_client_id = $2, possession_since = coalesce(possession_since, $3),
+			       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
+			WHERE id = $1`, k.ID, t.ClientID, t.CreatedAt, d.To)
+		if err != nil {
+			return use, nil, false, fmt.Errorf("occupy locker: %w", translate(err))
 		}
-		switch {
-		case k.Status == StatusOccupied:
-			use.Outcome = UseItemAdded
-		case k.Status == StatusRented || k.Status == StatusDeclined ||
-			// freed by its expiry but not given to anyone since: the item is physically inside
-			k.Status == StatusAvailable:
-			_, err = s.db.Exec(ctx, `
-				UPDATE lockers SET status = 4, possessor_client_id = $2, possession_since = coalesce(possession_since, $3),
-				       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
-				WHERE id = $1`, k.ID, t.ClientID, t.CreatedAt)
-			if err != nil {
-				return use, nil, false, fmt.Errorf("occupy locker: %w", translate(err))
-			}
-			use.Outcome = UseOccupied
-			if err := s.recordTransaction(ctx, k, t, "dropoff", usedAt); err != nil {
-				return use, nil, false, err
-			}
-		default:
-			return s.anomaly(ctx, towerID, use, "unexpected_status",
-				fmt.Sprintf("drop-off with the item inside on locker %d, which is %s", k.ID, k.Status.Name()))
-		}
-	case TokenPickup:
-		if k.Status != StatusOccupied {
-			return s.anomaly(ctx, towerID, use, "unexpected_status",
-				fmt.Sprintf("pickup on locker %d, which is %s", k.ID, k.Status.Name()))
-		}
-		if itemInside {
-			use.Outcome = UsePickupIncomplete
-			break
-		}
-		if revoked, use.floor, err = s.endPossession(ctx, k.ID); err != nil {
+		use.Outcome = UseOccupied
+		if err := s.recordTransaction(ctx, k, t, "dropoff", usedAt); err != nil {
 			return use, nil, false, err
 		}
-		use.Outcome = UsePickedUp
-		if err := s.recordTransaction(ctx, k, t, "pickup", usedAt); err != nil {
-			return use, nil, false, err
-		}
-	case TokenRelease:
-		// The tower ends the possession (bumps its generation) whenever a release token
-		// closes the door empty; a locker rented again during the grace follows it too, or
-		// the tower would refuse every token of that rental as stale.
-		if itemInside || (k.Status != StatusDeclined && k.Status != StatusRented) {
-			break
-		}
+	case action == lockerrules.UsePickupItemLeft:
+		use.Outcome = UsePickupIncomplete
+	case d.EndsPossession:
 		if revoked, use.floor, err = s.endPossession(ctx, k.ID); err != nil {
 			return use, nil, false, err
 		}
 		use.Outcome = UseReleased
+		if action == lockerrules.UsePickup {
+			use.Outcome = UsePickedUp
+			if err := s.recordTransaction(ctx, k, t, "pickup", usedAt); err != nil {
+				return use, nil, false, err
+			}
+		}
 	}
 	return use, revoked, true, nil
 }
@@ -316,7 +305,7 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 func (s *Store) endPossession(ctx context.Context, lockerID int64) ([]uuid.UUID, int32, error) {
 	var gen int32
 	err := s.db.QueryRow(ctx, `
-		UPDATE lockers SET status = 1, generation = generation + 1, possessor_client_id = NULL, possession_since = NULL,
+		UPDATE lockers SET status = `+availableSQL+`, generation = generation + 1, possessor_client_id = NULL, possession_since = NULL,
 		       hold_expires_at = NULL, reservation_id = NULL, kept_possession = false, updated_at = now()
 		WHERE id = $1 RETURNING generation`, lockerID).Scan(&gen)
 	if err != nil {
@@ -324,6 +313,23 @@ func (s *Store) endPossession(ctx context.Context, lockerID int64) ([]uuid.UUID,
 	}
 	revoked, err := s.revokeActiveTokens(ctx, lockerID)
 	return revoked, gen, err
+}
+
+// useAction is the rules' action of a token use by how the door closed; ok is false when
+// the use moves nothing whatever the locker's status (a drop-off or release token whose door
+// closed as it was).
+func useAction(tokenType string, itemInside bool) (a lockerrules.Action, ok bool) {
+	switch {
+	case tokenType == TokenDropoff && itemInside:
+		return lockerrules.UseDropoff, true
+	case tokenType == TokenPickup && itemInside:
+		return lockerrules.UsePickupItemLeft, true
+	case tokenType == TokenPickup:
+		return lockerrules.UsePickup, true
+	case tokenType == TokenRelease && !itemInside:
+		return lockerrules.UseRelease, true
+	}
+	return 0, false
 }
 
 func (s *Store) anomaly(ctx context.Context, towerID string, use TokenUse, kind, detail string) (TokenUse, []uuid.UUID, bool, error) {

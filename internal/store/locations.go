@@ -13,7 +13,7 @@ const MaxAreaResults = 1000
 
 // locationSelect reads a location with its availability, counted from the lockers' current
 // statuses in the same statement (never a stale counter).
-const locationSelect = `
+var locationSelect = `
 	SELECT l.id, l.name, l.lat, l.lon, l.description, l.address1, l.address2, l.city, l.state,
 	       l.zip, l.country, l.notes, l.access_hours, l.timezone,
 	       coalesce((
@@ -21,9 +21,9 @@ const locationSelect = `
 	           FROM (
 	               SELECT lt.id, lt.name, lt.description, lt.sort_order,
 	                      count(*) AS total,
-	                      count(*) FILTER (WHERE locker_status(k.status, k.hold_expires_at) = 1) AS available,
+	                      count(*) FILTER (WHERE locker_status(k.status, k.hold_expires_at) = ` + availableSQL + `) AS available,
 	                      count(*) FILTER (WHERE k.is_low_locker) AS low_total,
-	                      count(*) FILTER (WHERE k.is_low_locker AND locker_status(k.status, k.hold_expires_at) = 1) AS low_available
+	                      count(*) FILTER (WHERE k.is_low_locker AND locker_status(k.status, k.hold_expires_at) = ` + availableSQL + `) AS low_available
 	               FROM lockers k JOIN locker_types lt ON lt.id = k.locker_type_id
 	               WHERE k.location_id = l.id
 	               GROUP BY lt.id

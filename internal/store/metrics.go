@@ -66,7 +66,7 @@ func (s *Store) ExpiryBacklog(ctx context.Context) (count int, oldest time.Durat
 		WITH overdue AS (
 		    SELECT expires_at AS at FROM reservations WHERE status = 'active' AND expires_at <= now()
 		    UNION ALL
-		    SELECT hold_expires_at FROM lockers WHERE status IN (2, 3, 5) AND hold_expires_at <= now())
+		    SELECT hold_expires_at FROM lockers WHERE status IN (`+lapsingSQL+`) AND hold_expires_at <= now())
 		SELECT count(*), coalesce(extract(epoch FROM now() - min(at)), 0) FROM overdue`).Scan(&count, &secs)
 	if err != nil {
 		return 0, 0, fmt.Errorf("expiry backlog: %w", translate(err))

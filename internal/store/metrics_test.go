@@ -66,9 +66,9 @@ func TestExpiryBacklogCountsHoldsPastExpiry(t *testing.T) {
 	// Two reserved lockers: one whose hold lapsed ten minutes ago without being written
 	// back, one still held for an hour.
 	_, err = st.Pool().Exec(ctx, `
-		UPDATE lockers SET status = 2, hold_expires_at = now() + CASE WHEN id = (SELECT min(id) FROM lockers)
+		UPDATE lockers SET status = $1, hold_expires_at = now() + CASE WHEN id = (SELECT min(id) FROM lockers)
 		    THEN interval '-10 minutes' ELSE interval '1 hour' END
-		WHERE id IN (SELECT id FROM lockers ORDER BY id LIMIT 2)`)
+		WHERE id IN (SELECT id FROM lockers ORDER BY id LIMIT 2)`, store.StatusReserved)
 	require.NoError(t, err)
 	n, oldest, err = st.ExpiryBacklog(ctx)
 	require.NoError(t, err)

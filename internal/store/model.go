@@ -4,37 +4,23 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
-// LockerStatus is one of Harbor's six tower-locker statuses (DESIGN §4.1).
-type LockerStatus int16
+// LockerStatus is one of Harbor's six tower-locker statuses (DESIGN §4.1); the rules of
+// which action it allows are lockerrules.Decide's.
+type LockerStatus = lockerrules.Status
 
 // The six statuses, with the ids clients see.
 const (
-	StatusAvailable    LockerStatus = 1
-	StatusReserved     LockerStatus = 2
-	StatusRented       LockerStatus = 3
-	StatusOccupied     LockerStatus = 4
-	StatusDeclined     LockerStatus = 5
-	StatusOutOfService LockerStatus = 6
+	StatusAvailable    = lockerrules.Available
+	StatusReserved     = lockerrules.Reserved
+	StatusRented       = lockerrules.Rented
+	StatusOccupied     = lockerrules.Occupied
+	StatusDeclined     = lockerrules.Declined
+	StatusOutOfService = lockerrules.OutOfService
 )
-
-var statusNames = map[LockerStatus]string{
-	StatusAvailable:    "available",
-	StatusReserved:     "reserved",
-	StatusRented:       "rented",
-	StatusOccupied:     "occupied",
-	StatusDeclined:     "declined",
-	StatusOutOfService: "out_of_service",
-}
-
-// Name is the status's wire name, e.g. "out_of_service".
-func (s LockerStatus) Name() string {
-	if n, ok := statusNames[s]; ok {
-		return n
-	}
-	return "unknown"
-}
 
 // Organization is a tenant.
 type Organization struct {

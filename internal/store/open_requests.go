@@ -79,7 +79,7 @@ func (s *Store) AvailableLockers(ctx context.Context, orgID, locationID, typeID 
 	rows, err := s.db.Query(ctx, `
 		SELECT k.id, k.tower_id FROM lockers k
 		WHERE k.organization_id = $1 AND k.location_id = $2 AND k.locker_type_id = $3
-		  AND locker_status(k.status, k.hold_expires_at) = 1 AND (NOT $4 OR k.is_low_locker)
+		  AND locker_status(k.status, k.hold_expires_at) = `+availableSQL+` AND (NOT $4 OR k.is_low_locker)
 		ORDER BY k.is_low_locker, k.id
 		LIMIT $5`, orgID, locationID, typeID, requireLow, limit)
 	if err != nil {

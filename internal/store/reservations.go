@@ -9,19 +9,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
 // StatusConflictError says why a locker or reservation could not make a transition; it
 // matches ErrConflict with errors.Is.
-type StatusConflictError struct {
-	Status LockerStatus // the locker's current status, when the conflict is about a locker
-	Msg    string
-}
-
-func (e *StatusConflictError) Error() string { return e.Msg }
-
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *StatusConflictError) Is(target error) bool { return target == ErrConflict }
+type StatusConflictError = lockerrules.ConflictError
 
 // ErrNotDue means an expiry ran before its time by the database clock; retry shortly.
 var ErrNotDue = errors.New("expiry not due yet")
@@ -68,7 +62,7 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		),
 		claimed AS (
 		    UPDATE lockers k SET
-		        status = 2,
+		        status = `+reservedSQL+`,
 		        reservation_id = $1,
 		        hold_expires_at = t.start + make_interval(secs => $6),
 		        possessor_client_id = $3,
@@ -77,7 +71,7 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 		        generation = k.generation + 1,
 		        updated_at = now()
 		    FROM t, cur
-		    WHERE k.id = cur.id AND cur.status = 1
+		    WHERE k.id = cur.id AND cur.status IN (`+reservableSQL+`)
 		    RETURNING k.id, k.location_id, k.hold_expires_at, k.generation, t.start
 		), head AS (
 		    -- a new possession: the tower learns the generation floor with its next sync; the
@@ -117,8 +111,10 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 	if claimed {
 		return r, nil
 	}
-	return Reservation{}, &StatusConflictError{Status: seen,
-		Msg: fmt.Sprintf("locker %d is %s, not available", p.LockerID, seen.Name())}
+	if _, err := lockerrules.Decide(lockerrules.Locker{ID: p.LockerID, Status: seen}, lockerrules.Reserve); err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{}, fmt.Errorf("reserve locker %d: not claimed while %s", p.LockerID, seen.Name())
 }
 
 const reservationSelect = `
@@ -236,9 +232,9 @@ func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bo
 // releaseReservedLocker frees the locker only if this reservation still holds it.
 func (s *Store) releaseReservedLocker(ctx context.Context, reservationID uuid.UUID) error {
 	_, err := s.db.Exec(ctx, `
-		UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL,
+		UPDATE lockers SET status = `+availableSQL+`, reservation_id = NULL, hold_expires_at = NULL,
 		       possessor_client_id = NULL, possession_since = NULL, updated_at = now()
-		WHERE reservation_id = $1 AND status = 2`, reservationID)
+		WHERE reservation_id = $1 AND status IN (`+endsReservationSQL+`)`, reservationID)
 	return translate(err)
 }
 
@@ -271,9 +267,9 @@ func (s *Store) ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration)
 		}
 		reservations = len(events)
 		tag, err := tx.db.Exec(ctx, `
-			UPDATE lockers SET status = 1, reservation_id = NULL, hold_expires_at = NULL, possessor_client_id = NULL,
+			UPDATE lockers SET status = `+availableSQL+`, reservation_id = NULL, hold_expires_at = NULL, possessor_client_id = NULL,
 			       possession_since = NULL, updated_at = now()
-			WHERE status IN (2, 3, 5) AND hold_expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
+			WHERE status IN (`+lapsingSQL+`) AND hold_expires_at <= now() - make_interval(secs => $1)`, olderThan.Seconds())
 		if err != nil {
 			return fmt.Errorf("release lapsed lockers: %w", translate(err))
 		}

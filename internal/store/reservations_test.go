@@ -212,8 +212,8 @@ func TestReserveLockerLostToShortHold(t *testing.T) {
 
 	// The holder rents the locker with a hold that ends just after the claim's clock, and
 	// commits only once that hold has lapsed.
-	_, err = holder.Exec(ctx, `UPDATE lockers SET status = 3, hold_expires_at = $2::timestamptz + interval '20 milliseconds' WHERE id = $1`,
-		lockerID, claimStarted)
+	_, err = holder.Exec(ctx, `UPDATE lockers SET status = $3, hold_expires_at = $2::timestamptz + interval '20 milliseconds' WHERE id = $1`,
+		lockerID, claimStarted, store.StatusRented)
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, holder.Commit(ctx))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
 // ServiceChange reports what an operator's service-state change ended.
@@ -34,16 +36,20 @@ func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID in
 		if err != nil {
 			return err
 		}
-		ch = ServiceChange{From: k.Status, To: StatusOutOfService}
-		var cancelled *Reservation
-		switch k.Status {
-		case StatusOutOfService:
+		action := lockerrules.TakeOutOfService
+		if force {
+			action = lockerrules.ForceOutOfService
+		}
+		d, err := lockerrules.Decide(k.rules(""), action)
+		if err != nil {
+			return err
+		}
+		ch = ServiceChange{From: d.From, To: d.To}
+		if d.Unchanged() {
 			return nil
-		case StatusOccupied:
-			if !force {
-				return conflict(k, "locker %d is occupied: an item is inside; force keeps its possession", k.ID)
-			}
-		case StatusReserved:
+		}
+		var cancelled *Reservation
+		if d.EndsReservation {
 			ch.CancelledReservation = k.ReservationID
 			if k.HoldExpiresAt != nil {
 				ch.CancelledReservationExpiresAt = *k.HoldExpiresAt
@@ -61,17 +67,17 @@ func (s *Store) SetOutOfService(ctx context.Context, towerID string, lockerID in
 				return fmt.Errorf("cancel reservation: %w", translate(err))
 			}
 		}
-		keep := k.Status == StatusOccupied
+		keep := d.KeepsPossession
 		var gen int32
 		var org int64
 		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
-			UPDATE lockers k SET status = 6, generation = k.generation + 1, kept_possession = $2, service_reason = $3,
+			UPDATE lockers k SET status = $4, generation = k.generation + 1, kept_possession = $2, service_reason = $3,
 			       possessor_client_id = CASE WHEN $2 THEN k.possessor_client_id END,
 			       possession_since = CASE WHEN $2 THEN k.possession_since END,
 			       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
 			FROM locker_types lt, locations l
 			WHERE k.id = $1 AND lt.id = k.locker_type_id AND l.id = k.location_id
-			RETURNING `+eventLockerColumns+`, k.generation, k.organization_id`, k.ID, keep, reason), &gen, &org)
+			RETURNING `+eventLockerColumns+`, k.generation, k.organization_id`, k.ID, keep, reason, d.To), &gen, &org)
 		if err != nil {
 			return fmt.Errorf("set out of service: %w", translate(err))
 		}
@@ -107,14 +113,15 @@ func (s *Store) SetInService(ctx context.Context, towerID string, lockerID int64
 		if err != nil {
 			return err
 		}
-		if k.Status != StatusOutOfService {
-			ch = ServiceChange{From: k.Status, To: k.Status}
+		d, err := lockerrules.Decide(k.rules(""), lockerrules.ReturnToService)
+		if err != nil {
+			return err
+		}
+		if d.Unchanged() {
+			ch = ServiceChange{From: d.From, To: d.To}
 			return nil
 		}
-		to := StatusAvailable
-		if k.KeptPossession {
-			to = StatusOccupied
-		}
+		to := d.To
 		var org int64
 		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
 			UPDATE lockers k SET status = $2, kept_possession = false, service_reason = NULL, updated_at = now()
@@ -157,7 +164,8 @@ type AssignedLocker struct {
 func (s *Store) AssignedLockers(ctx context.Context, orgID int64, clientID string) ([]AssignedLocker, error) {
 	lockers, err := collectLockers(s.db.Query(ctx, lockerSelect+`
 		WHERE k.organization_id = $1 AND k.possessor_client_id = $2
-		  AND (locker_status(k.status, k.hold_expires_at) IN (2, 3, 4, 5) OR (k.status = 6 AND k.kept_possession))
+		  AND (locker_status(k.status, k.hold_expires_at) IN (`+possessedSQL+`)
+		       OR (k.status = `+outOfServiceSQL+` AND k.kept_possession))
 		ORDER BY k.possession_since, k.id`, orgID, clientID))
 	if err != nil {
 		return nil, err

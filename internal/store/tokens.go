@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/lockerrules"
 )
 
 // Token types and statuses.
@@ -88,8 +90,16 @@ func (s *Store) lockLocker(ctx context.Context, orgID int64, towerID string, loc
 	return k, nil
 }
 
-func conflict(k lockedLocker, format string, args ...any) error {
-	return &StatusConflictError{Status: k.Status, Msg: fmt.Sprintf(format, args...)}
+// rules is the locker as lockerrules.Decide sees it, for the client asking.
+func (k lockedLocker) rules(client string) lockerrules.Locker {
+	return lockerrules.Locker{ID: k.ID, Status: k.Status, Mine: k.possessedBy(client), KeptPossession: k.KeptPossession}
+}
+
+// issueActions are the rules' actions of issuing each token type.
+var issueActions = map[string]lockerrules.Action{
+	TokenDropoff: lockerrules.IssueDropoff,
+	TokenPickup:  lockerrules.IssuePickup,
+	TokenRelease: lockerrules.IssueRelease,
 }
 
 // IssueTokenParams describe a token to issue.
@@ -125,52 +135,25 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 	if err != nil {
 		return IssueResult{}, err
 	}
-	res := IssueResult{From: k.Status, To: k.Status}
-	generation := k.Generation
-	switch p.Type {
-	case TokenDropoff:
-		switch k.Status {
-		case StatusAvailable:
-			// A new possession: its generation makes every earlier customer's token stale.
-			generation++
-			res.To = StatusRented
-		case StatusReserved:
-			if !k.possessedBy(p.ClientID) {
-				return IssueResult{}, conflict(k, "locker %d is reserved by another client", k.ID)
-			}
-			res.ConsumedReservation = k.ReservationID
-			if k.HoldExpiresAt != nil {
-				res.ConsumedReservationExpiresAt = *k.HoldExpiresAt
-			}
-			res.To = StatusRented
-		case StatusRented, StatusDeclined:
-			if !k.possessedBy(p.ClientID) {
-				return IssueResult{}, conflict(k, "locker %d is %s by another client", k.ID, k.Status.Name())
-			}
-			res.To = StatusRented
-		case StatusOccupied:
-			if !k.possessedBy(p.ClientID) {
-				return IssueResult{}, conflict(k, "locker %d is occupied by another client's item", k.ID)
-			}
-		default:
-			return IssueResult{}, conflict(k, "locker %d is %s", k.ID, k.Status.Name())
-		}
-	case TokenPickup:
-		if k.Status != StatusOccupied {
-			return IssueResult{}, conflict(k, "a pickup token needs an occupied locker; locker %d is %s", k.ID, k.Status.Name())
-		}
-		if !k.possessedBy(p.ClientID) {
-			return IssueResult{}, conflict(k, "locker %d is occupied by another client's item", k.ID)
-		}
-	case TokenRelease:
-		if k.Status != StatusDeclined {
-			return IssueResult{}, conflict(k, "a release token needs a declined locker; locker %d is %s", k.ID, k.Status.Name())
-		}
-		if !k.possessedBy(p.ClientID) {
-			return IssueResult{}, conflict(k, "locker %d is declined by another client", k.ID)
-		}
-	default:
+	action, ok := issueActions[p.Type]
+	if !ok {
 		return IssueResult{}, fmt.Errorf("issue token: unknown type %q", p.Type)
+	}
+	d, err := lockerrules.Decide(k.rules(p.ClientID), action)
+	if err != nil {
+		return IssueResult{}, err
+	}
+	res := IssueResult{From: d.From, To: d.To}
+	generation := k.Generation
+	if d.NewGeneration {
+		// A new possession: its generation makes every earlier customer's token stale.
+		generation++
+	}
+	if d.EndsReservation {
+		res.ConsumedReservation = k.ReservationID
+		if k.HoldExpiresAt != nil {
+			res.ConsumedReservationExpiresAt = *k.HoldExpiresAt
+		}
 	}
 
 	now := time.Now().UTC()
@@ -179,7 +162,9 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 		// Expiry on a whole second: the token payload carries unix seconds.
 		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: now.Truncate(time.Second).Add(p.Duration)}
 	res.Token = t
-	rents := p.Type == TokenDropoff && k.Status != StatusOccupied
+	// A drop-off token of a locker not yet occupied rents it (again): the hold follows the
+	// latest drop-off token.
+	rents := d.To == StatusRented
 
 	// The writes go out in one pipelined batch: one round trip for the token, the consumed
 	// reservation and the locker.
@@ -194,14 +179,14 @@ func (s *Store) IssueToken(ctx context.Context, p IssueTokenParams) (IssueResult
 	if rents {
 		// Rented: the possession lasts until the last drop-off token of this generation expires.
 		b.Queue(`
-			UPDATE lockers SET status = 3, generation = $2, reservation_id = NULL,
+			UPDATE lockers SET status = $6, generation = $2, reservation_id = NULL,
 			       possessor_client_id = $3,
 			       possession_since = CASE WHEN $4 THEN now() ELSE coalesce(possession_since, now()) END,
 			       hold_expires_at = (SELECT max(expires_at) FROM locker_tokens
 			                          WHERE locker_id = $1 AND generation = $2 AND type = 'dropoff' AND status <> 'revoked'),
 			       updated_at = now()
 			WHERE id = $1 AND status = $5`,
-			k.ID, generation, p.ClientID, k.Status == StatusAvailable, k.Raw)
+			k.ID, generation, p.ClientID, k.Status == StatusAvailable, k.Raw, d.To)
 	}
 	// A new possession moves the generation: the tower's command log gets the floor in the
 	// same round trip, after the locker's row lock (commands.go).
@@ -245,18 +230,16 @@ func (s *Store) ReleaseLocker(ctx context.Context, orgID int64, clientID, towerI
 		if err != nil {
 			return err
 		}
-		if k.Status != StatusRented {
-			return conflict(k, "only a rented locker can be released; locker %d is %s", k.ID, k.Status.Name())
-		}
-		if !k.possessedBy(clientID) {
-			return conflict(k, "locker %d is rented by another client", k.ID)
+		d, err := lockerrules.Decide(k.rules(clientID), lockerrules.Release)
+		if err != nil {
+			return err
 		}
 		var org int64
 		locker, subOrg, err := scanEventLocker(tx.db.QueryRow(ctx, `
-			UPDATE lockers k SET status = 5, hold_expires_at = now() + make_interval(secs => $2), updated_at = now()
+			UPDATE lockers k SET status = $3, hold_expires_at = now() + make_interval(secs => $2), updated_at = now()
 			FROM locker_types lt, locations l
-			WHERE k.id = $1 AND k.status = 3 AND lt.id = k.locker_type_id AND l.id = k.location_id
-			RETURNING `+eventLockerColumns+`, k.organization_id`, k.ID, ReleaseGrace.Seconds()), &org)
+			WHERE k.id = $1 AND k.status = $4 AND lt.id = k.locker_type_id AND l.id = k.location_id
+			RETURNING `+eventLockerColumns+`, k.organization_id`, k.ID, ReleaseGrace.Seconds(), d.To, d.From), &org)
 		if err != nil {
 			return fmt.Errorf("release locker: %w", translate(err))
 		}
@@ -285,9 +268,9 @@ func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, er
 		}
 		// The possession ends when its hold has lapsed (its last drop-off token expired).
 		_, err = tx.db.Exec(ctx, `
-			UPDATE lockers SET status = 1, possessor_client_id = NULL, possession_since = NULL,
+			UPDATE lockers SET status = `+availableSQL+`, possessor_client_id = NULL, possession_since = NULL,
 			       hold_expires_at = NULL, reservation_id = NULL, updated_at = now()
-			WHERE id = $1 AND generation = $2 AND status IN (3, 5) AND hold_expires_at <= now()`, t.LockerID, t.Generation)
+			WHERE id = $1 AND generation = $2 AND status IN (`+rentalSQL+`) AND hold_expires_at <= now()`, t.LockerID, t.Generation)
 		if err != nil {
 			return fmt.Errorf("end lapsed rental: %w", translate(err))
 		}

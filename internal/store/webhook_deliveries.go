@@ -2,29 +2,33 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
 )
 
-// The webhook-delivery workflow the outbox starts for each delivery. workflows holds the
-// same names (WebhookDeliveryWorkflowName, WebhookDeliveryWorkflowID); a test keeps them equal.
+// The webhook-delivery workflow the outbox starts for each delivery (webhookrow's names).
 const (
-	WebhookDeliveryWorkflowType = "WebhookDelivery"
-	WebhookDeliveryIDPrefix     = "webhook-delivery/"
+	WebhookDeliveryWorkflowType = webhookrow.WorkflowType
+	WebhookDeliveryIDPrefix     = webhookrow.IDPrefix
 )
 
 // WebhookDeliveryWorkflowID is the workflow of one delivery's round (0: the first delivery,
 // n: the n-th redelivery asked for through the API).
 func WebhookDeliveryWorkflowID(deliveryID uuid.UUID, round int) string {
-	if round == 0 {
-		return WebhookDeliveryIDPrefix + deliveryID.String()
-	}
-	return fmt.Sprintf("%s%s/retry-%d", WebhookDeliveryIDPrefix, deliveryID, round)
+	return webhookrow.WorkflowID(deliveryID, round)
+}
+
+// webhookStart is the outbox item that starts a delivery's round, as webhookrow builds it.
+func webhookStart(d webhookrow.Delivery) OutboxItem {
+	r := webhookrow.For(d)
+	return OutboxItem{WorkflowID: r.WorkflowID, WorkflowType: r.WorkflowType, Input: r.Input, SearchAttributes: r.SearchAttributes}
 }
 
 // WebhookDelivery is one event's delivery to one endpoint.
@@ -114,6 +118,11 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 			return fmt.Errorf("retry webhook delivery: %w: the endpoint is disabled", ErrConflict)
 		}
 		round++
+		start := webhookStart(webhookrow.Delivery{ID: id, Round: round, OrgID: sc.OrgID, EndpointID: endpointID, EventType: eventType})
+		attrs, err := json.Marshal(start.SearchAttributes)
+		if err != nil {
+			return fmt.Errorf("retry webhook delivery: encode search attributes: %w", err)
+		}
 		var started []committedStart
 		err = tx.db.QueryRow(ctx, `
 			WITH upd AS (
@@ -121,14 +130,11 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 			    WHERE id = $1
 			), ob AS (
 			    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
-			    VALUES ($3, $4, jsonb_build_object('delivery_id', $1::text, 'round', $2::int),
-			            jsonb_build_object('OrganizationId', $5::text, 'WebhookEndpointId', $6::text, 'EventType', $7::text),
-			            now() + make_interval(secs => $8))
+			    VALUES ($3, $4, $5, $6, now() + make_interval(secs => $7))
 			    RETURNING `+committedStartColumns+`
 			)
 			SELECT `+committedStartsAgg+` FROM ob`,
-			id, round, WebhookDeliveryWorkflowID(id, round), WebhookDeliveryWorkflowType, strconv.FormatInt(sc.OrgID, 10),
-			endpointID.String(), eventType, tx.deliveryGrace().Seconds()).Scan(&started)
+			id, round, start.WorkflowID, start.WorkflowType, []byte(start.Input), attrs, tx.deliveryGrace().Seconds()).Scan(&started)
 		if err != nil {
 			return fmt.Errorf("retry webhook delivery: %w", translate(err))
 		}
