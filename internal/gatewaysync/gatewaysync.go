@@ -36,7 +36,7 @@ type SecretOpener interface {
 }
 
 // GatewaySync syncs due gateways (SyncDue, every tick of its loop) and prunes expired
-// idempotency keys and old requests (Prune).
+// idempotency keys and the id claims of dropped requests (Prune).
 type GatewaySync struct {
 	Store   Store
 	Keyring SecretOpener
@@ -68,15 +68,16 @@ func (g *GatewaySync) defaults() {
 	}
 }
 
-// Prune drops expired idempotency keys and terminal requests older than Keep.
+// Prune deletes expired idempotency keys and the id claims of requests older than Keep whose
+// month is dropped (the requests themselves go with their month: the history loop).
 func (g *GatewaySync) Prune(ctx context.Context) error {
 	g.defaults()
-	keys, reqs, err := g.Store.PruneGatewayRequests(ctx, g.Keep)
+	keys, claims, err := g.Store.PruneGatewayRequests(ctx, g.Keep)
 	if err != nil {
 		return fmt.Errorf("prune gateway requests: %w", err)
 	}
-	if keys+reqs > 0 {
-		g.Logger.InfoContext(ctx, "pruned gateway requests", "idempotencyKeys", keys, "requests", reqs)
+	if keys+claims > 0 {
+		g.Logger.InfoContext(ctx, "pruned gateway requests", "idempotencyKeys", keys, "requestIDs", claims)
 	}
 	return nil
 }

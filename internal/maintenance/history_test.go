@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
@@ -40,14 +41,14 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"tower_events", "transactions", "webhook_deliveries", "webhook_events"}, tables)
+	assert.Equal(t, []string{"gateway_requests", "tower_events", "transactions", "webhook_deliveries", "webhook_events"}, tables)
 
 	now := time.Now().UTC()
 	month := func(t time.Time) string { return t.UTC().Format("200601") }
 	old := now.AddDate(0, 0, -100)   // a month that ended more than 30 days ago
 	recent := now.AddDate(0, 0, -20) // within 30 days
 	ahead := now.AddDate(0, sweeper.HistoryMonthsAhead, 0)
-	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents} {
+	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents, store.HistoryGatewayRequests} {
 		_, err := st.EnsurePartitions(ctx, table, old, old)
 		require.NoError(t, err)
 	}
@@ -63,11 +64,29 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 	oldTx, recentTx := addTx(old), addTx(recent)
 	// A row dated years back lands in the default partition, and goes when past retention.
 	strayTx := addTx(now.AddDate(-5, 0, 0))
+	// Gateway requests, settled, one made 100 days ago and one 20 days ago.
+	var loc, gw int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO locations (organization_id, name, lat, lon, address1, city, state, zip, country)
+		VALUES ($1, 'l', 0, 0, 'a', 'c', 's', 'z', 'FJ') RETURNING id`, org).Scan(&loc))
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO gateways (serial, organization_id, location_id, base_url, secret_sealed)
+		VALUES ('GW-H', $1, $2, 'http://127.0.0.1:1', 'x') RETURNING id`, org, loc).Scan(&gw))
+	addRequest := func(at time.Time) uuid.UUID {
+		r, _, err := st.CreateGatewayRequest(ctx, store.NewGatewayRequest{ID: uuid.New(), OrganizationID: org, LocationID: loc,
+			GatewayID: gw, GatewaySerial: "GW-H", Kind: "list-lockers", Class: "read", Method: "GET", Path: "/p", GatewayPath: "/lockers"}, nil)
+		require.NoError(t, err)
+		_, err = st.FinishGatewayRequest(ctx, r.ID, org, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+		require.NoError(t, err)
+		_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET created_at = $2 WHERE id = $1`, r.ID, at)
+		require.NoError(t, err)
+		return r.ID
+	}
+	oldReq, recentReq := addRequest(old), addRequest(recent)
 
 	reg := prometheus.NewRegistry()
 	m := maintenance.NewMetrics(reg)
 	reg.MustRegister(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)))
-	keep := maintenance.HistoryRetention(config.Retention{Transactions: config.MinRetention, WebhookEvents: config.MinRetention})
+	keep := maintenance.HistoryRetention(config.Retention{Transactions: config.MinRetention, WebhookEvents: config.MinRetention,
+		GatewayRequests: config.MinRetention})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -85,6 +104,12 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 		return ok
 	}
 	assert.False(t, exists("transactions_p"+month(old)), "the month past retention is dropped")
+	assert.False(t, exists("gateway_requests_p"+month(old)), "the gateway requests' month past retention is dropped")
+	assert.True(t, exists("gateway_requests_p"+month(recent)), "a gateway requests' month within retention stays")
+	_, err = st.GatewayRequestByID(ctx, oldReq)
+	assert.ErrorIs(t, err, store.ErrNotFound, "the request went with its month")
+	_, err = st.GatewayRequestByID(ctx, recentReq)
+	assert.NoError(t, err, "the recent request stays")
 	assert.True(t, exists("transactions_p"+month(recent)), "a month within retention stays")
 	assert.True(t, exists("tower_events_p"+month(old)), "tower events have no retention here: kept")
 	for _, table := range store.HistoryTables {

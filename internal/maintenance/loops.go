@@ -45,7 +45,8 @@ func GatewaySync(tick time.Duration, g *gatewaysync.GatewaySync) Loop {
 	return Loop{Name: "gateway_sync", Every: tick, AtStart: true, Pass: g.SyncDue}
 }
 
-// GatewayRequestPrune drops expired idempotency keys and old gateway requests.
+// GatewayRequestPrune deletes expired idempotency keys and the id claims of gateway requests
+// whose month the history loop dropped.
 func GatewayRequestPrune(every time.Duration, g *gatewaysync.GatewaySync) Loop {
 	return Loop{Name: "gateway_request_prune", Every: every, AtStart: true, Pass: g.Prune}
 }
@@ -72,6 +73,7 @@ func HistoryRetention(r config.Retention) map[string]time.Duration {
 		store.HistoryTransactions:      r.Transactions,
 		store.HistoryWebhookDeliveries: r.WebhookEvents,
 		store.HistoryWebhookEvents:     r.WebhookEvents,
+		store.HistoryGatewayRequests:   r.GatewayRequests,
 	}
 }
 

@@ -37,14 +37,15 @@ func (s *Store) BeginGatewaySend(ctx context.Context, id uuid.UUID, send int) (G
 	var commit string
 	err := s.db.QueryRow(ctx, `
 		WITH old AS (
-		    SELECT id, last_send FROM gateway_requests WHERE id = $1 AND completed_at IS NULL FOR UPDATE
+		    SELECT id, created_at, last_send FROM gateway_requests
+		    WHERE id = $1 AND `+requestMonth+` AND completed_at IS NULL FOR UPDATE
 		), upd AS (
 		    UPDATE gateway_requests r SET
 		        attempts = CASE WHEN old.last_send < $2 THEN r.attempts + 1 ELSE r.attempts END,
 		        status = 'dispatched',
 		        updated_at = now(),
 		        last_send = greatest(old.last_send, $2)
-		    FROM old WHERE r.id = old.id
+		    FROM old WHERE r.id = old.id AND r.created_at = old.created_at
 		    RETURNING r.gateway_id, r.attempts, old.last_send < $2 AS began, r.class
 		)
 		SELECT upd.began, upd.attempts, `+gatewayColumns+`,
@@ -69,7 +70,7 @@ func (s *Store) StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, 
 	}
 	tag, err := s.db.Exec(ctx, `
 		UPDATE gateway_requests SET answer_body = $3, answer_send = $2
-		WHERE id = $1 AND last_send = $2 AND completed_at IS NULL`, id, send, body)
+		WHERE id = $1 AND `+requestMonth+` AND last_send = $2 AND completed_at IS NULL`, id, send, body)
 	if err != nil {
 		return fmt.Errorf("store gateway answer: %w", translate(err))
 	}
@@ -84,7 +85,7 @@ func (s *Store) StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, 
 func (s *Store) AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error {
 	_, err := s.db.Exec(ctx, `
 		UPDATE gateway_requests SET last_send = $2 - 1, status = 'pending', updated_at = now()
-		WHERE id = $1 AND last_send = $2 AND completed_at IS NULL`, id, send)
+		WHERE id = $1 AND `+requestMonth+` AND last_send = $2 AND completed_at IS NULL`, id, send)
 	if err != nil {
 		return fmt.Errorf("abandon gateway send: %w", translate(err))
 	}
@@ -199,7 +200,7 @@ func (s *Store) finishGatewayRequest(ctx context.Context, id uuid.UUID, o gatewa
 		        response_body = CASE WHEN $12 THEN answer_body ELSE $5 END, answer_body = NULL, answer_send = NULL,
 		        error_code = nullif($6, ''), error_message = nullif($7, ''), details = $8,
 		        completed_at = now(), updated_at = now()
-		    WHERE id = $1 AND completed_at IS NULL
+		    WHERE id = $1 AND `+requestMonth+` AND completed_at IS NULL
 		    RETURNING *
 		), gw AS (
 		    UPDATE gateways g SET

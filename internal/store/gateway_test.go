@@ -357,6 +357,10 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrNotFound)
 }
 
+// Gateway requests go with their month, dropped whole past the retention, never row by row:
+// the prune deletes expired idempotency keys and, once a request's month is gone, its id
+// claim. A month holding an open request is not dropped. Until its claim goes, an id is still
+// taken.
 func TestPruneGatewayRequests(t *testing.T) {
 	t.Parallel()
 	st, res, g := gatewayFixture(t)
@@ -367,29 +371,60 @@ func TestPruneGatewayRequests(t *testing.T) {
 	require.NoError(t, err)
 	pending, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
 	require.NoError(t, err)
-	for _, id := range []uuid.UUID{old.ID, keyed.ID} {
+	recent, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "list-lockers"), nil)
+	require.NoError(t, err)
+	for _, id := range []uuid.UUID{old.ID, keyed.ID, recent.ID} {
 		_, err := st.FinishGatewayRequest(ctx, id, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 		require.NoError(t, err)
 	}
-	_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET completed_at = now() - interval '31 days', created_at = now() - interval '31 days'`+
-		` WHERE completed_at IS NOT NULL`)
+	// Three of them made 100 days ago: into that month's partition (their id claims follow).
+	then := time.Now().AddDate(0, 0, -100)
+	_, err = st.EnsurePartitions(ctx, store.HistoryGatewayRequests, then, then)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `UPDATE gateway_requests SET created_at = $1 WHERE id = ANY ($2)`,
+		then, []uuid.UUID{old.ID, keyed.ID, pending.ID})
 	require.NoError(t, err)
 
-	keys, reqs, err := st.PruneGatewayRequests(ctx, 30*24*time.Hour)
+	keys, claims, err := st.PruneGatewayRequests(ctx, 30*24*time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, keys)
-	assert.Equal(t, int64(1), reqs, "only the old request no live key refers to")
-	_, err = st.GatewayRequestByID(ctx, keyed.ID)
-	assert.NoError(t, err)
-	_, err = st.GatewayRequestByID(ctx, pending.ID)
-	assert.NoError(t, err)
+	assert.Zero(t, claims, "no request is pruned row by row")
+	for _, id := range []uuid.UUID{old.ID, keyed.ID, pending.ID, recent.ID} {
+		r, err := st.GatewayRequestByID(ctx, id)
+		require.NoError(t, err, "found by id in its month")
+		assert.Equal(t, id, r.ID)
+	}
+
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+	dropped, err := st.DropPartitions(ctx, store.HistoryGatewayRequests, cutoff)
+	require.ErrorIs(t, err, store.ErrPartitionHeld, "an open request holds its month")
+	assert.Empty(t, dropped)
+	_, err = st.FinishGatewayRequest(ctx, pending.ID, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
+	require.NoError(t, err)
+	dropped, err = st.DropPartitions(ctx, store.HistoryGatewayRequests, cutoff)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gateway_requests_p" + then.UTC().Format("200601")}, dropped)
+	for _, id := range []uuid.UUID{old.ID, keyed.ID, pending.ID} {
+		_, err := st.GatewayRequestByID(ctx, id)
+		assert.ErrorIs(t, err, store.ErrNotFound, "gone with its month")
+	}
+	_, err = st.GatewayRequestByID(ctx, recent.ID)
+	require.NoError(t, err, "this month's request stays")
+
+	// The id claims outlive their requests: an id is still taken until the prune.
+	again := newRequest(res, g, "list-lockers")
+	again.ID = old.ID
+	_, _, err = st.CreateGatewayRequest(ctx, again, nil)
+	require.ErrorIs(t, err, store.ErrConflict)
 
 	_, err = st.Pool().Exec(ctx, `UPDATE gateway_idempotency_keys SET expires_at = now() - interval '1 second'`)
 	require.NoError(t, err)
-	keys, reqs, err = st.PruneGatewayRequests(ctx, 30*24*time.Hour)
+	keys, claims, err = st.PruneGatewayRequests(ctx, 30*24*time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), keys)
-	assert.Equal(t, int64(1), reqs)
+	assert.Equal(t, int64(3), claims, "the claims of the three requests dropped with their month")
+	_, err = st.GatewayRequestByID(ctx, recent.ID)
+	assert.NoError(t, err)
 }
 
 func TestListenGatewayOutcomes(t *testing.T) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,17 +10,41 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The partitioned history tables (DESIGN §11, migration 00021), in the order their months are
-// dropped: a table before the one it refers to (a delivery before its event).
+// The partitioned history tables (DESIGN §11, migrations 00021 and 00036), in the order their
+// months are dropped: a table before the one it refers to (a delivery before its event).
 const (
 	HistoryTowerEvents       = "tower_events"
 	HistoryTransactions      = "transactions"
 	HistoryWebhookDeliveries = "webhook_deliveries"
 	HistoryWebhookEvents     = "webhook_events"
+	HistoryGatewayRequests   = "gateway_requests"
 )
 
 // HistoryTables lists the partitioned history tables in drop order.
-var HistoryTables = []string{HistoryTowerEvents, HistoryTransactions, HistoryWebhookDeliveries, HistoryWebhookEvents}
+var HistoryTables = []string{HistoryTowerEvents, HistoryTransactions, HistoryWebhookDeliveries, HistoryWebhookEvents,
+	HistoryGatewayRequests}
+
+// historyTable is what the partition maintenance needs to know of a history table.
+type historyTable struct {
+	key string // the partition key
+	// live is a condition on a row that must outlive its month's retention (empty: none). A
+	// month holding such a row is not dropped and its rows are not pruned from the default
+	// partition: a gateway request still open (never settled, which its workflow's timeouts
+	// rule out long before any retention) keeps its month until it is settled.
+	live string
+}
+
+var historyTables = map[string]historyTable{
+	HistoryTowerEvents:       {key: "tower_time"},
+	HistoryTransactions:      {key: "created_at"},
+	HistoryWebhookDeliveries: {key: "created_at"},
+	HistoryWebhookEvents:     {key: "created_at"},
+	HistoryGatewayRequests:   {key: "created_at", live: "completed_at IS NULL"},
+}
+
+// ErrPartitionHeld means a month past its retention was not dropped because it still holds a
+// row that must outlive it (see historyTable.live); the other months were dealt with.
+var ErrPartitionHeld = errors.New("partition past its retention still holds live rows")
 
 // historyLockTimeout bounds how long a partition's attach or drop waits for its table's lock:
 // past it the statement gives up (and the next pass tries again) rather than queue every
@@ -54,12 +79,10 @@ func (h HistoryStats) Bytes() int64 {
 }
 
 func checkHistoryTable(table string) error {
-	for _, t := range HistoryTables {
-		if t == table {
-			return nil
-		}
+	if _, ok := historyTables[table]; !ok {
+		return fmt.Errorf("%q is not a history table", table)
 	}
-	return fmt.Errorf("%q is not a history table", table)
+	return nil
 }
 
 // monthOf is the first instant of t's month in UTC.
@@ -95,20 +118,32 @@ func (s *Store) EnsurePartitions(ctx context.Context, table string, from, to tim
 }
 
 // DropPartitions drops table's months that ended before cutoff, each with DROP TABLE (never
-// a DELETE), and returns their names.
+// a DELETE), and returns their names. A month that still holds a live row (see
+// historyTable.live) is left, and the error says so (ErrPartitionHeld) once the others are
+// dropped.
 func (s *Store) DropPartitions(ctx context.Context, table string, cutoff time.Time) ([]string, error) {
 	st, err := s.HistoryStats(ctx, table)
 	if err != nil {
 		return nil, err
 	}
-	var dropped []string
+	live := historyTables[table].live
+	var dropped, held []string
 	for _, p := range st.Partitions {
 		if p.End().After(cutoff) {
 			break
 		}
+		var kept bool
 		err := s.WithTx(ctx, func(tx *Store) error {
 			if _, err := tx.db.Exec(ctx, `SET LOCAL lock_timeout = '`+historyLockTimeout+`'`); err != nil {
 				return err
+			}
+			if live != "" {
+				// No row turns live again (a settled request stays settled) and new rows are
+				// dated now, so nothing changes this answer before the drop.
+				if err := tx.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgx.Identifier{p.Name}.Sanitize()+` WHERE `+live+`)`).
+					Scan(&kept); err != nil || kept {
+					return err
+				}
 			}
 			_, err := tx.db.Exec(ctx, `DROP TABLE `+pgx.Identifier{p.Name}.Sanitize())
 			return err
@@ -116,17 +151,16 @@ func (s *Store) DropPartitions(ctx context.Context, table string, cutoff time.Ti
 		if err != nil {
 			return dropped, fmt.Errorf("drop partition %s: %w", p.Name, translate(err))
 		}
+		if kept {
+			held = append(held, p.Name)
+			continue
+		}
 		dropped = append(dropped, p.Name)
 	}
+	if len(held) > 0 {
+		return dropped, fmt.Errorf("drop partitions of %s: %w: %s", table, ErrPartitionHeld, strings.Join(held, ", "))
+	}
 	return dropped, nil
-}
-
-// historyKeys is each history table's partition key.
-var historyKeys = map[string]string{
-	HistoryTowerEvents:       "tower_time",
-	HistoryTransactions:      "created_at",
-	HistoryWebhookDeliveries: "created_at",
-	HistoryWebhookEvents:     "created_at",
 }
 
 // PruneDefaultPartition deletes from table's default partition up to limit rows older than
@@ -137,8 +171,12 @@ func (s *Store) PruneDefaultPartition(ctx context.Context, table string, cutoff 
 		return 0, err
 	}
 	def := pgx.Identifier{table + "_default"}.Sanitize()
-	key := pgx.Identifier{historyKeys[table]}.Sanitize()
-	tag, err := s.db.Exec(ctx, `DELETE FROM `+def+` WHERE ctid = ANY (ARRAY(SELECT ctid FROM `+def+` WHERE `+key+` < $1 LIMIT $2))`,
+	spec := historyTables[table]
+	cond := pgx.Identifier{spec.key}.Sanitize() + ` < $1`
+	if spec.live != "" {
+		cond += ` AND NOT (` + spec.live + `)`
+	}
+	tag, err := s.db.Exec(ctx, `DELETE FROM `+def+` WHERE ctid = ANY (ARRAY(SELECT ctid FROM `+def+` WHERE `+cond+` LIMIT $2))`,
 		cutoff, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune default partition of %s: %w", table, translate(err))

@@ -73,3 +73,63 @@ func TestHistoryPartitionMigrationKeepsRows(t *testing.T) {
 	assert.Equal(t, 1, count(`SELECT count(*) FROM webhook_deliveries`))
 	require.NoError(t, store.MigrateTo(ctx, st, 21))
 }
+
+// Migration 00036 turns gateway_requests into a partitioned table without losing a request,
+// its outcome or the idempotency key standing for it; every request keeps its id claim, so it
+// is found by id and its id stays taken. Its down migration turns it back.
+func TestGatewayRequestPartitionMigrationKeepsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openStore(t)
+	require.NoError(t, store.MigrateTo(ctx, st, 35))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	var org, loc, gw int64
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO organizations (name) VALUES ('m') RETURNING id`).Scan(&org))
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO locations (organization_id, name, lat, lon, address1, city, state, zip, country)
+		VALUES ($1, 'l', 0, 0, 'a', 'c', 's', 'z', 'FJ') RETURNING id`, org).Scan(&loc))
+	require.NoError(t, st.Pool().QueryRow(ctx, `INSERT INTO gateways (serial, organization_id, location_id, base_url, secret_sealed)
+		VALUES ('GW-M', $1, $2, 'http://127.0.0.1:1', 'x') RETURNING id`, org, loc).Scan(&gw))
+	old := time.Now().AddDate(0, -3, 0).UTC().Truncate(time.Microsecond)
+	oldID, openID := uuid.New(), uuid.New()
+	exec(`INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
+		gateway_path, status, created_at, completed_at, http_status, response_body)
+		VALUES ($1, $2, $3, $4, 'GW-M', 'list-lockers', 'read', 'GET', '/p', '/lockers', 'completed', $5, $5, 200, 'answer')`,
+		oldID, org, loc, gw, old)
+	exec(`INSERT INTO gateway_requests (id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
+		gateway_path) VALUES ($1, $2, $3, $4, 'GW-M', 'open-locker', 'hardware', 'POST', '/p', '/lockers/1/open')`, openID, org, loc, gw)
+	exec(`INSERT INTO gateway_idempotency_keys (organization_id, key, request_hash, request_id, expires_at)
+		VALUES ($1, 'k', 'h', $2, now() + interval '1 day')`, org, openID)
+
+	require.NoError(t, store.MigrateTo(ctx, st, 36))
+	assert.Equal(t, 1, count(`SELECT count(*) FROM pg_partitioned_table WHERE partrelid = 'gateway_requests'::regclass`))
+	assert.Equal(t, 1, count(`SELECT count(*) FROM gateway_requests_p`+old.Format("200601")), "the oldest request's month")
+	r, err := st.GatewayRequestByID(ctx, oldID)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("answer"), r.Outcome.Body)
+	assert.True(t, r.CreatedAt.Equal(old))
+	_, err = st.GatewayRequest(ctx, org, openID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(`SELECT count(*) FROM gateway_idempotency_keys WHERE request_id = $1`, openID))
+	assert.Equal(t, 2, count(`SELECT count(*) FROM gateway_request_ids`))
+	// An id is still taken, whatever month a new request would go to.
+	_, err = st.Pool().Exec(ctx, `INSERT INTO gateway_request_ids (id, created_at) VALUES ($1, now())`, oldID)
+	assert.ErrorIs(t, store.Translate(err), store.ErrConflict)
+
+	require.NoError(t, store.MigrateTo(ctx, st, 35))
+	assert.Zero(t, count(`SELECT count(*) FROM pg_partitioned_table WHERE partrelid = 'gateway_requests'::regclass`))
+	assert.Equal(t, 2, count(`SELECT count(*) FROM gateway_requests`))
+	assert.Equal(t, 1, count(`SELECT count(*) FROM gateway_idempotency_keys`))
+	require.NoError(t, store.MigrateTo(ctx, st, 36))
+	_, err = st.GatewayRequestByID(ctx, openID)
+	require.NoError(t, err)
+}
