@@ -3,7 +3,10 @@ SHELL := /bin/bash
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin
+# cmd/ holds what ships (PROD_CMDS); the dev tools (devstack, lockernet-drill, lockernet-bench) are
+# under internal/dev/cmd and build into bin/dev.
 PROD_CMDS := apiserver worker gateway towersim lockernet-admin
+DEV_CMD_DIR := ./internal/dev/cmd
 PKGS := ./...
 
 .PHONY: help run run-cluster temporal-build build dev-build test test-short lint fmt openapi clean bench test-faults docs-ui
@@ -32,7 +35,7 @@ $(BIN)/dev/temporal-schema/postgresql/v12: go.mod
 	rm -rf $@ && mkdir -p $(dir $@) && cp -r $(TEMPORAL_MOD_DIR)/schema/postgresql/v12 $@ && chmod -R u+w $@
 
 dev-build: ## Build the dev stack binaries into bin/dev (gateway with the simulator controls)
-	$(GO) build -o $(BIN)/dev/ ./cmd/devstack ./cmd/apiserver ./cmd/worker ./cmd/towersim ./cmd/lockernet-admin
+	$(GO) build -o $(BIN)/dev/ $(DEV_CMD_DIR)/devstack ./cmd/apiserver ./cmd/worker ./cmd/towersim ./cmd/lockernet-admin
 	$(GO) build -tags simcontrol -o $(BIN)/dev/gateway ./cmd/gateway
 
 build: ## Build the production binaries into bin/ (none links the Temporal server)
@@ -54,13 +57,13 @@ lint: ## gofmt, go vet, staticcheck and workflowcheck
 # FAULTS_REPORT= prints the report of all the drills instead of writing it (CI).
 FAULTS_REPORT ?= docs/reliability.md
 test-faults: dev-build temporal-build ## Fault drills on real processes, on make run's shape and on the cluster shape (workers, apiservers, Temporal killed; Postgres restarted; gateway hang/down); writes docs/reliability.md
-	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-drill
+	$(GO) build -o $(BIN)/dev/ $(DEV_CMD_DIR)/lockernet-drill
 	$(BIN)/dev/lockernet-drill -command "make test-faults$(if $(DRILLS), DRILLS=$(DRILLS))" \
 		$(if $(DRILLS),-drills $(DRILLS),$(if $(FAULTS_REPORT),-out $(FAULTS_REPORT))) $(DRILL_ARGS)
 
 # make bench BENCH_ARGS="-shapes run" measures one shape only; -step sets each rate step (60s by default).
 bench: dev-build temporal-build ## Measure the running `make run` stack and a cluster shape it starts itself (flow sustained, Temporal alone, proxy, search, expiry, webhooks, memory); write docs/benchmarks.md
-	$(GO) build -o $(BIN)/dev/ ./cmd/lockernet-bench
+	$(GO) build -o $(BIN)/dev/ $(DEV_CMD_DIR)/lockernet-bench
 	$(BIN)/dev/lockernet-bench $(BENCH_ARGS)
 
 openapi: ## Regenerate the committed docs/openapi.yaml (apiserver) and docs/openapi-gateway.yaml (gateway local API) from the code

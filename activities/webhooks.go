@@ -30,18 +30,13 @@ type WebhookStore interface {
 	RecordWebhookAttempt(ctx context.Context, deliveryID uuid.UUID, round int, o store.AttemptOutcome, failFor time.Duration) error
 }
 
-// DefaultWebhookSchedule is the wait after each failed attempt (DESIGN §10): eight attempts
-// over about 27 hours, then the delivery is failed.
-var DefaultWebhookSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
-	5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
-
 // WebhookDeps are the dependencies of the delivery activity.
 type WebhookDeps struct {
 	Store   WebhookStore
 	Keyring SecretOpener
 	// Policy says where deliveries may go (strict in production).
 	Policy webhook.Policy
-	// Schedule is the wait after each failed attempt (DefaultWebhookSchedule when nil).
+	// Schedule is the wait after each failed attempt (webhook.DefaultRetrySchedule when nil).
 	Schedule []time.Duration
 	// Timeout bounds one attempt's HTTP exchange (15 s when zero).
 	Timeout time.Duration
@@ -71,7 +66,7 @@ func (d *WebhookDeps) init() {
 			d.FailFor = 5 * 24 * time.Hour
 		}
 		if d.Schedule == nil {
-			d.Schedule = DefaultWebhookSchedule
+			d.Schedule = webhook.DefaultRetrySchedule()
 		}
 		d.client = d.Policy.Client(d.Timeout)
 		d.inFlight = map[uuid.UUID]int{}

@@ -6,11 +6,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,35 +21,13 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/process"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := config.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "apiserver:", err)
-		os.Exit(2)
-	}
-	logger := slog.New(telemetry.LogHandler(cfg.Logger().Handler())).With("process", "apiserver")
-	stopTracing, err := telemetry.Setup(ctx, "apiserver", logger)
-	if err != nil {
-		logger.Error("apiserver stopped", "err", err)
-		os.Exit(2)
-	}
-	err = run(ctx, cfg, logger)
-	if serr := stopTracing(context.WithoutCancel(ctx)); serr != nil {
-		logger.Warn("flush traces", "err", serr)
-	}
-	if err != nil {
-		logger.Error("apiserver stopped", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { process.Main("apiserver", run) }
 
 // startingWait is how long a request that arrives while the apiserver is starting waits for
 // it to be ready before it is answered 503.

@@ -7,11 +7,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,37 +21,15 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/process"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
-	"github.com/lockernet/lockernet/internal/telemetry"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/internal/webhook"
 	"github.com/lockernet/lockernet/worker"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := config.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
-	}
-	logger := slog.New(telemetry.LogHandler(cfg.Logger().Handler())).With("process", "worker")
-	stopTracing, err := telemetry.Setup(ctx, "worker", logger)
-	if err != nil {
-		logger.Error("worker stopped", "err", err)
-		os.Exit(2)
-	}
-	err = run(ctx, cfg, logger)
-	if serr := stopTracing(context.WithoutCancel(ctx)); serr != nil {
-		logger.Warn("flush traces", "err", serr)
-	}
-	if err != nil {
-		logger.Error("worker stopped", "err", err)
-		os.Exit(1)
-	}
-}
+func main() { process.Main("worker", run) }
 
 func run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	// The health port answers at once: 503 "starting" until the worker is connected and

@@ -1,11 +1,14 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 func TestEnvironmentSettings(t *testing.T) {
@@ -69,6 +72,52 @@ func TestPoolSettings(t *testing.T) {
 			assert.Equal(t, tt.wantAcquire, c.DBAcquireTimeout)
 		})
 	}
+}
+
+func TestWebhookScheduleSettings(t *testing.T) {
+	tests := []struct {
+		name, schedule string
+		want           []time.Duration
+		wantErr        string
+	}{
+		{name: "default", want: webhook.DefaultRetrySchedule()},
+		{name: "set", schedule: "1s, 2m,3h", want: []time.Duration{time.Second, 2 * time.Minute, 3 * time.Hour}},
+		{name: "not a duration", schedule: "5s,soon", wantErr: "LOCKERNET_WEBHOOK_RETRY_SCHEDULE"},
+		{name: "wait over 48h", schedule: "49h", wantErr: "LOCKERNET_WEBHOOK_RETRY_SCHEDULE"},
+		{name: "zero wait", schedule: "0s", wantErr: "LOCKERNET_WEBHOOK_RETRY_SCHEDULE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE", tt.schedule)
+			c, err := Load()
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.WebhookSchedule)
+		})
+	}
+}
+
+// The default schedule is one the setting itself would accept, and a loaded configuration
+// owns its copy of it.
+func TestDefaultWebhookScheduleIsAValidSetting(t *testing.T) {
+	def := webhook.DefaultRetrySchedule()
+	raw := make([]string, len(def))
+	for i, d := range def {
+		raw[i] = d.String()
+	}
+	parsed, err := ParseSchedule(strings.Join(raw, ","))
+	require.NoError(t, err)
+	assert.Equal(t, def, parsed)
+
+	t.Setenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE", "")
+	c, err := Load()
+	require.NoError(t, err)
+	c.WebhookSchedule[0] = time.Hour
+	assert.Equal(t, def, webhook.DefaultRetrySchedule())
 }
 
 func TestRetentionSettings(t *testing.T) {

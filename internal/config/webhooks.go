@@ -5,29 +5,32 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 // Webhook settings (DESIGN §10):
 //
 //	LOCKERNET_WEBHOOK_RETRY_SCHEDULE  waits after each failed delivery attempt, comma-separated
-//	                                  [5s,5m,30m,2h,5h,10h,10h]
+//	                                  [webhook.DefaultRetrySchedule: 5s,5m,30m,2h,5h,10h,10h]
 //	LOCKERNET_WEBHOOK_TIMEOUT         deadline of one delivery attempt [15s]
 //
 // Deliveries in the "production" environment go only to https URLs with public addresses.
-
-// DefaultWebhookSchedule is LOCKERNET_WEBHOOK_RETRY_SCHEDULE's default.
-const DefaultWebhookSchedule = "5s,5m,30m,2h,5h,10h,10h"
 
 // WebhookStrict reports whether deliveries must go to public https addresses only.
 func (c Config) WebhookStrict() bool { return c.Environment == "production" }
 
 func (c *Config) loadWebhooks() error {
-	raw := env("LOCKERNET_WEBHOOK_RETRY_SCHEDULE", DefaultWebhookSchedule)
-	s, err := ParseSchedule(raw)
-	if err != nil {
-		return fmt.Errorf("parse LOCKERNET_WEBHOOK_RETRY_SCHEDULE: %w", err)
+	// Unset, the schedule is webhook.DefaultRetrySchedule, its one definition.
+	c.WebhookSchedule = webhook.DefaultRetrySchedule()
+	if raw := os.Getenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE"); raw != "" {
+		s, err := ParseSchedule(raw)
+		if err != nil {
+			return fmt.Errorf("parse LOCKERNET_WEBHOOK_RETRY_SCHEDULE: %w", err)
+		}
+		c.WebhookSchedule = s
 	}
-	c.WebhookSchedule = s
+	var err error
 	c.WebhookTimeout, err = time.ParseDuration(env("LOCKERNET_WEBHOOK_TIMEOUT", "15s"))
 	if err != nil || c.WebhookTimeout <= 0 || c.WebhookTimeout > time.Minute {
 		return fmt.Errorf("parse LOCKERNET_WEBHOOK_TIMEOUT: must be a duration from 1ms to 1m, e.g. 15s (got %q)",

@@ -34,6 +34,15 @@ var Types = []string{
 // KnownType reports whether t is one of Types.
 func KnownType(t string) bool { return slices.Contains(Types, t) }
 
+// DefaultRetrySchedule is the wait after each failed delivery attempt (DESIGN §10): eight
+// attempts over about 27 hours, then the delivery is failed. It is the one definition of the
+// schedule: LOCKERNET_WEBHOOK_RETRY_SCHEDULE's default (package config) and the delivery
+// activity's when it is given none. Each call returns a fresh slice.
+func DefaultRetrySchedule() []time.Duration {
+	return []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+		5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+}
+
 // SecretPrefix starts every endpoint secret.
 const SecretPrefix = "whsec_"
 

@@ -1,6 +1,6 @@
 // Package bench is the load tool of the Locker Network Service (make bench,
-// cmd/lockernet-bench): it measures the service in both of its shapes, the running
-// `make run` stack and the cluster shape of `make run-cluster`, which it starts itself
+// internal/dev/cmd/lockernet-bench): it measures the service in both of its shapes, the
+// running `make run` stack and the cluster shape of `make run-cluster`, which it starts itself
 // (bin/dev/devstack -cluster, on a database, data dir and ports of its own) and stops
 // afterwards. On each it measures the gateway cloud API against the gateway's own local API,
 // the cost of tracing, location search over 100,000 locations, Temporal's own capacity (a

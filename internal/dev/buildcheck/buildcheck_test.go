@@ -2,7 +2,11 @@
 package buildcheck
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,16 +14,42 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The production binaries must not link the Temporal server (only the dev entrypoint and the
+// shipped is what cmd/ holds: the production binaries, each a thin main. The dev tools
+// (devstack, lockernet-drill, lockernet-bench) are under internal/dev/cmd.
+var shipped = []string{"apiserver", "gateway", "lockernet-admin", "towersim", "worker"}
+
+// cmd/ holds the shipped binaries and nothing else, and make build builds each of them.
+func TestCmdHoldsTheShippedBinariesOnly(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	entries, err := os.ReadDir(filepath.Join(root, "cmd"))
+	require.NoError(t, err)
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	assert.Equal(t, shipped, dirs, "cmd/ is what ships; dev tools belong in internal/dev/cmd")
+
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^PROD_CMDS := (.*)$`).FindSubmatch(makefile)
+	require.NotNil(t, m, "the Makefile names the production binaries in PROD_CMDS")
+	prod := strings.Fields(string(m[1]))
+	slices.Sort(prod)
+	assert.Equal(t, shipped, prod, "make build builds every binary of cmd/")
+}
+
+// The production binaries must not link the Temporal server (only the dev tools and the
 // tests embed it), nor the dev-only simulators; only the admin tool (its seed command) links
 // the demo data.
 func TestProductionBinariesDoNotLinkDevOnlyCode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	forbidden := []string{"go.temporal.io/server", "github.com/temporalio/ui-server", "github.com/lockernet/lockernet/internal/dev/devstack",
-		"github.com/lockernet/lockernet/internal/dev/devtemporal", "github.com/lockernet/lockernet/internal/dev/testenv"}
-	for _, cmd := range []string{"apiserver", "worker", "gateway", "lockernet-admin"} {
+	// internal/dev/ is the dev and test rigs (devstack, devtemporal, testenv, the dev tools …).
+	forbidden := []string{"go.temporal.io/server", "github.com/temporalio/ui-server", "github.com/lockernet/lockernet/internal/dev/"}
+	for _, cmd := range shipped {
 		t.Run(cmd, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", "github.com/lockernet/lockernet/cmd/"+cmd).CombinedOutput()
 			require.NoError(t, err, string(out))

@@ -104,7 +104,7 @@ func (rep *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("# Reliability: fault drills\n\n")
-	w("Produced by `%s` (`cmd/lockernet-drill`); do not edit by hand, run it again.\n\n", rep.command)
+	w("Produced by `%s` (`internal/dev/cmd/lockernet-drill`); do not edit by hand, run it again.\n\n", rep.command)
 	w("Each drill starts a whole system of its own from the binaries in `bin/dev/` (`make dev-build`): a private\n")
 	w("PostgreSQL cluster (the machine's `initdb`/`pg_ctl`, in a temporary directory, on a free port), the embedded\n")
 	w("Temporal server on its own SQLite file, and the apiserver, the worker and the two simulated gateways\n")

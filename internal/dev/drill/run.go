@@ -1,7 +1,7 @@
 // Package drill is the fault drills of the Locker Network Service (make test-faults,
-// cmd/lockernet-drill): each drill starts a whole system of separate processes of its own (a
-// private PostgreSQL cluster, the embedded Temporal server, the apiserver, the worker and
-// two simulated gateways from bin/dev), drives it through its HTTP APIs as clients would,
+// internal/dev/cmd/lockernet-drill): each drill starts a whole system of separate processes
+// of its own (a private PostgreSQL cluster, the embedded Temporal server, the apiserver, the
+// worker and two simulated gateways from bin/dev), drives it through its HTTP APIs as clients would,
 // breaks one component while requests are in flight, and then counts what every client got:
 // lost requests (must be 0), duplicate door actuations (must be 0) and the time to recover.
 // The cluster-* drills share one system of the production shape instead (make run-cluster:
