@@ -19,14 +19,18 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
 )
 
-// TestOpenOnKerongBoard drives a gateway's bank through the Kerong driver over a
-// pseudo-terminal to an emulated CU16 board, and checks that every bus fault gets
-// the gateway's existing answer: a jammed lock 500 HARDWARE_FAULT after one pulse
-// (never retried), a dead bus 503 CONTROLLER_UNAVAILABLE, a lost or damaged answer
-// never a second pulse.
-func TestOpenOnKerongBoard(t *testing.T) {
-	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}})
+// kerongGateway is a gateway whose one bank is driven through the Kerong driver over
+// a pseudo-terminal to an emulated bus with board 1.
+type kerongGateway struct {
+	emu    *kerongemu.Emulator
+	ctl    *kerong.Controller
+	ctlURL string
+	do     func(method, path string) (int, []byte)
+}
+
+func newKerongGateway(t *testing.T, cfg kerongemu.Config) *kerongGateway {
+	t.Helper()
+	emu, err := kerongemu.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(emu.Close)
 	pt, err := emu.ServePTY()
@@ -62,31 +66,33 @@ func TestOpenOnKerongBoard(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, body
 	}
+	return &kerongGateway{emu: emu, ctl: ctl, ctlURL: ctlURL, do: do}
+}
 
-	tests := []struct {
-		name   string
-		fault  kerongemu.Fault
-		status int
-		code   string // the Error body's code, for a failure
-		pulses int
-	}{
-		{"no fault", kerongemu.Fault{}, http.StatusOK, "", 1},
-		{"jammed lock", kerongemu.Fault{Kind: kerongemu.FaultJammed}, http.StatusInternalServerError, "HARDWARE_FAULT", 1},
-		{"absent board", kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}, http.StatusServiceUnavailable, "CONTROLLER_UNAVAILABLE", 0},
-		{"answer lost once", kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 1}, http.StatusOK, "", 1},
-		// Every answer damaged: the unlock pulsed once, and the retries read the door
-		// back (which fails) instead of pulsing again.
-		{"every answer corrupt", kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum}, http.StatusServiceUnavailable, "CONTROLLER_UNAVAILABLE", 1},
-		{"partial answers", kerongemu.Fault{Kind: kerongemu.FaultPartialFrame}, http.StatusServiceUnavailable, "CONTROLLER_UNAVAILABLE", 1},
-		// The unlock was garbled on the way in: read back closed, retried, opened.
-		{"unlock lost once", kerongemu.Fault{Kind: kerongemu.FaultDropUnlock, Count: 1}, http.StatusOK, "", 1},
-		{"noise on the bus", kerongemu.Fault{Kind: kerongemu.FaultNoise}, http.StatusOK, "", 1},
-	}
+// openCase is one open of a locker (201 + its index, lock 1 + its index) under a
+// bus fault, and what the gateway answers.
+type openCase struct {
+	name   string
+	fault  kerongemu.Fault
+	status int
+	code   string // the Error body's code, for a failure
+	pulses int
+	// silent: the board is left as the case before left it (it did not answer);
+	// otherwise it answers a read before the fault is set, as in a working bank.
+	silent bool
+}
+
+func (g *kerongGateway) run(t *testing.T, tests []openCase) {
+	t.Helper()
 	for i, tc := range tests {
 		lockerID, lock := 201+i, i+1
-		require.NoError(t, emu.SetFault(1, tc.fault))
-		status, body := do(http.MethodPost, "/lockers/"+strconv.Itoa(lockerID)+"/open")
-		require.NoError(t, emu.SetFault(1, kerongemu.Fault{}))
+		if !tc.silent {
+			_, err := g.ctl.Doors(t.Context())
+			require.NoError(t, err, tc.name)
+		}
+		require.NoError(t, g.emu.SetFault(1, tc.fault))
+		status, body := g.do(http.MethodPost, "/lockers/"+strconv.Itoa(lockerID)+"/open")
+		require.NoError(t, g.emu.SetFault(1, kerongemu.Fault{}))
 		assert.Equal(t, tc.status, status, "%s: %s", tc.name, body)
 		if tc.code == "" {
 			assert.Contains(t, string(body), `"doorOpen":true`, tc.name)
@@ -96,19 +102,65 @@ func TestOpenOnKerongBoard(t *testing.T) {
 			assert.Equal(t, tc.code, e.Error, tc.name)
 			assert.EqualValues(t, lockerID, e.Details["lockerId"], tc.name)
 		}
-		assert.Equal(t, tc.pulses, emu.Pulses(1, lock), "%s: pulses", tc.name)
+		assert.Equal(t, tc.pulses, g.emu.Pulses(1, lock), "%s: pulses", tc.name)
 	}
+}
+
+// TestOpenOnKerongBoard drives a gateway's bank through the Kerong driver over a
+// pseudo-terminal to an emulated CU16 board, and checks that every bus fault gets
+// the gateway's existing answer: a jammed lock 500 HARDWARE_FAULT after one pulse
+// (never retried), an unlock sent and never confirmed 500 REQUEST_OUTCOME_UNKNOWN,
+// a lost or damaged answer never a second pulse.
+func TestOpenOnKerongBoard(t *testing.T) {
+	t.Parallel()
+	g := newKerongGateway(t, kerongemu.Config{Boards: []int{1}})
+	g.run(t, []openCase{
+		{"no fault", kerongemu.Fault{}, http.StatusOK, "", 1, false},
+		{"jammed lock", kerongemu.Fault{Kind: kerongemu.FaultJammed}, http.StatusInternalServerError, "HARDWARE_FAULT", 1, false},
+		{"answer lost once", kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 1}, http.StatusOK, "", 1, false},
+		// Every answer damaged: the unlock pulsed once, and the attempts left read the
+		// door (which fails) instead of pulsing again.
+		{"every answer corrupt", kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN", 1, false},
+		{"partial answers", kerongemu.Fault{Kind: kerongemu.FaultPartialFrame}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN", 1, false},
+		// The unlock was garbled on the way in: read back latched, retried, opened.
+		{"unlock lost once", kerongemu.Fault{Kind: kerongemu.FaultDropUnlock, Count: 1}, http.StatusOK, "", 1, false},
+		{"noise on the bus", kerongemu.Fault{Kind: kerongemu.FaultNoise}, http.StatusOK, "", 1, false},
+	})
 
 	// The doors as the board reports them, and the controller as /system names it.
-	status, body := do(http.MethodGet, "/lockers/201")
+	status, body := g.do(http.MethodGet, "/lockers/201")
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	assert.Contains(t, string(body), `"doorOpen":true`)
-	status, body = do(http.MethodGet, "/system")
+	status, body = g.do(http.MethodGet, "/system")
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	var sys gateway.System
 	require.NoError(t, json.Unmarshal(body, &sys))
 	require.Len(t, sys.Controllers, 1)
 	assert.Equal(t, kerong.Kind, sys.Controllers[0].Kind)
-	assert.Equal(t, ctlURL, sys.Controllers[0].Address)
+	assert.Equal(t, g.ctlURL, sys.Controllers[0].Address)
 	assert.True(t, sys.Controllers[0].Online)
+}
+
+// TestUnconfirmedOpenOnKerongBoard: an unlock that went out and whose answer and
+// read-back were lost is never pulsed again by the open policy; its attempts left
+// read the door, and an open door is the open done.
+func TestUnconfirmedOpenOnKerongBoard(t *testing.T) {
+	t.Parallel()
+	g := newKerongGateway(t, kerongemu.Config{Boards: []int{1}})
+	g.run(t, []openCase{
+		// The unlock's answer and both tries of its read-back lost: the next attempt
+		// reads the door, finds it open, and does not pulse.
+		{"answer and read-back lost", kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 3}, http.StatusOK, "", 1, false},
+		// Every answer lost: one pulse, and the outcome stays unknown.
+		{"every answer lost", kerongemu.Fault{Kind: kerongemu.FaultNoAnswer}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN", 1, false},
+		// The board falls silent as the unlock goes out: the driver cannot tell it from
+		// a pulse whose answers were lost. Once it is known silent, nothing is sent.
+		{"absent board", kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN", 0, false},
+		{"absent board, known silent", kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}, http.StatusServiceUnavailable, "CONTROLLER_UNAVAILABLE", 0, true},
+	})
+	// A later open of the lock whose answers were all lost reads its door first: open,
+	// so no pulse.
+	status, body := g.do(http.MethodPost, "/lockers/202/open")
+	assert.Equal(t, http.StatusOK, status, "%s", body)
+	assert.Equal(t, 1, g.emu.Pulses(1, 2))
 }

@@ -24,11 +24,12 @@ func newMetrics() *metrics {
 		}, []string{"route", "method", "status"}),
 		doorOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_door_opens_total",
-			Help: "Door opens by outcome (opened, hardware_fault, controller_unavailable, controller_error, cancelled).",
+			Help: "Door opens by outcome (opened, hardware_fault, controller_unavailable, controller_error, outcome_unknown, cancelled).",
 		}, []string{"outcome"}),
 		openAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_door_open_attempts_total",
-			Help: "Open commands sent to lock controllers by result (ok, comm_error, timeout, hardware_fault, error, cancelled).",
+			Help: "Open commands sent to lock controllers by result (ok, comm_error, timeout, hardware_fault, outcome_unknown, error, cancelled), " +
+				"and door reads after an unconfirmed open (read_back_open, read_back_shut, read_back_failed).",
 		}, []string{"result"}),
 	}
 	m.registry.MustRegister(m.requestDuration, m.doorOpens, m.openAttempts,

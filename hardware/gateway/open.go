@@ -17,6 +17,9 @@ var (
 	errControllerUnavailable = errors.New("controller unavailable")
 	// errControllerError: the controller refused the command for another reason.
 	errControllerError = errors.New("controller error")
+	// errOpenUnconfirmed: the open went out to the controller and nothing confirmed
+	// it: the door may or may not have moved.
+	errOpenUnconfirmed = errors.New("open not confirmed")
 )
 
 // openOutcome is the result of driving one door open.
@@ -28,20 +31,45 @@ type openOutcome struct {
 // openDoor drives a locker's door open under the open policy: each attempt is
 // bounded by AttemptTimeout; communication errors and attempt timeouts are
 // retried after RetryDelay up to Attempts times; a reported hardware fault or
-// any other controller error ends it at once. It stops early if ctx ends.
+// any other controller error ends it at once. An open the controller sent without
+// learning its outcome (lockctl.ErrOutcomeUnknown) is never sent again: the
+// attempts left read the door instead, and an open door is the open done; a door
+// that reads shut, or cannot be read, leaves the outcome unknown. It stops early
+// if ctx ends.
 func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 	b := s.hw.byCtl[lk.Controller]
 	pol := s.cfg.Open
-	var lastErr error
+	var lastErr, unconfirmed error
 	for attempt := 1; attempt <= pol.Attempts; attempt++ {
 		if attempt > 1 {
 			t := time.NewTimer(pol.RetryDelay)
 			select {
 			case <-ctx.Done():
 				t.Stop()
+				if unconfirmed != nil {
+					return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w: %w (and %w)",
+						lk.LockerID, errOpenUnconfirmed, unconfirmed, ctx.Err())})
+				}
 				return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w", lk.LockerID, ctx.Err())})
 			case <-t.C:
 			}
+		}
+		if unconfirmed != nil {
+			opened, err := s.readBackDoor(ctx, b, lk)
+			switch {
+			case opened:
+				s.metrics.openAttempts.WithLabelValues("read_back_open").Inc()
+				return s.openDone(lk, openOutcome{Attempts: attempt})
+			case err == nil:
+				// Shut: the pulse did not happen, or the door was shut again since.
+				// Either way, pulsing again could open it twice.
+				s.metrics.openAttempts.WithLabelValues("read_back_shut").Inc()
+				return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w: %w; the door reads shut",
+					lk.LockerID, errOpenUnconfirmed, unconfirmed)})
+			}
+			s.metrics.openAttempts.WithLabelValues("read_back_failed").Inc()
+			s.logger.WarnContext(ctx, "door read-back after an unconfirmed open failed", "lockerId", lk.LockerID, "attempt", attempt, "err", err)
+			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, pol.AttemptTimeout)
 		err := b.ctl.Open(actx, lk.Channel)
@@ -52,6 +80,9 @@ func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 			b.noteResult(nil)
 			b.setDoor(lk.Channel, true)
 			return s.openDone(lk, openOutcome{Attempts: attempt})
+		case ctx.Err() != nil && errors.Is(err, lockctl.ErrOutcomeUnknown):
+			s.metrics.openAttempts.WithLabelValues("outcome_unknown").Inc()
+			return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errOpenUnconfirmed, err)})
 		case ctx.Err() != nil:
 			// The caller gave up (not an attempt timeout): stop, and say nothing
 			// about the controller.
@@ -61,6 +92,9 @@ func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 			s.metrics.openAttempts.WithLabelValues("hardware_fault").Inc()
 			b.noteResult(err)
 			return s.openDone(lk, openOutcome{Attempts: attempt, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errHardwareFault, err)})
+		case errors.Is(err, lockctl.ErrOutcomeUnknown):
+			s.metrics.openAttempts.WithLabelValues("outcome_unknown").Inc()
+			unconfirmed = err
 		case lockctl.Retryable(err):
 			s.metrics.openAttempts.WithLabelValues("comm_error").Inc()
 		case errors.Is(err, context.DeadlineExceeded):
@@ -73,7 +107,28 @@ func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 		s.logger.WarnContext(ctx, "door open attempt failed", "lockerId", lk.LockerID, "attempt", attempt, "err", err)
 	}
 	b.noteResult(lastErr)
+	if unconfirmed != nil {
+		return s.openDone(lk, openOutcome{Attempts: pol.Attempts, Err: fmt.Errorf("open locker %d: %w: %w; the door could not be read back",
+			lk.LockerID, errOpenUnconfirmed, unconfirmed)})
+	}
 	return s.openDone(lk, openOutcome{Attempts: pol.Attempts, Err: fmt.Errorf("open locker %d: %w: %w", lk.LockerID, errControllerUnavailable, lastErr)})
+}
+
+// readBackDoor reads a locker's door after an open whose outcome is unknown, within
+// one attempt's time.
+func (s *Server) readBackDoor(ctx context.Context, b *bank, lk lockerInfo) (opened bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.Open.AttemptTimeout)
+	defer cancel()
+	doors, err := b.ctl.Doors(actx)
+	if err != nil {
+		return false, err
+	}
+	d, ok := doors[lk.Channel]
+	if !ok {
+		return false, fmt.Errorf("read door of channel %d: %w", lk.Channel, lockctl.ErrUnknownChannel)
+	}
+	b.setDoor(lk.Channel, d.Open)
+	return d.Open, nil
 }
 
 func (s *Server) openDone(lk lockerInfo, o openOutcome) openOutcome {
@@ -86,6 +141,8 @@ func (s *Server) openDone(lk lockerInfo, o openOutcome) openOutcome {
 		outcome = "controller_unavailable"
 	case errors.Is(o.Err, errControllerError):
 		outcome = "controller_error"
+	case errors.Is(o.Err, errOpenUnconfirmed):
+		outcome = "outcome_unknown"
 	default:
 		outcome = "cancelled"
 	}
@@ -124,6 +181,10 @@ func openError(lockerID int, o openOutcome) *apiError {
 	case errors.Is(o.Err, errControllerError):
 		return newAPIError(CodeControllerError,
 			fmt.Sprintf("the lock controller refused to open locker %d", lockerID), details)
+	case errors.Is(o.Err, errOpenUnconfirmed):
+		return newAPIError(CodeRequestOutcomeUnknown,
+			fmt.Sprintf("the open of locker %d went out to its lock controller and neither its answer nor a read of the door confirmed it; "+
+				"whether the door moved is unknown, and the gateway does not pulse it again (check the locker)", lockerID), details)
 	}
 	// The client went away; whatever we write is not read.
 	return newAPIError(CodeControllerUnavailable,

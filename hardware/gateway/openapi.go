@@ -79,7 +79,8 @@ func OpenAPI() *huma.OpenAPI {
 	createResponses["503"] = errResp("LOCKER_ASSIGNMENT_CONFLICT: another request took the last matching locker; retry")
 	openResponses := func(desc string) map[string]*huma.Response {
 		r := ok(http.StatusOK, desc, reflect.TypeFor[gwapi.LockerOperationResponse]())
-		r["500"] = errResp("HARDWARE_FAULT: the controller reported a fault (details.lockerId)")
+		r["500"] = errResp("HARDWARE_FAULT: the controller reported a fault (details.lockerId); REQUEST_OUTCOME_UNKNOWN: the open went out " +
+			"to the controller and neither its answer nor a read of the door confirmed it; the gateway does not pulse it again (details.lockerId)")
 		r["503"] = errResp("CONTROLLER_UNAVAILABLE: the controller did not answer within the attempts (details.lockerId)")
 		return r
 	}

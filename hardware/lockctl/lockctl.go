@@ -7,6 +7,15 @@
 // controller itself reports (jammed bolt, blown coil) as an error wrapping
 // ErrHardwareFault, which a caller must not retry: trying again could actuate a
 // damaged lock twice.
+//
+// An open has a third way to fail: the command went out to the controller (so the
+// lock may have pulsed) and neither its answer nor a read-back of the door confirms
+// what happened. The driver reports it as an error wrapping ErrOutcomeUnknown, and a
+// caller must not open that lock again blind for the same request: it reads the door
+// first, and a door that reads open is the open done. A driver reports
+// ErrUnreachable only when it knows the lock did not move (nothing was sent, or the
+// board read the lock back latched after the command), which is why a retry on it is
+// safe.
 package lockctl
 
 import (
@@ -21,13 +30,19 @@ var (
 	// ErrHardwareFault means the controller answered and reported a fault; the
 	// command must not be retried.
 	ErrHardwareFault = errors.New("lock controller reported a hardware fault")
+	// ErrOutcomeUnknown means an open was sent and its outcome is not known: the
+	// lock may have pulsed. It is not retried as a fresh open; the door is read
+	// first.
+	ErrOutcomeUnknown = errors.New("lock controller did not confirm the open")
 	// ErrUnknownChannel means the controller has no such channel.
 	ErrUnknownChannel = errors.New("unknown lock channel")
 )
 
 // Controller is one lock controller. Implementations are safe for concurrent use
 // and honour ctx: a call whose ctx ends returns ctx.Err() (wrapped) and, for Open,
-// does not actuate the lock afterwards.
+// does not actuate the lock afterwards. A call whose ctx ends before it sent
+// anything wraps ErrUnreachable as well (a retry is safe); an Open whose ctx ends
+// after its command went out wraps ErrOutcomeUnknown.
 type Controller interface {
 	// ID is the controller's identifier within its gateway (as in the layout).
 	ID() string
@@ -52,8 +67,8 @@ type Status struct {
 	FirmwareVersion string
 }
 
-// Retryable reports whether err is a communication failure, the only kind of
-// failure a door open may be retried on.
+// Retryable reports whether err is a communication failure that left the lock
+// unmoved, the only kind of failure a door open may be retried on.
 func Retryable(err error) bool {
-	return errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrHardwareFault)
+	return errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrHardwareFault) && !errors.Is(err, ErrOutcomeUnknown)
 }

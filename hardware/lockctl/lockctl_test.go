@@ -22,6 +22,9 @@ func TestRetryable(t *testing.T) {
 		{"hardware fault", fmt.Errorf("open channel 1: %w", lockctl.ErrHardwareFault), false},
 		{"both: the fault wins", errors.Join(lockctl.ErrUnreachable, lockctl.ErrHardwareFault), false},
 		{"timeout is the caller's call", context.DeadlineExceeded, false},
+		{"queued past the deadline, nothing sent", fmt.Errorf("open channel 1: %w: %w", lockctl.ErrUnreachable, context.DeadlineExceeded), true},
+		{"sent, outcome unknown", fmt.Errorf("open channel 1: %w", lockctl.ErrOutcomeUnknown), false},
+		{"unknown wins over unreachable", errors.Join(lockctl.ErrUnreachable, lockctl.ErrOutcomeUnknown), false},
 		{"unknown channel", lockctl.ErrUnknownChannel, false},
 		{"nil", nil, false},
 	}

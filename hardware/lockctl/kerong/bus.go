@@ -6,24 +6,58 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	"go.bug.st/serial"
+
+	"github.com/lockernet/lockernet/hardware/lockctl"
 )
 
 // bus is one RS-485 line (a serial port) or one TCP link to a network board: the
 // boards on it answer one request at a time, so every exchange holds the bus.
+//
+// A board handles its frames in the order it receives them, and the driver keeps,
+// per board, the frames it wrote whose answer it has not seen (pending). A status
+// read carries a tag in its lock nibble, which the board echoes (ADDR as sent), and
+// the tag is one no pending frame of that board carries: an answer with the tag is
+// that read's own, not a late answer to an earlier frame, and it means the board has
+// handled every frame written to it before (an unlock whose answer was lost
+// included). Late answers met on the way take their frames off the pending list.
 type bus struct {
 	key  string
 	open func(ctx context.Context) (io.ReadWriteCloser, error)
+	// lateAnswer is how long an unanswered frame may still be answered.
+	lateAnswer time.Duration
 
 	sem  chan struct{} // held for a whole exchange (half-duplex)
 	conn *conn         // nil until opened, and again after the link dropped
+	// boards is what the driver knows of each board on the current link.
+	boards map[byte]*boardState
 	// unresolved holds the locks (board<<4|lock-1) whose last unlock got no answer:
 	// before anything pulses them again, their door is read back.
 	unresolved map[byte]bool
 	closed     bool
 }
+
+// boardState is one board's frames on the current link.
+type boardState struct {
+	pending []pendingFrame // written, answer not seen; oldest first
+	// inStep: the board answered the last frame written to it, so nothing written
+	// before can still be answered.
+	inStep bool
+	// unsureUntil: a frame was given up on before its answer could come; until
+	// then a tag may be shared with it and no answer is trusted.
+	unsureUntil time.Time
+	nextTag     byte
+}
+
+type pendingFrame struct {
+	cmd Command
+}
+
+// maxPending bounds the frames a board may owe: one tag in sixteen always stays free.
+const maxPending = MaxLocks - 1
 
 // conn is an open link and the bytes read from it.
 type conn struct {
@@ -35,7 +69,8 @@ type conn struct {
 }
 
 func newBus(s Settings) *bus {
-	b := &bus{key: s.busKey(), sem: make(chan struct{}, 1), unresolved: map[byte]bool{}}
+	b := &bus{key: s.busKey(), lateAnswer: s.LateAnswer, sem: make(chan struct{}, 1),
+		boards: map[byte]*boardState{}, unresolved: map[byte]bool{}}
 	switch s.Transport {
 	case TransportSerial:
 		port, baud := s.Port, s.Baud
@@ -52,17 +87,19 @@ func newBus(s Settings) *bus {
 	return b
 }
 
-// acquire takes the bus, or gives up when ctx ends.
+// acquire takes the bus, or gives up when ctx ends. A caller still queued for the
+// bus when its ctx ends has written nothing: that is lockctl.ErrUnreachable (and
+// the context's error), which a caller may retry.
 func (b *bus) acquire(ctx context.Context) error {
 	select {
 	case b.sem <- struct{}{}:
 		if b.closed {
 			<-b.sem
-			return fmt.Errorf("bus %s: %w", b.key, errClosed)
+			return fmt.Errorf("bus %s: %w: %w", b.key, lockctl.ErrUnreachable, errClosed)
 		}
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("waiting for bus %s: %w: nothing was sent: %w", b.key, lockctl.ErrUnreachable, ctx.Err())
 	}
 }
 
@@ -88,6 +125,8 @@ func (b *bus) connect(ctx context.Context) (*conn, error) {
 	c := &conn{rwc: rwc, in: make(chan []byte, 64), dead: make(chan struct{})}
 	go c.readLoop()
 	b.conn = c
+	// Nothing written on an earlier link can be answered on this one.
+	clear(b.boards)
 	return c, nil
 }
 
@@ -140,27 +179,116 @@ var (
 	errCorruptAnswer = errors.New("corrupt answer (checksum or end byte)")
 	errPartialAnswer = errors.New("partial answer")
 	errLinkDown      = errors.New("link dropped")
+	errUnsure        = errors.New("the board owes answers to frames given up on; its answers cannot be told apart yet")
 )
 
-// exchange sends cmd and waits up to timeout for its answer (the bus is held). Bytes
-// that arrived before the command are stale and dropped; answers to other commands
-// (a late answer to an earlier one) are skipped.
-func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) (Answer, error) {
+func (b *bus) board(addr byte) *boardState {
+	st, ok := b.boards[addr]
+	if !ok {
+		st = &boardState{}
+		b.boards[addr] = st
+	}
+	return st
+}
+
+// inStep reports whether board answered the last frame written to it on this link.
+func (b *bus) inStep(board int) bool {
+	st, ok := b.boards[byte(board)]
+	return ok && st.inStep
+}
+
+// behind reports whether board owes answers: its next answer comes after theirs.
+func (b *bus) behind(board int) bool {
+	st, ok := b.boards[byte(board)]
+	return ok && len(st.pending) > 0
+}
+
+// giveUp drops a board's oldest pending frame without its answer (to free its tag):
+// that answer may still come, so for late the board's answers are not trusted.
+func (st *boardState) giveUp(now time.Time, late time.Duration) {
+	st.pending = st.pending[1:]
+	st.unsureUntil = now.Add(late)
+}
+
+// tag picks a status read's tag that no pending frame of the board carries.
+func (st *boardState) tag() byte {
+	for range MaxLocks {
+		t := st.nextTag
+		st.nextTag = (st.nextTag + 1) % MaxLocks
+		if !slices.ContainsFunc(st.pending, func(p pendingFrame) bool { return p.cmd.Lock == t }) {
+			return t
+		}
+	}
+	return st.nextTag // unreachable: at most maxPending frames are pending
+}
+
+// late takes a late answer's frame, and the frames written before it (handled by
+// the board in order, their answers lost), off the board's pending list.
+func (b *bus) late(a Answer) {
+	st, ok := b.boards[a.Board]
+	if !ok {
+		return
+	}
+	for i, p := range st.pending {
+		if p.cmd.Cmd == a.Cmd && p.cmd.Lock == a.Lock {
+			st.pending = st.pending[i+1:]
+			return
+		}
+	}
+}
+
+// takeLate takes the whole answers in buf as late ones.
+func (b *bus) takeLate(buf []byte) {
+	for {
+		a, used, ok, _ := DecodeAnswer(buf)
+		if !ok {
+			return
+		}
+		b.late(a)
+		buf = buf[used:]
+	}
+}
+
+// exchange sends cmd and waits up to timeout for its answer (the bus is held). A
+// status read is given its tag here. Answers already waiting, and answers to other
+// frames met while waiting, are late ones (b.late). sent reports whether any of cmd
+// may have reached the wire: an error with sent false left the boards untouched.
+func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) (a Answer, sent bool, err error) {
 	c, err := b.connect(ctx)
 	if err != nil {
-		return Answer{}, err
+		return Answer{}, false, err
 	}
-	c.buf = c.buf[:0]
 	for drained := false; !drained; {
 		select {
-		case <-c.in:
+		case p := <-c.in:
+			c.buf = append(c.buf, p...)
 		default:
 			drained = true
 		}
 	}
+	// Whatever arrived before the command is late; a frame cut short here stays
+	// pending until a later answer of its board settles it.
+	b.takeLate(c.buf)
+	c.buf = c.buf[:0]
+	now := time.Now()
+	st := b.board(cmd.Board)
+	if now.Before(st.unsureUntil) {
+		return Answer{}, false, errUnsure
+	}
+	if err := ctx.Err(); err != nil {
+		return Answer{}, false, err
+	}
+	if cmd.Cmd == CmdStatus {
+		cmd.Lock = st.tag()
+	}
+	if len(st.pending) >= maxPending {
+		st.giveUp(now, b.lateAnswer)
+	}
+	st.pending = append(st.pending, pendingFrame{cmd: cmd})
+	st.inStep = false
 	if _, err := c.rwc.Write(cmd.Encode()); err != nil {
 		b.drop()
-		return Answer{}, fmt.Errorf("write to %s: %w: %w", b.key, errLinkDown, err)
+		return Answer{}, true, fmt.Errorf("write to %s: %w: %w", b.key, errLinkDown, err)
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -168,32 +296,37 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 		for {
 			a, used, ok, skip := DecodeAnswer(c.buf)
 			if !ok {
-				if corrupt := corruptAnswer(c.buf, cmd); corrupt {
+				if corruptAnswer(c.buf, cmd) {
+					// The board answered this frame (after every earlier one); the
+					// bytes were damaged.
 					c.buf = c.buf[:0]
-					return Answer{}, errCorruptAnswer
+					st.pending, st.inStep = nil, true
+					return Answer{}, true, errCorruptAnswer
 				}
 				c.buf = c.buf[skip:]
 				break
 			}
 			c.buf = c.buf[used:]
-			if a.Board == cmd.Board && a.Cmd == cmd.Cmd && (cmd.Cmd != CmdUnlock || a.Lock == cmd.Lock) {
-				return a, nil
+			if a.Board == cmd.Board && a.Cmd == cmd.Cmd && a.Lock == cmd.Lock {
+				st.pending, st.inStep = nil, true
+				return a, true, nil
 			}
+			b.late(a)
 		}
 		select {
 		case p := <-c.in:
 			c.buf = append(c.buf, p...)
 		case <-c.dead:
 			b.drop()
-			return Answer{}, fmt.Errorf("read from %s: %w: %w", b.key, errLinkDown, c.err)
+			return Answer{}, true, fmt.Errorf("read from %s: %w: %w", b.key, errLinkDown, c.err)
 		case <-t.C:
 			if len(c.buf) > 0 {
 				c.buf = c.buf[:0]
-				return Answer{}, errPartialAnswer
+				return Answer{}, true, errPartialAnswer
 			}
-			return Answer{}, errNoAnswer
+			return Answer{}, true, errNoAnswer
 		case <-ctx.Done():
-			return Answer{}, ctx.Err()
+			return Answer{}, true, ctx.Err()
 		}
 	}
 }

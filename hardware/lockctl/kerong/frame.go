@@ -11,7 +11,8 @@ const (
 	stx = 0x02
 	etx = 0x03
 
-	// CmdStatus reads a board's hooks and sensors (the lock nibble is ignored).
+	// CmdStatus reads a board's hooks and sensors. The board does not use the lock
+	// nibble and echoes it: the driver puts the read's tag there.
 	CmdStatus byte = 0x30
 	// CmdUnlock pulses one lock; the board answers its status after the pulse.
 	CmdUnlock byte = 0x31

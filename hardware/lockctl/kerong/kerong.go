@@ -7,8 +7,9 @@
 // whose answer is missing, partial or corrupt is asked again a bounded number of
 // times (reads do not move anything). An unlock is never sent twice by the driver:
 // when its answer is lost, the door is read back first; a door that reads open is the
-// pulse done (success), anything else is lockctl.ErrUnreachable, and the lock stays
-// marked so that the next unlock of it reads the door back before it pulses again.
+// pulse done (success), latched (read after the unlock) is lockctl.ErrUnreachable, and
+// no read-back is lockctl.ErrOutcomeUnknown, with the lock marked so that the next
+// unlock of it reads the door back before it pulses again.
 // A board that answers an unlock with the lock still latched reports a jammed lock:
 // lockctl.ErrHardwareFault. A link that drops (port unplugged, TCP reset) is opened
 // again by the next request.
@@ -108,25 +109,46 @@ func unreachable(what string, err error) error {
 	return fmt.Errorf("%s: %w: %w", what, lockctl.ErrUnreachable, err)
 }
 
+// lockKey names a lock of the bus in bus.unresolved.
+func lockKey(board, lock int) byte { return byte(board<<4 | (lock - 1)) }
+
 // readBoard reads a board's status, asking again after a missing or damaged answer
-// (the bus is held).
+// (the bus is held). A board that owes answers to earlier frames answers them first,
+// so its answer is awaited as long as an unlock's. The answer is the read's own
+// (tagged): the board handled every frame written to it before.
 func (c *Controller) readBoard(ctx context.Context, board int) (Answer, error) {
-	cmd := Command{Board: byte(board), Cmd: CmdStatus}
+	what := fmt.Sprintf("read board %d on %s", board, c.s.Port)
 	var last error
 	for try := 0; try <= c.s.Rereads; try++ {
-		a, err := c.bus.exchange(ctx, cmd, c.s.FrameTimeout)
+		timeout := c.s.FrameTimeout
+		if c.bus.behind(board) {
+			timeout = max(timeout, c.s.OpenTimeout)
+		}
+		a, sent, err := c.bus.exchange(ctx, Command{Board: byte(board), Cmd: CmdStatus}, timeout)
 		if err == nil {
 			return a, nil
 		}
 		if ctx.Err() != nil {
-			return Answer{}, ctx.Err()
+			return Answer{}, unreachable(what, ctx.Err())
 		}
 		last = err
+		if !sent {
+			break // the link cannot be opened, or the board's answers cannot be trusted yet
+		}
 	}
-	return Answer{}, unreachable(fmt.Sprintf("read board %d on %s (%d tries)", board, c.s.Port, c.s.Rereads+1), last)
+	return Answer{}, unreachable(fmt.Sprintf("%s (%d tries)", what, c.s.Rereads+1), last)
 }
 
 // Open implements lockctl.Controller.
+//
+// The unlock is written only to a board in step (it answered the last frame written
+// to it), so that whatever it answers next comes after the unlock. A board not in
+// step, and a lock whose last unlock went unconfirmed, are read first; an
+// unconfirmed lock whose door reads open is the open done, without a pulse. When
+// the unlock's answer is lost, the door is read back: open is the pulse done; the
+// lock read latched (by the read's own answer, so after the unlock) is
+// lockctl.ErrUnreachable, which may be retried; no read-back is
+// lockctl.ErrOutcomeUnknown, and the lock stays unconfirmed.
 func (c *Controller) Open(ctx context.Context, channel int) error {
 	board, lock, ok := c.s.locate(channel)
 	if !ok {
@@ -138,48 +160,54 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 	}
 	defer c.bus.release()
 
-	key := byte(board<<4 | (lock - 1))
-	if c.bus.unresolved[key] {
-		// The last unlock of this lock got no answer: it may have pulsed. Read the
-		// door before anything else; an open door is what was asked for.
+	key := lockKey(board, lock)
+	if unconfirmed := c.bus.unresolved[key]; unconfirmed || !c.bus.inStep(board) {
 		a, err := c.readBoard(ctx, board)
-		if err != nil {
-			return fmt.Errorf("%s: reading back after an unanswered unlock: %w", what, err)
+		switch {
+		case err != nil && unconfirmed:
+			return fmt.Errorf("%s: reading the door back after an unconfirmed unlock (nothing sent): %w", what, err)
+		case err != nil:
+			return fmt.Errorf("%s: reading the board before the unlock (nothing sent): %w", what, err)
 		}
 		delete(c.bus.unresolved, key)
-		if !a.Latched(lock) {
-			return nil
+		if unconfirmed && !a.Latched(lock) {
+			return nil // the earlier unlock went through; only its answer was lost
 		}
 	}
 	// Never actuate for a caller that has already given up.
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return unreachable(what+" (nothing sent)", err)
 	}
 	cmd := Command{Board: byte(board), Lock: byte(lock - 1), Cmd: CmdUnlock}
-	a, err := c.bus.exchange(ctx, cmd, c.s.OpenTimeout)
-	if err == nil {
-		if a.Latched(lock) {
-			return fmt.Errorf("%s: the board pulsed the lock and it still reads latched (jammed bolt or broken coil): %w",
-				what, lockctl.ErrHardwareFault)
-		}
+	a, sent, err := c.bus.exchange(ctx, cmd, c.s.OpenTimeout)
+	switch {
+	case err == nil && a.Latched(lock):
+		return fmt.Errorf("%s: the board pulsed the lock and it still reads latched (jammed bolt or broken coil): %w",
+			what, lockctl.ErrHardwareFault)
+	case err == nil:
 		return nil
+	case !sent:
+		return unreachable(what+" (nothing sent)", err)
 	}
 	// The unlock went out and its answer did not come back: the lock may have
 	// pulsed. Never send it again blind.
 	c.bus.unresolved[key] = true
 	if ctx.Err() != nil {
-		return fmt.Errorf("%s: %w", what, ctx.Err())
+		return fmt.Errorf("%s: %w: the unlock went out and the call ended before its answer: %w",
+			what, lockctl.ErrOutcomeUnknown, ctx.Err())
 	}
 	back, rerr := c.readBoard(ctx, board)
 	switch {
 	case rerr != nil:
-		return fmt.Errorf("%s: %w: %w; door not read back: %w", what, lockctl.ErrUnreachable, err, rerr)
+		return fmt.Errorf("%s: %w: the unlock went out and its answer was lost (%v); the door could not be read back: %v",
+			what, lockctl.ErrOutcomeUnknown, err, rerr)
 	case !back.Latched(lock):
 		delete(c.bus.unresolved, key)
 		return nil // the pulse went through; only its answer was lost
 	}
+	// The board read the lock latched after it handled the unlock: it did not move.
 	delete(c.bus.unresolved, key)
-	return fmt.Errorf("%s: %w: %w; the door reads back closed", what, lockctl.ErrUnreachable, err)
+	return fmt.Errorf("%s: %w: %w; the board reads the lock latched after it", what, lockctl.ErrUnreachable, err)
 }
 
 // Doors implements lockctl.Controller.

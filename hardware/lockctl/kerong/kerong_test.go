@@ -38,6 +38,12 @@ func newBus(t *testing.T, params string) *bus {
 	require.NoError(t, err)
 	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+p.Path+"?baud=19200&board=2&timeout=100ms&opentimeout=300ms"+params)
 	require.NoError(t, err)
+	// A running gateway has read its doors: both boards have answered on this link.
+	for _, ctl := range []*kerong.Controller{ctl1, ctl2} {
+		_, err := ctl.Doors(ctx(t))
+		require.NoError(t, err)
+	}
+	emu.ResetCounters()
 	return &bus{emu: emu, pty: p, buses: bs, ctl1: ctl1, ctl2: ctl2}
 }
 
@@ -129,11 +135,12 @@ func TestFaults(t *testing.T) {
 		{kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 1}, nil, 1},
 		{kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum, Count: 1}, nil, 1},
 		{kerongemu.Fault{Kind: kerongemu.FaultPartialFrame, Count: 1}, nil, 1},
-		// Every answer damaged: the door cannot be read back either.
-		{kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum}, lockctl.ErrUnreachable, 1},
-		{kerongemu.Fault{Kind: kerongemu.FaultPartialFrame}, lockctl.ErrUnreachable, 1},
-		{kerongemu.Fault{Kind: kerongemu.FaultNoAnswer}, lockctl.ErrUnreachable, 1},
-		{kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}, lockctl.ErrUnreachable, 0},
+		// Every answer damaged or lost: the door cannot be read back either, and the
+		// driver cannot tell a pulse whose answers were lost from a silent board.
+		{kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum}, lockctl.ErrOutcomeUnknown, 1},
+		{kerongemu.Fault{Kind: kerongemu.FaultPartialFrame}, lockctl.ErrOutcomeUnknown, 1},
+		{kerongemu.Fault{Kind: kerongemu.FaultNoAnswer}, lockctl.ErrOutcomeUnknown, 1},
+		{kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}, lockctl.ErrOutcomeUnknown, 0},
 		// The unlock never arrived: read back closed, unreachable (the caller may retry).
 		{kerongemu.Fault{Kind: kerongemu.FaultDropUnlock, Count: 1}, lockctl.ErrUnreachable, 0},
 		{kerongemu.Fault{Kind: kerongemu.FaultJammed}, lockctl.ErrHardwareFault, 1},
@@ -170,10 +177,11 @@ func TestLostAnswerNeverPulsesTwice(t *testing.T) {
 	// The unlock pulses and its answer is lost; the read back is lost too.
 	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 2}))
 	err := b.ctl1.Open(ctx(t), 2)
-	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
+	assert.False(t, lockctl.Retryable(err), "not to be retried as a fresh open")
 	assert.Equal(t, 1, b.emu.Pulses(1, 2))
 
-	// A retry (as the gateway's open policy makes) finds the door open: no pulse.
+	// A later open of the lock finds the door open: no pulse.
 	require.NoError(t, b.ctl1.Open(ctx(t), 2))
 	assert.Equal(t, 1, b.emu.Pulses(1, 2), "never pulsed twice")
 
@@ -279,7 +287,8 @@ func TestParseURL(t *testing.T) {
 	s, err := kerong.ParseURL("kerong+serial:///dev/ttyUSB0?baud=9600&board=1,2&timeout=250ms")
 	require.NoError(t, err)
 	assert.Equal(t, kerong.Settings{Transport: "serial", Port: "/dev/ttyUSB0", Baud: 9600, Model: "cu16", Boards: []int{1, 2},
-		FrameTimeout: 250 * time.Millisecond, OpenTimeout: kerong.DefaultOpenTimeout, Rereads: kerong.DefaultRereads}, s)
+		FrameTimeout: 250 * time.Millisecond, OpenTimeout: kerong.DefaultOpenTimeout, Rereads: kerong.DefaultRereads,
+		LateAnswer: kerong.DefaultLateAnswer}, s)
 	s, err = kerong.ParseURL("kerong+tcp://10.0.0.7:5000?board=0")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.7:5000", s.Port)
@@ -294,4 +303,153 @@ func TestParseURL(t *testing.T) {
 		_, err := kerong.ParseURL(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// A command still queued for the bus when its context ends has written nothing: it
+// is unreachable, which may be retried. An unlock that went out and whose answer
+// had not come when the context ended is an unknown outcome, which may not.
+func TestQueuedPastItsDeadlineSendsNothing(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, "")
+	require.NoError(t, b.emu.SetFault(2, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 250 * time.Millisecond, Count: 1}))
+	done := make(chan error, 1)
+	go func() { done <- b.ctl2.Open(ctx(t), 1) }()
+	time.Sleep(50 * time.Millisecond) // board 2's unlock holds the bus
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := b.ctl1.Open(short, 1)
+	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, lockctl.Retryable(err), "nothing was sent: a retry is safe")
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, b.emu.Frames(), "only board 2's unlock reached the bus")
+	assert.Equal(t, 0, b.emu.Pulses(1, 1))
+	require.NoError(t, b.ctl1.Open(ctx(t), 1), "the retry")
+	assert.Equal(t, 1, b.emu.Pulses(1, 1))
+
+	// Sent, and the caller's time ran out before the answer: the board pulses later.
+	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 200 * time.Millisecond, Count: 1}))
+	short2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel2()
+	err = b.ctl1.Open(short2, 2)
+	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, lockctl.Retryable(err))
+	// The next open of the lock reads its door first (after the late answer) and
+	// finds it open: no second pulse.
+	require.NoError(t, b.ctl1.Open(ctx(t), 2))
+	assert.Equal(t, 1, b.emu.Pulses(1, 2))
+}
+
+// openRequest opens a lock as the gateway's open policy does: up to three attempts,
+// an attempt that timed out or could not talk to the board tried again, an unknown
+// outcome never.
+func openRequest(t *testing.T, ctl *kerong.Controller, channel int, attempt time.Duration) error {
+	var err error
+	for range 3 {
+		actx, cancel := context.WithTimeout(t.Context(), attempt)
+		err = ctl.Open(actx, channel)
+		cancel()
+		if errors.Is(err, lockctl.ErrOutcomeUnknown) || !lockctl.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// The drill's defect, step by step: a slow board pulses after the unlock's answer was
+// given up on, the read-back times out too, late answers follow, and the door closes
+// by itself soon after it opened. The request ends with an unknown outcome after one
+// pulse, whatever the late answers say; the next request reads the door first.
+func TestLateReadBackNeverPulsesTwice(t *testing.T) {
+	t.Parallel()
+	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}, DoorCloseAfter: 100 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(emu.Close)
+	p, err := emu.ServePTY()
+	require.NoError(t, err)
+	bs := kerong.NewBuses()
+	t.Cleanup(bs.Close)
+	ctl, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=1&timeout=150ms&opentimeout=100ms&rereads=2")
+	require.NoError(t, err)
+	_, err = ctl.Doors(ctx(t))
+	require.NoError(t, err)
+	require.NoError(t, emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 300 * time.Millisecond}))
+
+	err = openRequest(t, ctl, 1, 2*time.Second)
+	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
+	require.NoError(t, emu.SetFault(1, kerongemu.Fault{}))
+	require.Eventually(t, func() bool { return emu.Pulses(1, 1) == 1 }, 2*time.Second, 10*time.Millisecond, "the board pulses late")
+	time.Sleep(time.Second) // every frame still queued at the board is handled
+	assert.Equal(t, 1, emu.Pulses(1, 1), "one request, one pulse")
+
+	// A new request for the lock reads its door first: shut again, so it pulses.
+	require.NoError(t, openRequest(t, ctl, 1, 2*time.Second))
+	assert.Equal(t, 2, emu.Pulses(1, 1))
+}
+
+// A slow bus with many opens at once, as in a cluster drill: every board takes longer
+// to act and answer than an unlock's answer is awaited, doors close by themselves
+// soon after they open, and each open request retries as the gateway's policy does.
+// No door is pulsed twice for one request.
+func TestSlowBusManyOpensPulseOncePerRequest(t *testing.T) {
+	t.Parallel()
+	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1, 2}, DoorCloseAfter: 400 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(emu.Close)
+	p, err := emu.ServePTY()
+	require.NoError(t, err)
+	bs := kerong.NewBuses()
+	t.Cleanup(bs.Close)
+	// The drill's figures, twenty times faster: a board takes 500 ms per frame, a
+	// door closes 500 ms after it opened, an attempt lasts 1 s and an unlock's answer
+	// is awaited longer than that.
+	const params = "&timeout=200ms&opentimeout=1250ms&rereads=2"
+	ctl1, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=1"+params)
+	require.NoError(t, err)
+	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+p.Path+"?board=2"+params)
+	require.NoError(t, err)
+	for _, ctl := range []*kerong.Controller{ctl1, ctl2} {
+		_, err := ctl.Doors(ctx(t))
+		require.NoError(t, err)
+	}
+	require.NoError(t, emu.SetFault(-1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 500 * time.Millisecond}))
+
+	const locks = 16
+	type result struct {
+		board, lock int
+		err         error
+	}
+	results := make(chan result, 2*locks)
+	for lock := 1; lock <= locks; lock++ {
+		for board, ctl := range map[int]*kerong.Controller{1: ctl1, 2: ctl2} {
+			go func() {
+				err := openRequest(t, ctl, lock, time.Second)
+				results <- result{board, lock, err}
+			}()
+		}
+	}
+	outcomes := map[string]int{}
+	for range 2 * locks {
+		r := <-results
+		switch {
+		case r.err == nil:
+			outcomes["opened"]++
+		case errors.Is(r.err, lockctl.ErrOutcomeUnknown):
+			outcomes["unknown"]++
+		default:
+			require.ErrorIs(t, r.err, lockctl.ErrUnreachable, "board %d lock %d", r.board, r.lock)
+			outcomes["unreachable"]++
+		}
+	}
+	// Unlocks still queued at the board are carried out after their callers left.
+	require.NoError(t, emu.SetFault(-1, kerongemu.Fault{}))
+	time.Sleep(time.Second)
+	for board := 1; board <= 2; board++ {
+		for lock := 1; lock <= locks; lock++ {
+			assert.LessOrEqual(t, emu.Pulses(board, lock), 1, "board %d lock %d: pulses", board, lock)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
 }

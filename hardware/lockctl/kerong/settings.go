@@ -25,6 +25,7 @@ const (
 	DefaultFrameTimeout = 300 * time.Millisecond
 	DefaultOpenTimeout  = 2 * time.Second
 	DefaultRereads      = 2
+	DefaultLateAnswer   = 30 * time.Second
 )
 
 // Settings are what a controller URL says:
@@ -36,8 +37,11 @@ const (
 // 1–16 are the locks of the first, 17–32 of the second, and so on; required), baud
 // (serial only; default 19200), model (cu16, the default and the only one),
 // timeout (per-frame answer timeout of a read, default 300ms), opentimeout (how long
-// an unlock's answer is awaited, default 2s), rereads (how many times a read whose
-// answer was missing or corrupt is asked again, default 2).
+// an unlock's answer is awaited, and a read's when the board owes answers to earlier
+// frames, default 2s), rereads (how many times a read whose answer was missing or
+// corrupt is asked again, default 2), late (how long a board may still answer a frame
+// the driver had to give up on, when more than 15 go unanswered: until then the
+// board's answers are not trusted, default 30s).
 type Settings struct {
 	Transport string // serial or tcp
 	// Port is the serial device (serial) or host:port (tcp).
@@ -48,6 +52,7 @@ type Settings struct {
 	FrameTimeout time.Duration
 	OpenTimeout  time.Duration
 	Rereads      int
+	LateAnswer   time.Duration
 }
 
 // IsControllerURL reports whether s names a Kerong controller (kerong+serial:// or
@@ -59,7 +64,7 @@ func IsControllerURL(s string) bool {
 // ParseURL reads a controller URL.
 func ParseURL(raw string) (Settings, error) {
 	s := Settings{Baud: DefaultBaud, Model: "cu16", FrameTimeout: DefaultFrameTimeout,
-		OpenTimeout: DefaultOpenTimeout, Rereads: DefaultRereads}
+		OpenTimeout: DefaultOpenTimeout, Rereads: DefaultRereads, LateAnswer: DefaultLateAnswer}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return s, fmt.Errorf("kerong controller URL: %w", err)
@@ -84,7 +89,7 @@ func ParseURL(raw string) (Settings, error) {
 	var errs []error
 	for k := range q {
 		switch k {
-		case "board", "baud", "model", "timeout", "opentimeout", "rereads":
+		case "board", "baud", "model", "timeout", "opentimeout", "rereads", "late":
 		default:
 			errs = append(errs, fmt.Errorf("unknown parameter %q", k))
 		}
@@ -110,6 +115,7 @@ func ParseURL(raw string) (Settings, error) {
 	}
 	dur("timeout", &s.FrameTimeout)
 	dur("opentimeout", &s.OpenTimeout)
+	dur("late", &s.LateAnswer)
 	if v := q.Get("rereads"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 10 {

@@ -114,12 +114,6 @@ func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
 	for k, v := range baseEnv() {
 		env = append(env, k+"="+v)
 	}
-	// GW-0002 on the simulator, not the Kerong driver: the cluster drills slow the controllers
-	// to 10 s per command with dozens of opens at once, and one Kerong bus carries one command
-	// at a time, so the driver's unanswered unlocks and read-backs time out and the gateway's
-	// open policy pulses again (a driver defect these drills found; make run's GW-0002 stays on
-	// the driver).
-	env = append(env, "LOCKERNET_GW2_KERONG_EMULATOR=false")
 	for i, a := range apiservers {
 		c.health[fmt.Sprintf("apiserver-%d", i+1)] = "http://" + a + "/healthz"
 	}
