@@ -1,15 +1,12 @@
 package apiserver_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -17,47 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/apiserver"
+	"github.com/lockernet/lockernet/internal/dev/browsertest"
 )
-
-const chromiumPath = "/usr/bin/chromium"
 
 // TestDocsRenderOffline opens /docs in headless Chromium that can reach nothing but
 // 127.0.0.1 (every other host resolves nowhere and goes through a proxy that does not
 // exist), and checks that the API reference shows its operations and that the page asked
 // for nothing outside the apiserver.
 func TestDocsRenderOffline(t *testing.T) {
-	if os.Getenv("LOCKERNET_SKIP_BROWSER") == "1" {
-		t.Skip("LOCKERNET_SKIP_BROWSER=1")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("headless browser test needs Chromium at %s (apt-get install -y chromium), "+
-			"or set LOCKERNET_SKIP_BROWSER=1 to skip it: %v", chromiumPath, err)
-	}
+	ctx := browsertest.Start(t, browsertest.Options{Offline: true})
 	srv := httptest.NewServer(apiserver.New(apiserver.Deps{}).Handler())
 	t.Cleanup(srv.Close)
-
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		// The network is 127.0.0.1 only.
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
-		chromedp.ProxyServer("http://127.0.0.1:9"),
-		chromedp.Flag("proxy-bypass-list", "127.0.0.1"),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 
 	var mu sync.Mutex
 	var requested []string

@@ -1,11 +1,8 @@
 package gateway_test
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
@@ -13,40 +10,14 @@ import (
 
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/dev/browsertest"
 )
-
-const chromiumPath = "/usr/bin/chromium"
 
 // TestAdminPageInBrowser drives the admin page in headless Chromium: log in
 // through the form, open a locker, toggle out-of-service.
 func TestAdminPageInBrowser(t *testing.T) {
-	if os.Getenv("LOCKERNET_SKIP_BROWSER") == "1" {
-		t.Skip("LOCKERNET_SKIP_BROWSER=1")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("headless browser test needs Chromium at %s (apt-get install -y chromium), "+
-			"or set LOCKERNET_SKIP_BROWSER=1 to skip it: %v", chromiumPath, err)
-	}
+	ctx := browsertest.Start(t, browsertest.Options{})
 	gw := gatewaytest.Start(t, gatewaytest.Options{})
-
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 
 	text := func(step, sel string) string {
 		t.Helper()
