@@ -26,7 +26,8 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 		"gateways' delay, then cuts the remaining connections) and SIGKILL in the second — and started again %s after it "+
 		"exited. A client that gets an error or no answer sends the same call with the same key again every 200 ms, and "+
 		"sends it again after a 202, until it gets the terminal answer. Afterwards every client replays its call once more "+
-		"and must get the identical answer; the gateways' door counters and transactions are compared with the calls.",
+		"and must get the identical answer; the gateways' door counters and transactions are compared with the calls: "+
+		"every open must end `completed` with its door moved exactly once.",
 		o.apiClients, human(o.apiDelay), human(o.apiDown))
 	r.settings = append(r.settings, baseSettings...)
 	r.settings = append(r.settings, "`LOCKERNET_GATEWAY_CALL_TIMEOUT=30s` (default 10 s): a transaction create on the slow gateway is answered "+
@@ -196,6 +197,10 @@ func drillRestartAPIServer(ctx context.Context, o options) (r *result) {
 	w := doorsNotCompleted
 	w.figure = "Door actuations (both rounds)"
 	if err := checkDoors(ctx, r, sys, baseline, allOpens, w); err != nil {
+		r.err = err
+		return r
+	}
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, allOpens); err != nil {
 		r.err = err
 		return r
 	}

@@ -240,29 +240,22 @@ func waitKeysHonoured(ctx context.Context, r *result, sys *system) {
 // checkOpensExactlyOnce checks DESIGN §6.2's promise for gateways that honour
 // Idempotency-Key: a kill of a cloud process mid-open loses no open — every open ended
 // completed and moved its door exactly once (the door account of checkDoors, read again).
-// With strict false the two are observed, not checked (the cluster drills): they were first
-// run with GW-0002 on the Kerong driver, whose one bus slowed to seconds per command rejected
-// opens whatever the cloud did; the cluster drills now put GW-0002 on the simulator
-// (cluster.go), and the account is reported until runs show it holds there.
-func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer, strict bool) error {
-	check := r.verify
-	if !strict {
-		check = r.observe
-	}
+// Every kill drill with opens in flight checks it, on both shapes.
+func checkOpensExactlyOnce(ctx context.Context, r *result, sys *system, baseline doors.Actuations, opens []openAnswer) error {
 	completed := 0
 	for _, o := range opens {
 		if o.answered && o.state == "completed" {
 			completed++
 		}
 	}
-	check(completed == len(opens), "every open ended completed (a send cut by the kill was sent again with its key)",
+	r.verify(completed == len(opens), "every open ended completed (a send cut by the kill was sent again with its key)",
 		"%d of %d", completed, len(opens))
 	acts, err := sys.actuations(ctx)
 	if err != nil {
 		return err
 	}
 	d := accountDoors(acts, baseline, opens)
-	check(d.Actuated == len(opens) && d.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
+	r.verify(d.Actuated == len(opens) && d.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
 		"%d of %d moved once, %d extra actuations", d.Actuated, len(opens), d.Duplicates)
 	return nil
 }

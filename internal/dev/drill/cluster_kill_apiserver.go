@@ -15,8 +15,8 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		"`controller_slow`, %s each), so the clients are waiting, about half of them on each apiserver, when apiserver-1 "+
 		"gets SIGKILL and the supervisor restarts it. A client whose call is cut or refused sends the same call with the "+
 		"same key again every 200 ms (nginx sends it to the apiserver still up), and again after a 202, until it has the "+
-		"terminal answer; afterwards every client replays its call once more and must get the identical answer, and the "+
-		"gateways' door counters are compared with the opens.", o.ckaClients, human(o.ckaDelay))
+		"terminal answer; afterwards every client replays its call once more and must get the identical answer, every "+
+		"open must have ended `completed`, and the gateways' door counters must show every door moved exactly once.", o.ckaClients, human(o.ckaDelay))
 	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
 	sys := shape.system(ctx, r)
 	if sys == nil {
@@ -102,7 +102,7 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets), false); err != nil {
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets)); err != nil {
 		r.err = err
 		return r
 	}

@@ -9,18 +9,26 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
-// drillClusterKillTemporal: the Temporal server gets SIGKILL while tower holds are being
-// made and coming due; the supervisor restarts it.
+// drillClusterKillTemporal: the Temporal server gets SIGKILL while door opens are in flight
+// at slow gateways and tower holds are being made and coming due; the supervisor restarts
+// it. Only the cluster shape runs the Temporal server as a process of its own: make run's
+// shape embeds it in the dev stack's process (and a drill's make run system in the drill's),
+// so killing it there is killing the whole system, which no drill pretends to do.
 func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShape) (r *result) {
-	r = newResult("cluster-kill-temporal", "cluster shape: kill -9 the Temporal server with timers pending")
+	r = newResult("cluster-kill-temporal", "cluster shape: kill -9 the Temporal server with opens in flight and timers pending")
 	r.what = fmt.Sprintf("On the cluster shape, for %s an open-loop load makes %.0f tower flows a second through nginx (a "+
 		"reservation of %s on a tower locker of its own, and for every other flow a drop-off token of %s on it; a call "+
 		"answered 503 is sent again after its Retry-After). %s into the load the Temporal server process gets SIGKILL and "+
 		"the supervisor restarts it (same Postgres databases, 4 history shards). So some holds come due before the kill, "+
 		"some while Temporal is down or recovering, and some are made while it is down (their workflow starts wait in the "+
 		"outbox). Once every hold has expired (plus 15 s, inside the sweeper's 60 s grace) each hold's row, its workflow's "+
-		"runs and its history are checked: the timer fired, late but once, and the expiry was applied once, by its workflow.",
-		human(o.cktLoad), o.cktRate, human(o.cktHold), human(o.cktHold), human(o.cktKillAfter))
+		"runs and its history are checked: the timer fired, late but once, and the expiry was applied once, by its workflow. "+
+		"Just before the kill, %d locker opens are sent through nginx (`Prefer: respond-async`, an `Idempotency-Key` each), "+
+		"alternating between the two gateways, each on a locker of its own; the gateways are slow (GW-0001 `slow`, GW-0002 "+
+		"`controller_slow`, %s each), and the kill comes once every open has been sent to its gateway, so they are in flight "+
+		"at the gateways when Temporal dies. Every open is polled until terminal and must end `completed`, its call sent once "+
+		"more with its key must answer the same outcome, and the gateways' door counters must show every door moved exactly once.",
+		human(o.cktLoad), o.cktRate, human(o.cktHold), human(o.cktHold), human(o.cktKillAfter), o.cktOpens, human(o.cktDelay))
 	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
 	sys := shape.system(ctx, r)
 	if sys == nil {
@@ -29,6 +37,20 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	defer shape.release()
 	defer finish(r, sys)
 	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
+	// Before the gateways are slowed: the gateway sync must see them answer.
+	waitKeysHonoured(ctx, r, sys)
+	back, err := slowGateways(ctx, sys, o.cktDelay)
+	defer back()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	baseline, err := sys.actuations(ctx)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	c := sys.cloud()
 	lockers, err := sys.freshTowerLockers(ctx, int(o.cktRate*o.cktLoad.Seconds())+1)
 	if err != nil {
 		r.err = err
@@ -42,7 +64,9 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	var cs census
 	var flows flowCalls
 	var tKill, tBack time.Time
-	var restartErr error
+	var restartErr, opensErr error
+	var inflight opens
+	var sent, settledBefore int
 	hold := int(o.cktHold / time.Second)
 	lctx, lcancel := context.WithTimeout(ctx, o.cktLoad+o.settleLimit)
 	defer lcancel()
@@ -51,6 +75,11 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	go func() {
 		defer wg.Done()
 		time.Sleep(o.cktKillAfter)
+		inflight, opensErr = submitOpens(lctx, c, sys.lockers(), o.cktOpens)
+		if opensErr != nil {
+			return
+		}
+		sent, settledBefore, _ = sys.waitSent(lctx, inflight.ids())
 		tKill = time.Now()
 		pid, err := sys.cluster.kill("temporal")
 		if err != nil {
@@ -72,6 +101,12 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
 	})
 	wg.Wait()
+	if opensErr != nil {
+		r.err = opensErr
+		return r
+	}
+	r.figure("In flight when the Temporal server was killed", "%d opens sent to a gateway and unanswered (%d already settled, %d never accepted)",
+		sent, settledBefore, len(inflight)-len(inflight.ids()))
 	r.verify(restartErr == nil, "the supervisor restarts the Temporal server and it answers", "%v", orOK(restartErr))
 	if restartErr != nil {
 		r.err = restartErr
@@ -87,9 +122,30 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	r.figure("Tower calls", "%s; %d holds answered 201 while Temporal was down; failed exchanges: %s",
 		flows.summary(), during, counts(cs.counts()))
 	r.lost = flows.lost
-	r.verify(flows.lost == 0, "every tower flow was answered 201 (lost requests)", "%d of %d not", flows.lost, flows.flows)
+	r.verify(flows.lost == 0, "every tower flow was answered 201", "%d of %d not", flows.lost, flows.flows)
 	of500, _ := cs.tally(true)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
+
+	pctx, cancel := context.WithTimeout(ctx, o.settleLimit)
+	inflight.settle(pctx, c)
+	cancel()
+	back()
+	r.lost += inflight.lost()
+	r.figure("Terminal states of the opens", "%s", counts(inflight.states()))
+	if l := latest(inflight.settledAt()); !l.IsZero() {
+		r.figure("Kill → last open settled", "%s (the gateways alone take %s)", secs(l.Sub(tKill)), human(o.cktDelay))
+	}
+	r.verify(inflight.lost() == 0, "every open reached a terminal state (lost requests)", "%d of %d lost", inflight.lost(), len(inflight))
+	checkReplays(ctx, r, c, inflight)
+	waitPast(ctx, tKill.Add(o.cktDelay+2*time.Second))
+	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
+		r.err = err
+		return r
+	}
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
+		r.err = err
+		return r
+	}
 	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
 
 	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "Temporal was"); err != nil {
@@ -98,5 +154,8 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	}
 	restartFigure(r, sys, restartsBefore, "temporal")
 	sweeperFigure(r, sys, sweepsBefore)
+	r.note("Only the cluster shape runs the Temporal server as a process of its own. In make run's shape it is embedded " +
+		"in the dev stack's process (internal/dev/devstack, internal/dev/devtemporal), and in a drill's make run system in " +
+		"the drill's own process: killing it there kills the whole dev system, so no make run drill kills Temporal alone.")
 	return r
 }

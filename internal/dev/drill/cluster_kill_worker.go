@@ -22,8 +22,9 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		"(GW-0001 `slow`, GW-0002 `controller_slow`, %s each), so the opens are in flight at the gateways. Then %d tower "+
 		"flows (a reservation of %s on a tower locker of its own, and for every other flow a drop-off token of %s on it) "+
 		"are made, so their timers come due just after the kill. Once every open has been sent to its gateway, worker-1 "+
-		"gets SIGKILL and the supervisor restarts it. Every open is polled until terminal, the gateways' door counters are "+
-		"compared with the opens, and once every hold has expired (plus 15 s) each hold's row and workflow history are checked.",
+		"gets SIGKILL and the supervisor restarts it. Every open is polled until terminal and must end `completed`, its "+
+		"call sent once more with its key must answer the same outcome, the gateways' door counters must show every door "+
+		"moved exactly once, and once every hold has expired (plus 15 s) each hold's row and workflow history are checked.",
 		o.ckwOpens, human(o.ckwDelay), o.ckwFlows, human(o.ckwHold), human(o.ckwHold))
 	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
 	sys := shape.system(ctx, r)
@@ -130,7 +131,8 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	r.figure("Opens whose workflow tasks ran on each process", "%s", counts(byProc))
 
 	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers(), false); err != nil {
+	checkReplays(ctx, r, c, inflight)
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
 		r.err = err
 		return r
 	}

@@ -18,7 +18,8 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		"waits %s at the lock controller), so the opens are genuinely in flight at the gateways, sent by their workflows' send "+
 		"activities on the worker. Once every one of them has been sent to its gateway, the worker process gets SIGKILL. While no worker "+
 		"runs, %d more opens are accepted; %s after the kill a new worker starts. Every request is then polled "+
-		"(`GET /requests/{id}`, `Prefer: wait=20`) until it is terminal, and the simulators' `/sim/stats` door counters are "+
+		"(`GET /requests/{id}`, `Prefer: wait=20`) until it is terminal, each open's call is sent once more with its key (a "+
+		"client's retry) and must answer the same outcome, and the simulators' `/sim/stats` door counters are "+
 		"compared with the opens sent, per locker, once nothing sent before the kill can still be on its way.",
 		o.kwOpens, human(o.kwDelay), human(o.kwDelay), o.kwDuring, human(o.kwRestartAfter))
 	r.settings = append(r.settings, baseSettings...)
@@ -140,6 +141,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		r.figure("Kill → last outcome stored in Postgres", "%s", secs(l.Sub(tKill)))
 	}
 	r.verify(notStored == 0, "every request's outcome is stored in Postgres", "%d without a stored outcome", notStored)
+	checkReplays(ctx, r, c, append(append(opens{}, inflight...), during...))
 
 	// Door actuations, once nothing sent before the kill can still be on its way at a gateway.
 	time.Sleep(time.Until(tKill.Add(o.kwDelay + 2*time.Second)))
@@ -149,7 +151,7 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...), true); err != nil {
+	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, append(inflight.answers(), during.answers()...)); err != nil {
 		r.err = err
 		return r
 	}

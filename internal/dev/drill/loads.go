@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -137,6 +138,7 @@ type opens []*asyncOpen
 
 type asyncOpen struct {
 	t     target
+	key   string // its Idempotency-Key
 	id    string
 	err   string
 	final answer
@@ -151,15 +153,15 @@ func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens,
 		if err != nil {
 			return nil, err
 		}
-		out[i] = &asyncOpen{t: t}
+		out[i] = &asyncOpen{t: t, key: newKey()}
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	parallel(n, 32, func(i int) {
-		q, key := out[i], newKey()
+		q := out[i]
 		for {
 			a, err := c.do(sctx, http.MethodPost, openPath(q.t.gw.locationID, q.t.locker), nil,
-				map[string]string{"Idempotency-Key": key, "Prefer": "respond-async"})
+				map[string]string{"Idempotency-Key": q.key, "Prefer": "respond-async"})
 			if err == nil && a.requestID != "" {
 				q.id = a.requestID
 				return
@@ -178,4 +180,44 @@ func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens,
 		}
 	})
 	return out, nil
+}
+
+// replayMismatches sends every settled open's call once more with its Idempotency-Key, as a
+// client that never saw the outcome would, and counts the replays that do not answer the
+// outcome the client polled (status, body, X-Request-Id, X-Request-State) or are not marked
+// Idempotent-Replayed. It returns the mismatches and the replays sent.
+func (b opens) replayMismatches(ctx context.Context, c *cloud) (mismatch, replayed int) {
+	var mu sync.Mutex
+	parallel(len(b), 16, func(i int) {
+		q := b[i]
+		if q.id == "" || !q.final.terminal() {
+			return
+		}
+		a, err := c.do(ctx, http.MethodPost, openPath(q.t.gw.locationID, q.t.locker), nil,
+			map[string]string{"Idempotency-Key": q.key, "Prefer": "wait=0"})
+		same := err == nil && a.status == q.final.status && bytes.Equal(a.body, q.final.body) &&
+			a.requestID == q.id && a.state == q.final.state && a.replayed
+		mu.Lock()
+		defer mu.Unlock()
+		replayed++
+		if same {
+			return
+		}
+		mismatch++
+		if err != nil {
+			logf("  replay of %s: %v", q.key, err)
+		} else {
+			logf("  replay of %s differs: HTTP %d %s %q vs HTTP %d %s %q", q.key, a.status, a.state, loadclient.Excerpt(a.body),
+				q.final.status, q.final.state, loadclient.Excerpt(q.final.body))
+		}
+	})
+	return mismatch, replayed
+}
+
+// checkReplays replays every settled open with its key (replayMismatches) and checks that
+// each replay answered the same outcome.
+func checkReplays(ctx context.Context, r *result, c *cloud, b opens) {
+	mismatch, replayed := b.replayMismatches(ctx, c)
+	r.verify(mismatch == 0, "a retry of each open with its Idempotency-Key answers the same outcome (status, body, X-Request-Id, "+
+		"X-Request-State, Idempotent-Replayed)", "%d of %d differ", mismatch, replayed)
 }

@@ -118,6 +118,12 @@ func (rep *report) markdown() string {
 	w("workers behind nginx, and the dev stack's supervisor, which restarts what a drill kills with SIGKILL. Clients go\n")
 	w("through nginx. Besides lost requests and door actuations they check that every tower hold was released by its\n")
 	w("own workflow's durable timer, late but exactly once (one run of the workflow, completed once, one expiry).\n\n")
+	w("Every drill that kills a cloud process with door opens in flight (a worker and the apiserver on both shapes,\n")
+	w("the Temporal server on the cluster shape) checks DESIGN §6.2's promise for gateways that honour\n")
+	w("`Idempotency-Key`: every open ends `completed`, every door moved exactly once by the simulators' count, and\n")
+	w("every client retry with its key answers the same outcome. The Temporal server is killed on the cluster shape\n")
+	w("only: make run's shape embeds it in the dev stack's process (and a drill's system in the drill's), where\n")
+	w("killing it kills the whole dev system.\n\n")
 
 	w("| | |\n|---|---|\n")
 	w("| Date | %s |\n", rep.started.UTC().Format("2006-01-02 15:04 MST"))

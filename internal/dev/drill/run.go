@@ -77,6 +77,8 @@ type options struct {
 	cktRate      float64
 	cktKillAfter time.Duration
 	cktHold      time.Duration
+	cktOpens     int
+	cktDelay     time.Duration
 
 	cpgLoad      time.Duration
 	cpgStopAfter time.Duration
@@ -154,7 +156,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.kwDelay, "kill-worker-delay", 15*time.Second, "kill-worker: how long the simulated gateways take for each open (below the gateway's 20 s open-attempt timeout)")
 	fs.DurationVar(&o.kwRestartAfter, "kill-worker-restart-after", 2*time.Second, "kill-worker: pause between the kill and the new worker")
 
-	fs.IntVar(&o.apiClients, "apiserver-clients", 60, "restart-apiserver: clients waiting in each round")
+	fs.IntVar(&o.apiClients, "apiserver-clients", 75, "restart-apiserver: clients waiting in each round (two in three open a door)")
 	fs.DurationVar(&o.apiDelay, "apiserver-delay", 15*time.Second, "restart-apiserver: how long the simulated gateways take for each call (more than the apiserver's 10 s drain, less than the gateway's 20 s open-attempt timeout)")
 	fs.DurationVar(&o.apiDown, "apiserver-down", time.Second, "restart-apiserver: pause between the apiserver's exit and its restart")
 
@@ -190,6 +192,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.cktLoad, "cluster-temporal-load", 30*time.Second, "cluster-kill-temporal: how long the load runs")
 	fs.Float64Var(&o.cktRate, "cluster-temporal-flow-rate", 4, "cluster-kill-temporal: tower flows per second")
 	fs.DurationVar(&o.cktKillAfter, "cluster-temporal-kill-after", 10*time.Second, "cluster-kill-temporal: when, into the load, the Temporal server is killed")
+	fs.IntVar(&o.cktOpens, "cluster-temporal-opens", 50, "cluster-kill-temporal: door opens in flight when the Temporal server is killed")
+	fs.DurationVar(&o.cktDelay, "cluster-temporal-delay", 10*time.Second, "cluster-kill-temporal: how long the simulated gateways take for each open")
 	fs.DurationVar(&o.cktHold, "cluster-temporal-hold", 10*time.Second, "cluster-kill-temporal: duration of each reservation and drop-off token")
 	fs.DurationVar(&o.cpgLoad, "cluster-postgres-load", 40*time.Second, "cluster-restart-postgres: how long the load runs")
 	fs.DurationVar(&o.cpgStopAfter, "cluster-postgres-stop-after", 12*time.Second, "cluster-restart-postgres: when, into the load, Postgres stops")
