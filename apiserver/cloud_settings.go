@@ -66,8 +66,8 @@ type Deprecation struct {
 	Link string
 }
 
-// CustomerSettingsFromConfig takes the gateway cloud API's settings from the service's.
-func CustomerSettingsFromConfig(cfg config.Config) CloudSettings {
+// CloudSettingsFromConfig takes the gateway cloud API's settings from the service's.
+func CloudSettingsFromConfig(cfg config.Config) CloudSettings {
 	c := CloudSettings{
 		TaskQueue: cfg.GatewayTaskQueue, RateLimit: cfg.GatewayRateLimit, IdempotencyTTL: cfg.IdempotencyTTL, Environment: cfg.Environment,
 		MaxWaiters: cfg.MaxWaiters,
@@ -123,7 +123,7 @@ func newCloud(d Deps) *cloud {
 		taskQueue = workflows.DefaultTaskQueue
 	}
 	c := &cloud{
-		settings: d.Customer.withDefaults(taskQueue),
+		settings: d.Cloud.withDefaults(taskQueue),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockernet_customer_gateway_request_responses_total",
 			Help: "Answers of the gateway cloud API about gateway requests, by class and request state (pending = 202 or pending poll).",

@@ -16,7 +16,7 @@ import (
 // production (or the reverse) is easy to diagnose.
 func TestVersionProbeNamesTheEnvironment(t *testing.T) {
 	for _, tt := range []struct{ setting, want string }{{"", "development"}, {"sandbox", "sandbox"}, {"production", "production"}} {
-		srv := httptest.NewServer(apiserver.New(apiserver.Deps{Customer: apiserver.CloudSettings{Environment: tt.setting}}).Handler())
+		srv := httptest.NewServer(apiserver.New(apiserver.Deps{Cloud: apiserver.CloudSettings{Environment: tt.setting}}).Handler())
 		resp, err := http.Get(srv.URL + "/api/customer/v1/")
 		require.NoError(t, err)
 		var meta struct {

@@ -49,8 +49,8 @@ type Deps struct {
 	Version   string
 	// TaskQueue is the workflows' Temporal task queue (default workflows.DefaultTaskQueue).
 	TaskQueue string
-	// Customer configures the gateway cloud API (zero: DESIGN §6's defaults).
-	Customer CloudSettings
+	// Cloud configures the gateway cloud API (zero: DESIGN §6's defaults).
+	Cloud CloudSettings
 	// SDK configures the mobile SDK API (zero: the defaults of internal/config).
 	SDK SDKSettings
 	// RateLimits are the tower API, app engine API and token endpoint limits (zero: DESIGN

@@ -84,7 +84,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	srv := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
 		Registry: reg, PublicURL: cfg.PublicURL,
-		TaskQueue: cfg.TaskQueue, Customer: apiserver.CustomerSettingsFromConfig(cfg), SDK: apiserver.SDKSettingsFromConfig(cfg),
+		TaskQueue: cfg.TaskQueue, Cloud: apiserver.CloudSettingsFromConfig(cfg), SDK: apiserver.SDKSettingsFromConfig(cfg),
 		RateLimits: apiserver.RateLimitsFromConfig(cfg), Webhooks: apiserver.WebhookSettingsFromConfig(cfg),
 	})
 	// On SIGTERM, requests waiting for a gateway answer at once (202 and the request to

@@ -148,7 +148,7 @@ func Start(t *testing.T, opts Options) *Env {
 	}
 	server := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
-		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Customer: opts.Cloud,
+		PublicURL: "http://" + srv.Listener.Addr().String(), TaskQueue: taskQueue, Cloud: opts.Cloud,
 		RateLimits: rateLimits, Webhooks: opts.Webhooks,
 	})
 	srv.Config.Handler = server.Handler()

@@ -94,7 +94,7 @@ func (e *Env) StartAPIServer(t testing.TB, settings apiserver.CloudSettings) str
 	server := apiserver.New(apiserver.Deps{
 		Store: e.Store, Auth: e.Auth, Keyring: e.Keyring, Temporal: e.Temporal,
 		Workflows: outbox.New(e.Store, e.Temporal, e.TaskQueue, e.Logger), Logger: e.Logger,
-		PublicURL: e.URL, TaskQueue: e.TaskQueue, Customer: settings, RateLimits: testRateLimits,
+		PublicURL: e.URL, TaskQueue: e.TaskQueue, Cloud: settings, RateLimits: testRateLimits,
 	})
 	srv.Config.Handler = server.Handler()
 	srv.Start()
