@@ -51,7 +51,7 @@ var clusterSettings = []string{
 // newClusterSystem starts the cluster shape on a private Postgres and returns once the dev
 // stack says it is up.
 func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
-	s := &system{opts: systemOptions{binDir: o.binDir, lockersPerGateway: o.lockers, keep: o.keep}}
+	s := &system{opts: systemOptions{binDir: o.binDir, lockersPerGateway: o.clusterLockers, keep: o.keep}}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -97,7 +97,7 @@ func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
 		"LOCKERNET_TEMPORAL_PORT=" + strconv.Itoa(tport), "LOCKERNET_TEMPORAL_UI_PORT=" + port(addrs[10]),
 	}
 	for i, serial := range []string{"GW-0001", "GW-0002"} {
-		layout, ids := drillLayout(serial, (i+1)*1000, o.lockers)
+		layout, ids := drillLayout(serial, (i+1)*1000, o.clusterLockers)
 		path := filepath.Join(s.dir, serial+"-layout.json")
 		b, err := json.MarshalIndent(layout, "", "  ")
 		if err != nil {

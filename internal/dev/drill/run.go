@@ -34,10 +34,13 @@ func logf(format string, args ...any) {
 
 // options are the drills' knobs; the defaults make each drill take a few minutes.
 type options struct {
-	binDir      string
-	lockers     int
-	keep        bool
-	settleLimit time.Duration
+	binDir  string
+	lockers int
+	// clusterLockers is lockers for the cluster shape, whose drills share one system: their
+	// opens add up.
+	clusterLockers int
+	keep           bool
+	settleLimit    time.Duration
 
 	kwOpens        int
 	kwDuring       int
@@ -148,6 +151,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	o := &s.o
 	fs.StringVar(&o.binDir, "bin", "", "directory of the apiserver, worker and gateway binaries (default: next to this one)")
 	fs.IntVar(&o.lockers, "lockers-per-gateway", 128, "lockers of each simulated gateway (every open gets one of its own)")
+	fs.IntVar(&o.clusterLockers, "cluster-lockers-per-gateway", 256, "lockers of each simulated gateway of the cluster shape, whose drills share one system (their opens add up: about 100 + 60 + 50 + 80 with the defaults)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each drill's directories (logs, clusters) instead of removing them")
 	fs.DurationVar(&o.settleLimit, "settle-limit", 5*time.Minute, "how long requests and components get to recover before the drill fails")
 
