@@ -105,7 +105,7 @@ func TestCloudPerKeyRateLimitAndRevocation(t *testing.T) {
 
 	// Refusals are counted for operators.
 	m := testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(second)+"/metrics", nil, nil)
-	assert.Regexp(t, `(?m)^lockernet_customer_rate_limited_total [1-9]`, string(m.Body))
+	assert.Regexp(t, `(?m)^lockernet_cloud_rate_limited_total [1-9]`, string(m.Body))
 
 	// A refused request has no side effect: no gateway request, no door (the next token
 	// comes 12 s later).

@@ -85,7 +85,7 @@ func TestCloudProxiesEveryReadVerbatim(t *testing.T) {
 			return err == nil && len(resp.GetExecutions()) == stored
 		}, 30*time.Second, 100*time.Millisecond, "one workflow per stored request of GW-0002")
 		body := string(testenv.DoWithHeaders(t, http.MethodGet, e.MetricsURL(e.URL)+"/metrics", nil, nil).Body)
-		assert.Regexp(t, `lockernet_customer_gateway_request_responses_total\{class="read",state="completed"\} [1-9]`, body)
+		assert.Regexp(t, `lockernet_cloud_gateway_request_responses_total\{class="read",state="completed"\} [1-9]`, body)
 	})
 
 	t.Run("a workflow keeps the gateway's body out of its history", func(t *testing.T) {

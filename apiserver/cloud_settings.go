@@ -125,11 +125,11 @@ func newCloud(d Deps) *cloud {
 	c := &cloud{
 		settings: d.Cloud.withDefaults(taskQueue),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lockernet_customer_gateway_request_responses_total",
+			Name: "lockernet_cloud_gateway_request_responses_total",
 			Help: "Answers of the gateway cloud API about gateway requests, by class and request state (pending = 202 or pending poll).",
 		}, []string{"class", "state"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lockernet_customer_rate_limited_total",
+			Name: "lockernet_cloud_rate_limited_total",
 			Help: "Gateway cloud API requests refused with 429 because their key exceeded its rate limit.",
 		}),
 	}
