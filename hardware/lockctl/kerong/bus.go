@@ -24,9 +24,13 @@ import (
 // that read's own, not a late answer to an earlier frame, and it means the board has
 // handled every frame written to it before (an unlock whose answer was lost
 // included). Late answers met on the way take their frames off the pending list.
+//
+// A CU48 status read has no field to carry a tag (codec.go), so on a CU48 bus the
+// answers are matched by their order instead (exchangeOrdered).
 type bus struct {
-	key  string
-	open func(ctx context.Context) (io.ReadWriteCloser, error)
+	key   string
+	codec Codec
+	open  func(ctx context.Context) (io.ReadWriteCloser, error)
 	// lateAnswer is how long an unanswered frame may still be answered.
 	lateAnswer time.Duration
 
@@ -34,9 +38,9 @@ type bus struct {
 	conn *conn         // nil until opened, and again after the link dropped
 	// boards is what the driver knows of each board on the current link.
 	boards map[byte]*boardState
-	// unresolved holds the locks (board<<4|lock-1) whose last unlock got no answer:
-	// before anything pulses them again, their door is read back.
-	unresolved map[byte]bool
+	// unresolved holds the locks (lockKey) whose last unlock got no answer: before
+	// anything pulses them again, their door is read back.
+	unresolved map[int]bool
 	closed     bool
 }
 
@@ -50,6 +54,8 @@ type boardState struct {
 	// then a tag may be shared with it and no answer is trusted.
 	unsureUntil time.Time
 	nextTag     byte
+	// lastWrite is when the last frame was written to the board (ordered matching).
+	lastWrite time.Time
 }
 
 type pendingFrame struct {
@@ -69,8 +75,8 @@ type conn struct {
 }
 
 func newBus(s Settings) *bus {
-	b := &bus{key: s.busKey(), lateAnswer: s.LateAnswer, sem: make(chan struct{}, 1),
-		boards: map[byte]*boardState{}, unresolved: map[byte]bool{}}
+	b := &bus{key: s.busKey(), codec: s.codec(), lateAnswer: s.LateAnswer, sem: make(chan struct{}, 1),
+		boards: map[byte]*boardState{}, unresolved: map[int]bool{}}
 	switch s.Transport {
 	case TransportSerial:
 		port, baud := s.Port, s.Baud
@@ -240,7 +246,7 @@ func (b *bus) late(a Answer) {
 // takeLate takes the whole answers in buf as late ones.
 func (b *bus) takeLate(buf []byte) {
 	for {
-		a, used, ok, _ := DecodeAnswer(buf)
+		a, used, ok, _ := b.codec.DecodeAnswer(buf)
 		if !ok {
 			return
 		}
@@ -254,6 +260,9 @@ func (b *bus) takeLate(buf []byte) {
 // frames met while waiting, are late ones (b.late). sent reports whether any of cmd
 // may have reached the wire: an error with sent false left the boards untouched.
 func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) (a Answer, sent bool, err error) {
+	if !b.codec.Tagged() {
+		return b.exchangeOrdered(ctx, cmd, timeout, false)
+	}
 	c, err := b.connect(ctx)
 	if err != nil {
 		return Answer{}, false, err
@@ -278,7 +287,7 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 	if err := ctx.Err(); err != nil {
 		return Answer{}, false, err
 	}
-	if cmd.Cmd == CmdStatus {
+	if cmd.Cmd == b.codec.StatusCmd() {
 		cmd.Lock = st.tag()
 	}
 	if len(st.pending) >= maxPending {
@@ -286,7 +295,7 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 	}
 	st.pending = append(st.pending, pendingFrame{cmd: cmd})
 	st.inStep = false
-	if _, err := c.rwc.Write(cmd.Encode()); err != nil {
+	if _, err := c.rwc.Write(b.codec.EncodeCommand(cmd)); err != nil {
 		b.drop()
 		return Answer{}, true, fmt.Errorf("write to %s: %w: %w", b.key, errLinkDown, err)
 	}
@@ -294,9 +303,9 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 	defer t.Stop()
 	for {
 		for {
-			a, used, ok, skip := DecodeAnswer(c.buf)
+			a, used, ok, skip := b.codec.DecodeAnswer(c.buf)
 			if !ok {
-				if corruptAnswer(c.buf, cmd) {
+				if b.codec.Answered(c.buf, cmd, false) {
 					// The board answered this frame (after every earlier one); the
 					// bytes were damaged.
 					c.buf = c.buf[:0]

@@ -43,8 +43,8 @@ func (c Command) Encode() []byte {
 // Answer is a board's status frame: its answer to a status read or to an unlock.
 type Answer struct {
 	Board, Lock, Cmd byte
-	// Hooks and Sensors hold locks 1–16 in bits 0–15.
-	Hooks, Sensors uint16
+	// Hooks and Sensors hold locks 1–16 (CU16) or 1–48 (CU48) in bits 0–15 or 0–47.
+	Hooks, Sensors uint64
 }
 
 // Encode returns the answer's nine bytes.
@@ -55,10 +55,10 @@ func (a Answer) Encode() []byte {
 	return b
 }
 
-// Latched reports whether lock n (1–16) reads shut.
+// Latched reports whether lock n (1–16, or 1–48 on a CU48) reads shut.
 func (a Answer) Latched(n int) bool { return a.Hooks&(1<<(n-1)) != 0 }
 
-// ItemInside reports whether the sensor of lock n (1–16) sees an item.
+// ItemInside reports whether the sensor of lock n (1–16, or 1–48 on a CU48) sees an item.
 func (a Answer) ItemInside(n int) bool { return a.Sensors&(1<<(n-1)) != 0 }
 
 func sum(b []byte) byte {
@@ -77,7 +77,7 @@ func sum(b []byte) byte {
 func DecodeAnswer(buf []byte) (a Answer, used int, ok bool, skip int) {
 	return decode(buf, AnswerLen, func(f []byte) Answer {
 		return Answer{Board: f[1] >> 4, Lock: f[1] & 0x0F, Cmd: f[2],
-			Hooks: uint16(f[3]) | uint16(f[4])<<8, Sensors: uint16(f[5]) | uint16(f[6])<<8}
+			Hooks: uint64(f[3]) | uint64(f[4])<<8, Sensors: uint64(f[5]) | uint64(f[6])<<8}
 	})
 }
 
@@ -89,6 +89,11 @@ func DecodeCommand(buf []byte) (c Command, used int, ok bool, skip int) {
 }
 
 func decode[T any](buf []byte, n int, parse func([]byte) T) (v T, used int, ok bool, skip int) {
+	return decodeIf(buf, n, nil, parse)
+}
+
+// decodeIf is decode with a further check of a whole frame (nil: none).
+func decodeIf[T any](buf []byte, n int, valid func([]byte) bool, parse func([]byte) T) (v T, used int, ok bool, skip int) {
 	for i := 0; i < len(buf); i++ {
 		if buf[i] != stx {
 			continue
@@ -98,7 +103,7 @@ func decode[T any](buf []byte, n int, parse func([]byte) T) (v T, used int, ok b
 			return v, 0, false, i
 		}
 		f := buf[i : i+n]
-		if f[n-2] == etx && f[n-1] == sum(f[:n-1]) {
+		if f[n-2] == etx && f[n-1] == sum(f[:n-1]) && (valid == nil || valid(f)) {
 			return parse(f), i + n, true, 0
 		}
 	}

@@ -1,7 +1,7 @@
-// Package kerong drives Kerong CU16 lock control boards (KR-CU16 and its network
-// variants) as lockctl controllers: several boards by address on one RS-485 bus (a
-// serial port, 8N1) or behind one TCP link. docs/hardware.md has the frames, their
-// public sources and the wiring.
+// Package kerong drives Kerong CU16 and CU48 lock control boards (KR-CU16, KR-CU48
+// and their network variants) as lockctl controllers: several boards of one model by
+// address on one RS-485 bus (a serial port, 8N1) or behind one TCP link.
+// docs/hardware.md has the frames, their public sources and the wiring.
 //
 // One request at a time per bus, each answer awaited for a per-frame timeout. A read
 // whose answer is missing, partial or corrupt is asked again a bounded number of
@@ -52,6 +52,11 @@ func (bs *Buses) Controller(id, rawURL string) (*Controller, error) {
 	b, ok := bs.buses[key]
 	if ok {
 		prev := bs.specs[key]
+		if prev.Model != s.Model {
+			return nil, fmt.Errorf("controller %s: %s already carries %s boards and this controller names %s ones: "+
+				"a bus carries one model (the sources do not say how a board treats the other model's frames)",
+				id, s.Port, strings.ToUpper(string(prev.Model)), strings.ToUpper(string(s.Model)))
+		}
 		if prev.Baud != s.Baud && s.Transport == TransportSerial {
 			return nil, fmt.Errorf("controller %s: %s is already used at %d baud", id, s.Port, prev.Baud)
 		}
@@ -96,13 +101,17 @@ func (c *Controller) ID() string { return c.id }
 // Settings returns what the controller's URL said.
 func (c *Controller) Settings() Settings { return c.s }
 
+// Kind is the layout kind of the controller's model (Kind or KindCU48).
+func (c *Controller) Kind() string { return KindOf(c.s.Model) }
+
 // Describe names the controller: model, transport, port and board addresses.
 func (c *Controller) Describe() string {
 	boards := make([]string, len(c.s.Boards))
 	for i, n := range c.s.Boards {
 		boards[i] = strconv.Itoa(n)
 	}
-	return fmt.Sprintf("Kerong CU16 over %s %s, boards %s", c.s.Transport, c.s.Port, strings.Join(boards, ","))
+	return fmt.Sprintf("Kerong %s over %s %s, boards %s", strings.ToUpper(string(c.s.Model)), c.s.Transport, c.s.Port,
+		strings.Join(boards, ","))
 }
 
 func unreachable(what string, err error) error {
@@ -110,13 +119,15 @@ func unreachable(what string, err error) error {
 }
 
 // lockKey names a lock of the bus in bus.unresolved.
-func lockKey(board, lock int) byte { return byte(board<<4 | (lock - 1)) }
+func lockKey(board, lock int) int { return board<<8 | lock }
 
 // readBoard reads a board's status, asking again after a missing or damaged answer
 // (the bus is held). A board that owes answers to earlier frames answers them first,
 // so its answer is awaited as long as an unlock's. The answer is the read's own
-// (tagged): the board handled every frame written to it before.
-func (c *Controller) readBoard(ctx context.Context, board int) (Answer, error) {
+// (tagged, or matched by order): the board handled every frame written to it before.
+// after is the read-back of an unlock whose answer was lost: any answer the board
+// sends after the unlock will do (ordered.go).
+func (c *Controller) readBoard(ctx context.Context, board int, after bool) (Answer, error) {
 	what := fmt.Sprintf("read board %d on %s", board, c.s.Port)
 	var last error
 	for try := 0; try <= c.s.Rereads; try++ {
@@ -124,7 +135,7 @@ func (c *Controller) readBoard(ctx context.Context, board int) (Answer, error) {
 		if c.bus.behind(board) {
 			timeout = max(timeout, c.s.OpenTimeout)
 		}
-		a, sent, err := c.bus.exchange(ctx, Command{Board: byte(board), Cmd: CmdStatus}, timeout)
+		a, sent, err := c.bus.read(ctx, byte(board), timeout, after)
 		if err == nil {
 			return a, nil
 		}
@@ -162,7 +173,7 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 
 	key := lockKey(board, lock)
 	if unconfirmed := c.bus.unresolved[key]; unconfirmed || !c.bus.inStep(board) {
-		a, err := c.readBoard(ctx, board)
+		a, err := c.readBoard(ctx, board, false)
 		switch {
 		case err != nil && unconfirmed:
 			return fmt.Errorf("%s: reading the door back after an unconfirmed unlock (nothing sent): %w", what, err)
@@ -178,7 +189,7 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 	if err := ctx.Err(); err != nil {
 		return unreachable(what+" (nothing sent)", err)
 	}
-	cmd := Command{Board: byte(board), Lock: byte(lock - 1), Cmd: CmdUnlock}
+	cmd := Command{Board: byte(board), Lock: byte(lock - 1), Cmd: c.bus.codec.UnlockCmd()}
 	a, sent, err := c.bus.exchange(ctx, cmd, c.s.OpenTimeout)
 	switch {
 	case err == nil && a.Latched(lock):
@@ -196,7 +207,7 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 		return fmt.Errorf("%s: %w: the unlock went out and the call ended before its answer: %w",
 			what, lockctl.ErrOutcomeUnknown, ctx.Err())
 	}
-	back, rerr := c.readBoard(ctx, board)
+	back, rerr := c.readBoard(ctx, board, true)
 	switch {
 	case rerr != nil:
 		return fmt.Errorf("%s: %w: the unlock went out and its answer was lost (%v); the door could not be read back: %v",
@@ -217,20 +228,22 @@ func (c *Controller) Doors(ctx context.Context) (map[int]lockctl.Door, error) {
 	}
 	defer c.bus.release()
 	out := make(map[int]lockctl.Door, c.s.Channels())
+	n := c.bus.codec.Locks()
 	for i, board := range c.s.Boards {
-		a, err := c.readBoard(ctx, board)
+		a, err := c.readBoard(ctx, board, false)
 		if err != nil {
 			return nil, fmt.Errorf("read door sensors: %w", err)
 		}
-		for lock := 1; lock <= MaxLocks; lock++ {
-			out[i*MaxLocks+lock] = lockctl.Door{Open: !a.Latched(lock), ItemInside: a.ItemInside(lock)}
+		for lock := 1; lock <= n; lock++ {
+			out[i*n+lock] = lockctl.Door{Open: !a.Latched(lock), ItemInside: a.ItemInside(lock)}
 		}
 	}
 	return out, nil
 }
 
 // Status implements lockctl.Controller: online when every board of the bank
-// answers. The CU16 protocol has no firmware query; the version is left empty.
+// answers. None of the public sources of the CU16 and CU48 protocols gives a
+// firmware query; the version is left empty.
 func (c *Controller) Status(ctx context.Context) (lockctl.Status, error) {
 	if err := c.bus.acquire(ctx); err != nil {
 		return lockctl.Status{}, fmt.Errorf("read status: %w", err)
@@ -238,7 +251,7 @@ func (c *Controller) Status(ctx context.Context) (lockctl.Status, error) {
 	defer c.bus.release()
 	var errs []error
 	for _, board := range c.s.Boards {
-		if _, err := c.readBoard(ctx, board); err != nil {
+		if _, err := c.readBoard(ctx, board, false); err != nil {
 			if ctx.Err() != nil {
 				return lockctl.Status{}, fmt.Errorf("read status: %w", ctx.Err())
 			}

@@ -296,7 +296,8 @@ func TestParseURL(t *testing.T) {
 	for _, bad := range []string{
 		"kerong+serial:///dev/ttyUSB0", "kerong+serial:///dev/ttyUSB0?board=16", "kerong+serial:///dev/ttyUSB0?board=1,1",
 		"kerong+serial:///dev/ttyUSB0?board=1&baud=fast", "kerong+serial:///dev/ttyUSB0?board=1&colour=red",
-		"kerong+serial:///dev/ttyUSB0?board=1&model=cu48", "kerong+serial:///dev/ttyUSB0?board=1&timeout=-1s",
+		"kerong+serial:///dev/ttyUSB0?board=1&model=cu64", "kerong+serial:///dev/ttyUSB0?board=10&model=cu48",
+		"kerong+serial:///dev/ttyUSB0?board=1&timeout=-1s",
 		"kerong+tcp://host?board=1", "kerong+udp://host:1?board=1", "kerong+serial://host/dev/tty?board=1", "%zz",
 		"kerong+serial:///dev/ttyUSB0?board=\x00",
 	} {

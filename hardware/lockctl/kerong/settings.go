@@ -16,8 +16,18 @@ const (
 	TransportTCP    = "tcp"
 )
 
-// Kind is what a layout names as a Kerong controller's kind.
-const Kind = "kerong-cu16"
+// Kind is what a layout names as a Kerong CU16 controller's kind, KindCU48 a CU48
+// controller's; a controller's URL names the same model (model=cu48 for KindCU48).
+const (
+	Kind     = "kerong-cu16"
+	KindCU48 = "kerong-cu48"
+)
+
+// KindOf is the layout kind of a model's controllers.
+func KindOf(m Model) string { return "kerong-" + string(m) }
+
+// IsKind reports whether kind names a Kerong controller.
+func IsKind(kind string) bool { return kind == Kind || kind == KindCU48 }
 
 // Defaults of a controller URL's parameters.
 const (
@@ -33,9 +43,10 @@ const (
 //	kerong+serial:///dev/ttyUSB0?baud=19200&board=1
 //	kerong+tcp://192.168.1.50:5000?board=1,2
 //
-// Parameters: board (the board addresses of the bank, 0–15, comma-separated: channels
-// 1–16 are the locks of the first, 17–32 of the second, and so on; required), baud
-// (serial only; default 19200), model (cu16, the default and the only one),
+// Parameters: board (the board addresses of the bank, 0–15 for CU16 boards and 0–9 for
+// CU48 boards, comma-separated: channels 1–16 (1–48 on CU48 boards) are the locks of
+// the first, the next 16 (48) of the second, and so on; required), baud (serial only;
+// default 19200), model (cu16, the default, or cu48: one model per bus),
 // timeout (per-frame answer timeout of a read, default 300ms), opentimeout (how long
 // an unlock's answer is awaited, and a read's when the board owes answers to earlier
 // frames, default 2s), rereads (how many times a read whose answer was missing or
@@ -47,7 +58,7 @@ type Settings struct {
 	// Port is the serial device (serial) or host:port (tcp).
 	Port         string
 	Baud         int
-	Model        string
+	Model        Model
 	Boards       []int
 	FrameTimeout time.Duration
 	OpenTimeout  time.Duration
@@ -63,7 +74,7 @@ func IsControllerURL(s string) bool {
 
 // ParseURL reads a controller URL.
 func ParseURL(raw string) (Settings, error) {
-	s := Settings{Baud: DefaultBaud, Model: "cu16", FrameTimeout: DefaultFrameTimeout,
+	s := Settings{Baud: DefaultBaud, Model: ModelCU16, FrameTimeout: DefaultFrameTimeout,
 		OpenTimeout: DefaultOpenTimeout, Rereads: DefaultRereads, LateAnswer: DefaultLateAnswer}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -101,9 +112,15 @@ func ParseURL(raw string) (Settings, error) {
 		}
 		s.Baud = n
 	}
-	if v := q.Get("model"); v != "" && !strings.EqualFold(v, "cu16") {
-		errs = append(errs, fmt.Errorf("model %q: only cu16 is supported", v))
+	if v := q.Get("model"); v != "" {
+		m := Model(strings.ToLower(v))
+		if _, err := CodecOf(m); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.Model = m
+		}
 	}
+	maxBoard := s.codec().MaxBoard()
 	dur := func(name string, p *time.Duration) {
 		if v := q.Get(name); v != "" {
 			d, err := time.ParseDuration(v)
@@ -129,8 +146,8 @@ func ParseURL(raw string) (Settings, error) {
 			continue
 		}
 		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 || n > MaxBoard || seen[n] {
-			errs = append(errs, fmt.Errorf("board %q: want distinct addresses 0 to %d", f, MaxBoard))
+		if err != nil || n < 0 || n > maxBoard || seen[n] {
+			errs = append(errs, fmt.Errorf("board %q: want distinct addresses 0 to %d (%s)", f, maxBoard, s.Model))
 			continue
 		}
 		seen[n] = true
@@ -148,13 +165,23 @@ func ParseURL(raw string) (Settings, error) {
 // busKey names the bus a controller talks on: banks on the same port share it.
 func (s Settings) busKey() string { return s.Transport + ":" + s.Port }
 
-// Channels is how many channels the controller drives.
-func (s Settings) Channels() int { return MaxLocks * len(s.Boards) }
+// codec is the model's codec (cu16 for a Settings not from ParseURL).
+func (s Settings) codec() Codec {
+	if c, err := CodecOf(s.Model); err == nil {
+		return c
+	}
+	return CU16
+}
 
-// locate maps a channel (1-based) to a board address and lock number (1–16).
+// Channels is how many channels the controller drives.
+func (s Settings) Channels() int { return s.codec().Locks() * len(s.Boards) }
+
+// locate maps a channel (1-based) to a board address and lock number (1–16, or
+// 1–48 on CU48 boards).
 func (s Settings) locate(channel int) (board, lock int, ok bool) {
 	if channel < 1 || channel > s.Channels() {
 		return 0, 0, false
 	}
-	return s.Boards[(channel-1)/MaxLocks], (channel-1)%MaxLocks + 1, true
+	n := s.codec().Locks()
+	return s.Boards[(channel-1)/n], (channel-1)%n + 1, true
 }

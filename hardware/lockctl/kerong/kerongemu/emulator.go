@@ -1,5 +1,5 @@
-// Package kerongemu emulates, byte for byte, one bus of Kerong CU16 lock control
-// boards for development and tests: it reads the driver's command frames from a
+// Package kerongemu emulates, byte for byte, one bus of Kerong CU16 and CU48 lock
+// control boards for development and tests: it reads the driver's command frames from a
 // pseudo-terminal or a TCP link and answers as the boards would, with door mechanics
 // (a pulse springs a door open, a user closes it, an item sensor) and bus faults (no
 // answer, corrupt checksum, partial frame, slow answer, absent board, jammed lock,
@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -71,14 +72,18 @@ type door struct {
 
 type board struct {
 	addr  int
-	doors [kerong.MaxLocks]*door
+	codec kerong.Codec
+	doors []*door
 	fault Fault
 }
 
 // Config configures an Emulator.
 type Config struct {
-	// Boards are the board addresses on the bus (0–15).
+	// Boards are the board addresses on the bus (0–15 for CU16 boards, 0–9 for CU48
+	// boards), distinct whatever their model.
 	Boards []int
+	// Models names the model of boards that are not CU16 boards (address → model).
+	Models map[int]kerong.Model
 	// DoorCloseAfter closes a door that long after it sprang open; zero leaves it
 	// open until CloseDoor.
 	DoorCloseAfter time.Duration
@@ -102,11 +107,24 @@ type Emulator struct {
 // New returns a bus with every door closed and no fault.
 func New(cfg Config) (*Emulator, error) {
 	e := &Emulator{cfg: cfg, boards: map[int]*board{}, links: map[io.Closer]bool{}, rng: rand.New(rand.NewPCG(1, 2))}
-	for _, a := range cfg.Boards {
-		if a < 0 || a > kerong.MaxBoard || e.boards[a] != nil {
-			return nil, fmt.Errorf("board address %d: want distinct addresses 0 to %d", a, kerong.MaxBoard)
+	for a, m := range cfg.Models {
+		if !slices.Contains(cfg.Boards, a) {
+			return nil, fmt.Errorf("model %s of board %d: no such board on the bus", m, a)
 		}
-		b := &board{addr: a}
+	}
+	for _, a := range cfg.Boards {
+		m := cfg.Models[a]
+		if m == "" {
+			m = kerong.ModelCU16
+		}
+		codec, err := kerong.CodecOf(m)
+		if err != nil {
+			return nil, fmt.Errorf("board %d: %w", a, err)
+		}
+		if a < 0 || a > codec.MaxBoard() || e.boards[a] != nil {
+			return nil, fmt.Errorf("board address %d: want distinct addresses 0 to %d (%s)", a, codec.MaxBoard(), m)
+		}
+		b := &board{addr: a, codec: codec, doors: make([]*door, codec.Locks())}
 		for i := range b.doors {
 			b.doors[i] = &door{}
 		}
@@ -130,7 +148,7 @@ func (e *Emulator) SetFault(boardAddr int, f Fault) error {
 	return nil
 }
 
-// Pulses returns how many times a lock (1–16) was pulsed.
+// Pulses returns how many times a lock (1–16, 1–48 on a CU48 board) was pulsed.
 func (e *Emulator) Pulses(boardAddr, lock int) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -189,7 +207,7 @@ func (e *Emulator) CloseDoor(boardAddr, lock int, itemInside bool) bool {
 
 func (e *Emulator) door(boardAddr, lock int) *door {
 	b := e.boards[boardAddr]
-	if b == nil || lock < 1 || lock > kerong.MaxLocks {
+	if b == nil || lock < 1 || lock > len(b.doors) {
 		return nil
 	}
 	return b.doors[lock-1]
@@ -217,7 +235,9 @@ func (e *Emulator) pulse(d *door) {
 	}
 }
 
-func (b *board) status(cmd kerong.Command) kerong.Answer {
+// status is the board's answer to cmd: its hooks and sensors, ADDR and the lock
+// byte as sent (a CU48 answer's status byte is always 75).
+func (b *board) status(cmd kerong.Command) []byte {
 	a := kerong.Answer{Board: cmd.Board, Lock: cmd.Lock, Cmd: cmd.Cmd}
 	for i, d := range b.doors {
 		if !d.open {
@@ -227,21 +247,23 @@ func (b *board) status(cmd kerong.Command) kerong.Answer {
 			a.Sensors |= 1 << i
 		}
 	}
-	return a
+	return b.codec.EncodeAnswer(a)
 }
 
-// handle carries out one command and returns the bytes the board puts on the bus
-// (nil: silence) and how long it waits first.
-func (e *Emulator) handle(cmd kerong.Command) (out []byte, wait time.Duration) {
+// handle carries out one command of a board of the model codec speaks and returns
+// the bytes the board puts on the bus (nil: silence) and how long it waits first.
+func (e *Emulator) handle(codec kerong.Codec, cmd kerong.Command) (out []byte, wait time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.frames++
 	b := e.boards[int(cmd.Board)]
-	if b == nil || (cmd.Cmd != kerong.CmdStatus && cmd.Cmd != kerong.CmdUnlock) {
+	if b == nil || b.codec != codec || (cmd.Cmd != codec.StatusCmd() && cmd.Cmd != codec.UnlockCmd()) ||
+		(cmd.Cmd == codec.UnlockCmd() && int(cmd.Lock) >= len(b.doors)) {
 		return nil, 0
 	}
+	unlock := cmd.Cmd == codec.UnlockCmd()
 	f := b.fault
-	applies := f.Kind != FaultNone && (f.Kind != FaultDropUnlock || cmd.Cmd == kerong.CmdUnlock)
+	applies := f.Kind != FaultNone && (f.Kind != FaultDropUnlock || unlock)
 	if applies && f.Count > 0 {
 		b.fault.Count--
 		if b.fault.Count == 0 {
@@ -259,10 +281,10 @@ func (e *Emulator) handle(cmd kerong.Command) (out []byte, wait time.Duration) {
 	if f.Kind == FaultSlowAnswer {
 		wait += f.Delay
 	}
-	if cmd.Cmd == kerong.CmdUnlock && f.Kind != FaultSlowAnswer {
+	if unlock && f.Kind != FaultSlowAnswer {
 		e.unlock(b, cmd, f)
 	}
-	out = b.status(cmd).Encode()
+	out = b.status(cmd)
 	switch f.Kind {
 	case FaultNoAnswer:
 		return nil, 0
@@ -292,7 +314,42 @@ func (e *Emulator) slowUnlock(cmd kerong.Command) []byte {
 	defer e.mu.Unlock()
 	b := e.boards[int(cmd.Board)]
 	e.pulse(b.doors[cmd.Lock])
-	return b.status(cmd).Encode()
+	return b.status(cmd)
+}
+
+// decodeCommand finds the first command in buf of either model that is not
+// addressed to a board of the other model (the frames differ: five bytes with ETX at 3 for a
+// CU16, six with ETX at 4 for a CU48). ok false: skip leading bytes can never start
+// one.
+func (e *Emulator) decodeCommand(buf []byte) (codec kerong.Codec, cmd kerong.Command, used int, ok bool, skip int) {
+	e.mu.Lock()
+	var codecs []kerong.Codec
+	for _, c := range []kerong.Codec{kerong.CU16, kerong.CU48} {
+		for _, b := range e.boards {
+			if b.codec == c {
+				codecs = append(codecs, c)
+				break
+			}
+		}
+	}
+	e.mu.Unlock()
+	skip = len(buf)
+	for _, c := range codecs {
+		cmd, used, ok, s := c.DecodeCommand(buf)
+		if ok {
+			a := int(cmd.Board)
+			e.mu.Lock()
+			b := e.boards[a]
+			e.mu.Unlock()
+			if b == nil || b.codec == c {
+				return c, cmd, used, true, 0 // to an absent board: counted, not answered
+			}
+			// To a board of the other model, which ignores it: look past it.
+			s = used
+		}
+		skip = min(skip, s)
+	}
+	return nil, kerong.Command{}, 0, false, skip
 }
 
 // Serve answers the commands read from rw until reading fails; it is one link.
@@ -303,19 +360,23 @@ func (e *Emulator) Serve(rw io.ReadWriter) error {
 		n, err := rw.Read(p)
 		buf = append(buf, p[:n]...)
 		for {
-			cmd, used, ok, skip := kerong.DecodeCommand(buf)
+			codec, cmd, used, ok, skip := e.decodeCommand(buf)
 			if !ok {
 				buf = buf[skip:]
-				break
+				if skip == 0 {
+					break
+				}
+				continue
 			}
 			buf = buf[used:]
 			slow := false
 			e.mu.Lock()
-			if b := e.boards[int(cmd.Board)]; b != nil && b.fault.Kind == FaultSlowAnswer && cmd.Cmd == kerong.CmdUnlock {
+			if b := e.boards[int(cmd.Board)]; b != nil && b.fault.Kind == FaultSlowAnswer && cmd.Cmd == codec.UnlockCmd() &&
+				int(cmd.Lock) < len(b.doors) {
 				slow = true
 			}
 			e.mu.Unlock()
-			out, wait := e.handle(cmd)
+			out, wait := e.handle(codec, cmd)
 			if wait > 0 {
 				time.Sleep(wait)
 			}
