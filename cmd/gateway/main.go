@@ -1,7 +1,8 @@
 // Command gateway runs a Locker Network gateway: the gateway local API over the lock
 // controllers of its banks, with its state in an embedded SQLite file. A bank's
-// controller is named in the layout: kind "kerong-cu16" with a kerong+serial:// or
-// kerong+tcp:// address drives Kerong CU16 boards (package kerong; docs/hardware.md).
+// controller is named in the layout: kind "kerong-cu16" (or "kerong-cu48", with
+// model=cu48 in the address) with a kerong+serial:// or kerong+tcp:// address drives
+// Kerong CU16 (CU48) boards (package kerong; docs/hardware.md).
 // Simulated controllers (kind "simulated"), the simulator's control API (/sim/*, on
 // -sim-addr) and the Kerong bus emulator (-kerong-emulator) are only compiled into
 // binaries built with "-tags simcontrol".
@@ -352,13 +353,17 @@ func controllers(c *config, layout gateway.Layout, buses *kerong.Buses) (gateway
 				"and a simcontrol build to run it, or a real controller in the layout (kind %q, address kerong+serial://... or kerong+tcp://...)",
 				b.ID, spec.ID, kerong.Kind)
 		}
-		if spec.Kind != kerong.Kind || !kerong.IsControllerURL(spec.Address) {
-			return layout, nil, fmt.Errorf("bank %d: controller %s: kind %q at %q has no driver (want kind %q with a kerong+serial:// or kerong+tcp:// address)",
-				b.ID, spec.ID, spec.Kind, spec.Address, kerong.Kind)
+		if !kerong.IsKind(spec.Kind) || !kerong.IsControllerURL(spec.Address) {
+			return layout, nil, fmt.Errorf("bank %d: controller %s: kind %q at %q has no driver (want kind %q or %q with a kerong+serial:// or kerong+tcp:// address)",
+				b.ID, spec.ID, spec.Kind, spec.Address, kerong.Kind, kerong.KindCU48)
 		}
 		ctl, err := buses.Controller(spec.ID, spec.Address)
 		if err != nil {
 			return layout, nil, fmt.Errorf("bank %d: %w", b.ID, err)
+		}
+		if ctl.Kind() != spec.Kind {
+			return layout, nil, fmt.Errorf("bank %d: controller %s: kind %q and address %q name different models (model=%s; kind %q goes with it)",
+				b.ID, spec.ID, spec.Kind, spec.Address, ctl.Settings().Model, ctl.Kind())
 		}
 		for _, lk := range b.Lockers {
 			if lk.Channel > ctl.Settings().Channels() {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
 )
 
@@ -78,18 +79,27 @@ var (
 
 func TestRunServesAndStops(t *testing.T) {
 	t.Parallel()
+	for _, model := range []kerong.Model{kerong.ModelCU16, kerong.ModelCU48} {
+		t.Run(string(model), func(t *testing.T) {
+			t.Parallel()
+			runServesAndStops(t, model)
+		})
+	}
+}
+
+func runServesAndStops(t *testing.T, model kerong.Model) {
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
 	require.NoError(t, os.WriteFile(secretFile, []byte("  "+fileSecret+"\n"), 0o600))
 
-	// GW-0002's bank on a Kerong CU16 board (address 1) behind a pseudo-terminal.
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}})
+	// GW-0002's bank on a Kerong board (address 1) of the model behind a pseudo-terminal.
+	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: model}})
 	require.NoError(t, err)
 	t.Cleanup(emu.Close)
 	pt, err := emu.ServePTY()
 	require.NoError(t, err)
-	ctlURL := "kerong+serial://" + pt.Path + "?baud=19200&board=1"
-	layoutPath := kerongLayout(t, ctlURL)
+	ctlURL := "kerong+serial://" + pt.Path + "?baud=19200&board=1&model=" + string(model)
+	layoutPath := kerongLayoutOf(t, kerong.KindOf(model), ctlURL)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -129,7 +139,7 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(body, &sys))
 	require.Len(t, sys.Controllers, 1)
-	assert.Equal(t, "kerong-cu16", sys.Controllers[0].Kind, "/system names the controller's model")
+	assert.Equal(t, "kerong-"+string(model), sys.Controllers[0].Kind, "/system names the controller's model")
 	assert.Equal(t, ctlURL, sys.Controllers[0].Address, "and its transport, port and boards")
 	assert.True(t, sys.Controllers[0].Online)
 	assert.FileExists(t, filepath.Join(dir, "gateway-GW-0002.db"))
@@ -161,9 +171,15 @@ func TestRunServesAndStops(t *testing.T) {
 // with its controller a Kerong CU16 board at ctlURL.
 func kerongLayout(t *testing.T, ctlURL string) string {
 	t.Helper()
+	return kerongLayoutOf(t, "kerong-cu16", ctlURL)
+}
+
+// kerongLayoutOf is kerongLayout with a controller of the kind.
+func kerongLayoutOf(t *testing.T, kind, ctlURL string) string {
+	t.Helper()
 	l, err := gateway.Preset(gateway.PresetOneBank)
 	require.NoError(t, err)
-	l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: "kerong-cu16", Address: ctlURL}
+	l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: ctlURL}
 	b, err := json.Marshal(l)
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "layout.json")
@@ -215,6 +231,12 @@ func TestRunErrors(t *testing.T) {
 		{"a passphrase", []string{"-secret", "correct horse battery staple, twice over!"}, "at least 32 random bytes"},
 		{"controller of no known kind", []string{"-secret", goodSecret, "-layout", badLayout("modbus", "modbus://10.0.0.1")}, `kind "modbus"`},
 		{"bad controller URL", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=99")}, "board"},
+		{"CU48 kind, CU16 address", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=1")},
+			"name different models"},
+		{"CU16 kind, CU48 address", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=1&model=cu48")},
+			"name different models"},
+		{"CU48 board address 10", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=10&model=cu48")},
+			"0 to 9"},
 		{"channel beyond the boards", []string{"-secret", goodSecret, "-layout", badChannel}, "channel 17"},
 	}
 	// Without -simulated the gateway refuses to run on pretend lock controllers, and a

@@ -30,6 +30,13 @@ type kerongGateway struct {
 
 func newKerongGateway(t *testing.T, cfg kerongemu.Config) *kerongGateway {
 	t.Helper()
+	return newKerongGatewayOf(t, cfg, kerong.Kind, "")
+}
+
+// newKerongGatewayOf is newKerongGateway with a controller of the kind, its URL
+// given the parameters params too.
+func newKerongGatewayOf(t *testing.T, cfg kerongemu.Config, kind, params string) *kerongGateway {
+	t.Helper()
 	emu, err := kerongemu.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(emu.Close)
@@ -38,8 +45,8 @@ func newKerongGateway(t *testing.T, cfg kerongemu.Config) *kerongGateway {
 
 	layout, err := gateway.Preset(gateway.PresetOneBank)
 	require.NoError(t, err)
-	ctlURL := "kerong+serial://" + pt.Path + "?board=1&timeout=100ms&opentimeout=300ms&rereads=1"
-	layout.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kerong.Kind, Address: ctlURL}
+	ctlURL := "kerong+serial://" + pt.Path + "?board=1&timeout=100ms&opentimeout=300ms&rereads=1" + params
+	layout.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: ctlURL}
 	buses := kerong.NewBuses()
 	t.Cleanup(buses.Close)
 	ctl, err := buses.Controller("CTL-1", ctlURL)
@@ -163,4 +170,51 @@ func TestUnconfirmedOpenOnKerongBoard(t *testing.T) {
 	status, body := g.do(http.MethodPost, "/lockers/202/open")
 	assert.Equal(t, http.StatusOK, status, "%s", body)
 	assert.Equal(t, 1, g.emu.Pulses(1, 2))
+}
+
+// TestOpenOnKerongCU48Board is TestOpenOnKerongBoard and TestUnconfirmedOpenOnKerongBoard
+// on a CU48 board (kind kerong-cu48, model=cu48): the same answers for the same
+// faults. A CU48 board that owes answers (one was lost) is sent nothing for late
+// (200 ms here), so the cases after a lost answer wait that long first.
+func TestOpenOnKerongCU48Board(t *testing.T) {
+	t.Parallel()
+	g := newKerongGatewayOf(t, kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: kerong.ModelCU48}},
+		kerong.KindCU48, "&model=cu48&late=200ms")
+	open := func(name string, lockerID int, fault kerongemu.Fault, status int, code string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond)
+		require.NoError(t, g.emu.SetFault(1, fault))
+		got, body := g.do(http.MethodPost, "/lockers/"+strconv.Itoa(lockerID)+"/open")
+		require.NoError(t, g.emu.SetFault(1, kerongemu.Fault{}))
+		require.Equal(t, status, got, "%s: %s", name, body)
+		if code != "" {
+			var e gateway.ErrorBody
+			require.NoError(t, json.Unmarshal(body, &e), name)
+			assert.Equal(t, code, e.Error, name)
+		}
+	}
+	open("no fault", 201, kerongemu.Fault{}, http.StatusOK, "")
+	open("jammed lock", 202, kerongemu.Fault{Kind: kerongemu.FaultJammed}, http.StatusInternalServerError, "HARDWARE_FAULT")
+	open("answer lost once", 203, kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 1}, http.StatusOK, "")
+	open("every answer corrupt", 204, kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN")
+	open("every answer lost", 205, kerongemu.Fault{Kind: kerongemu.FaultNoAnswer}, http.StatusInternalServerError, "REQUEST_OUTCOME_UNKNOWN")
+	open("unlock lost once", 206, kerongemu.Fault{Kind: kerongemu.FaultDropUnlock, Count: 1}, http.StatusOK, "")
+	open("noise on the bus", 207, kerongemu.Fault{Kind: kerongemu.FaultNoise}, http.StatusOK, "")
+	for lock, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1} {
+		assert.Equal(t, want, g.emu.Pulses(1, lock), "lock %d: pulses", lock)
+	}
+	// A later open of a lock whose answers were all lost reads its door first: open,
+	// so no pulse.
+	open("again after every answer lost", 205, kerongemu.Fault{}, http.StatusOK, "")
+	assert.Equal(t, 1, g.emu.Pulses(1, 5))
+
+	status, body := g.do(http.MethodGet, "/system")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var sys gateway.System
+	require.NoError(t, json.Unmarshal(body, &sys))
+	require.Len(t, sys.Controllers, 1)
+	assert.Equal(t, kerong.KindCU48, sys.Controllers[0].Kind, "/system names the model")
+	assert.Equal(t, g.ctlURL, sys.Controllers[0].Address)
+	assert.True(t, sys.Controllers[0].Online)
+	assert.Empty(t, sys.Controllers[0].FirmwareVersion)
 }
