@@ -52,7 +52,8 @@ const (
 // frames, default 2s), rereads (how many times a read whose answer was missing or
 // corrupt is asked again, default 2), late (how long a board may still answer a frame
 // the driver had to give up on, when more than 15 go unanswered: until then the
-// board's answers are not trusted, default 30s).
+// board's answers are not trusted; on CU48 boards, how long a board that owes an
+// answer is sent nothing: ordered.go; default 30s).
 type Settings struct {
 	Transport string // serial or tcp
 	// Port is the serial device (serial) or host:port (tcp).

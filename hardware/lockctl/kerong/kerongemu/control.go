@@ -19,7 +19,8 @@ type Board struct {
 	Address int
 }
 
-// Place is where a locker's lock is wired: a board and a lock number (1–16).
+// Place is where a locker's lock is wired: a board and a lock number (1–16, 1–48 on a
+// CU48 board).
 type Place struct {
 	Board
 	Lock int

@@ -333,23 +333,29 @@ func (e *Emulator) decodeCommand(buf []byte) (codec kerong.Codec, cmd kerong.Com
 		}
 	}
 	e.mu.Unlock()
-	skip = len(buf)
+	// The earliest frame of either model wins.
+	skip, start := len(buf), len(buf)
 	for _, c := range codecs {
-		cmd, used, ok, s := c.DecodeCommand(buf)
-		if ok {
-			a := int(cmd.Board)
-			e.mu.Lock()
-			b := e.boards[a]
-			e.mu.Unlock()
-			if b == nil || b.codec == c {
-				return c, cmd, used, true, 0 // to an absent board: counted, not answered
-			}
-			// To a board of the other model, which ignores it: look past it.
-			s = used
+		got, n, found, s := c.DecodeCommand(buf)
+		if !found {
+			skip = min(skip, s)
+			continue
 		}
-		skip = min(skip, s)
+		if at := n - len(c.EncodeCommand(got)); at < start {
+			codec, cmd, used, start = c, got, n, at
+		}
 	}
-	return nil, kerong.Command{}, 0, false, skip
+	if codec == nil {
+		return nil, kerong.Command{}, 0, false, skip
+	}
+	e.mu.Lock()
+	b := e.boards[int(cmd.Board)]
+	e.mu.Unlock()
+	if b != nil && b.codec != codec {
+		// To a board of the other model, which ignores it: look past it.
+		return nil, kerong.Command{}, 0, false, used
+	}
+	return codec, cmd, used, true, 0 // to an absent board: counted, not answered
 }
 
 // Serve answers the commands read from rw until reading fails; it is one link.
