@@ -337,3 +337,30 @@ func TestCU48OverTCPAndReconnect(t *testing.T) {
 	require.NoError(t, ctl.Open(ctx(t), 34))
 	assert.Equal(t, 1, emu.Pulses(0, 34))
 }
+
+// Damaged and cut-short answers are asked again, a bounded number of times; a missing
+// one is not (the board owes it, and its next answer could be that one's).
+func TestCU48ReadsAreRetriedBounded(t *testing.T) {
+	t.Parallel()
+	b := newBus48(t, "&rereads=2")
+	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum, Count: 2}))
+	_, err := b.ctl1.Doors(ctx(t))
+	require.NoError(t, err, "the third try gets a good answer")
+	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultPartialFrame, Count: 3}))
+	b.emu.ResetCounters()
+	_, err = b.ctl1.Doors(ctx(t))
+	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+	assert.Equal(t, 3, b.emu.Frames(), "asked three times, no more")
+	st, err := b.ctl1.Status(ctx(t))
+	require.NoError(t, err, "the fault is spent")
+	assert.True(t, st.Online)
+
+	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}))
+	b.emu.ResetCounters()
+	_, err = b.ctl1.Status(ctx(t))
+	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+	assert.Equal(t, 1, b.emu.Frames(), "a missing answer is not asked again at once")
+	st, err = b.ctl2.Status(ctx(t))
+	require.NoError(t, err, "board 2 answers")
+	assert.True(t, st.Online)
+}
