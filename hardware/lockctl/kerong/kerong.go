@@ -13,6 +13,11 @@
 // A board that answers an unlock with the lock still latched reports a jammed lock:
 // lockctl.ErrHardwareFault. A link that drops (port unplugged, TCP reset) is opened
 // again by the next request.
+//
+// CU16 answers are matched to their frames by a tag the board echoes (bus.go); CU48
+// answers carry none and are matched by their order (ordered.go), so a CU48 read
+// whose answer is missing is not asked again at once, and a CU48 board that owes an
+// answer is sent nothing for a while.
 package kerong
 
 import (
