@@ -1,6 +1,7 @@
 package kerong_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -363,4 +364,39 @@ func TestCU48ReadsAreRetriedBounded(t *testing.T) {
 	st, err = b.ctl2.Status(ctx(t))
 	require.NoError(t, err, "board 2 answers")
 	assert.True(t, st.Online)
+}
+
+// A command still queued for the bus when its context ends has written nothing; an
+// unlock that went out and whose answer had not come when the context ended is an
+// unknown outcome, and the next open of the lock reads its door (after the late
+// answer settles what the board owed) instead of pulsing again.
+func TestCU48QueuedPastItsDeadlineSendsNothing(t *testing.T) {
+	t.Parallel()
+	b := newBus48(t, "&late=5s")
+	require.NoError(t, b.emu.SetFault(2, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 250 * time.Millisecond, Count: 1}))
+	done := make(chan error, 1)
+	go func() { done <- b.ctl2.Open(ctx(t), 1) }()
+	time.Sleep(50 * time.Millisecond) // board 2's unlock holds the bus
+	short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := b.ctl1.Open(short, 1)
+	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, lockctl.Retryable(err), "nothing was sent: a retry is safe")
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, b.emu.Frames(), "only board 2's unlock reached the bus")
+	require.NoError(t, b.ctl1.Open(ctx(t), 1), "the retry")
+	assert.Equal(t, 1, b.emu.Pulses(1, 1))
+
+	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 200 * time.Millisecond, Count: 1}))
+	short2, cancel2 := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel2()
+	err = b.ctl1.Open(short2, 2)
+	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.False(t, lockctl.Retryable(err))
+	// Until the unlock's late answer comes, the board owes it: nothing is sent. Then
+	// the open reads the door, finds it open, and does not pulse.
+	require.Eventually(t, func() bool { return b.ctl1.Open(ctx(t), 2) == nil }, 2*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 1, b.emu.Pulses(1, 2))
 }
