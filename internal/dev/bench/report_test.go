@@ -98,8 +98,12 @@ func TestProxyReportShowsTheFloors(t *testing.T) {
 // The engine section sets ours against stock from the same run, marks a variant that is not
 // durable, and shows the profiles at the knee.
 func TestEngineReportComparesOursWithStock(t *testing.T) {
-	held := func(rate float64) bareStep { return bareStep{Rate: rate, Duration: time.Minute, Held: true, Kept: true} }
-	lost := func(rate float64) bareStep { return bareStep{Rate: rate, Duration: time.Minute, Why: []string{"behind"}} }
+	held := func(rate float64) bareStep {
+		return bareStep{Rate: rate, Duration: time.Minute, Held: true, Kept: true}
+	}
+	lost := func(rate float64) bareStep {
+		return bareStep{Rate: rate, Duration: time.Minute, Why: []string{"behind"}}
+	}
 	stock, _ := engineVariantNamed("stock")
 	ours, _ := engineVariantNamed("ours")
 	normal, _ := engineVariantNamed("ours-sync-normal")
