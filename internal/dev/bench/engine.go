@@ -29,7 +29,8 @@ import (
 // each variant is a fresh server with empty files, in a process of its own (this binary run
 // again with -engine-serve), driven by the temporal scenario's bare workflows and ladder;
 // beside each step a 30 s CPU profile of that server process is taken, and the report shows
-// where its time went at its knee (the highest step it kept up with). It needs no running
+// where its time went at its knee (the highest step it kept up with). Every step runs on a
+// server of its own, started for it, so no step measures an earlier one's hangover. It needs no running
 // shape. The cluster shape's server (Temporal on PostgreSQL, in processes devstack starts) is
 // not measured by it.
 
@@ -60,7 +61,7 @@ func engineVariantNamed(name string) (engineVariant, bool) {
 	return engineVariant{}, false
 }
 
-// engineStep is one step's profile.
+// engineProfile is one step's CPU profile of the server process.
 type engineProfile struct {
 	Rate float64
 	File string
@@ -73,7 +74,10 @@ type engineRun struct {
 	Variant  engineVariant
 	Bare     bareResult
 	Profiles []engineProfile
-	Err      string
+	// Load is the machine's 1-minute load average at the end of each step, by rate: what
+	// else ran on the two cores meanwhile.
+	Load map[float64]float64
+	Err  string
 }
 
 // engineResult is the scenario's outcome.
@@ -119,23 +123,65 @@ func runEngine(ctx context.Context, names []string, rates []float64, refine floa
 }
 
 func measureVariant(ctx context.Context, self string, v engineVariant, rates []float64, refine float64, step time.Duration, dir string, run *engineRun) error {
+	run.Bare.Step = step
+	profiles := map[float64]engineProfile{}
+	l := newLadder(rates, refine)
+	for rate, ok := l.rate(); ok && ctx.Err() == nil; rate, ok = l.rate() {
+		// A fresh server for every step: a step past the knee leaves a server impaired for
+		// minutes after its task queues look empty, which the next step would measure.
+		st, p, err := engineStep(ctx, self, v, rate, step, dir)
+		if err != nil {
+			return err
+		}
+		profiles[rate] = p
+		if run.Load == nil {
+			run.Load = map[float64]float64{}
+		}
+		run.Load[rate] = loadAverage()
+		run.Bare.Steps = append(run.Bare.Steps, st)
+		if st.Kept {
+			run.Bare.Sustained = max(run.Bare.Sustained, rate)
+		}
+		l.record(rate, st.Held)
+	}
+	// The profiles at the knee: the highest step kept up with, and the lowest not.
+	var kept, lost float64
+	for _, s := range run.Bare.Steps {
+		if s.Kept {
+			kept = max(kept, s.Rate)
+		}
+		if !s.Held && (lost == 0 || s.Rate < lost) {
+			lost = s.Rate
+		}
+	}
+	for _, r := range []float64{kept, lost} {
+		if p, ok := profiles[r]; ok && r > 0 {
+			run.Profiles = append(run.Profiles, p)
+		}
+	}
+	return ctx.Err()
+}
+
+// engineStep runs one rate on a fresh server of variant v, with a CPU profile of the server
+// process taken in the middle of the step.
+func engineStep(ctx context.Context, self string, v engineVariant, rate float64, step time.Duration, dir string) (bareStep, engineProfile, error) {
 	work, err := os.MkdirTemp("", "lockernet-engine-"+v.Name+"-")
 	if err != nil {
-		return err
+		return bareStep{}, engineProfile{}, err
 	}
 	defer os.RemoveAll(work)
 	port, pprofPort, err := twoFreePorts()
 	if err != nil {
-		return err
+		return bareStep{}, engineProfile{}, err
 	}
-	logf("engine: %s: starting a fresh server (%s)", v.Name, v.About)
+	logf("engine: %s: a fresh server for %.0f/s (%s)", v.Name, rate, v.About)
 	cmd := exec.CommandContext(ctx, self, "-engine-serve",
 		strings.Join([]string{v.Name, work, strconv.Itoa(port), strconv.Itoa(pprofPort)}, ","))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the server: %w", err)
+		return bareStep{}, engineProfile{}, fmt.Errorf("start the server: %w", err)
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -143,48 +189,40 @@ func measureVariant(ctx context.Context, self string, v engineVariant, rates []f
 	}()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	if err := waitForFrontend(ctx, addr, time.Minute); err != nil {
-		return err
+		return bareStep{}, engineProfile{}, err
 	}
-	profiles := map[int]engineProfile{}
+	var prof engineProfile
 	tg := bareTarget{key: "engine " + v.Name, address: addr, namespace: "default",
-		// A fresh server with nothing else on it: a step past the knee is worked off once every
-		// started workflow completed (runBareOn waits up to a minute for that), plus its
-		// internal queues; give it a fixed pause.
-		quiet: func(ctx context.Context) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Second):
-			}
-		},
-		during: func(ctx context.Context, i int, rate float64) {
+		quiet: func(context.Context) {}, // one step per server
+		during: func(ctx context.Context, _ int, rate float64) {
 			secs := min(30, int(step.Seconds()))
-			// Start after the first seconds of the step, once the rate is steady.
+			// In the middle of the step, once the rate is steady.
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(step/2 - time.Duration(secs)*time.Second/2):
 			}
-			file := filepath.Join(dir, fmt.Sprintf("%s-%03.0f.pprof", v.Name, rate))
-			profiles[i] = takeProfile(ctx, pprofPort, secs, rate, file)
+			prof = takeProfile(ctx, pprofPort, secs, rate, filepath.Join(dir, fmt.Sprintf("%s-%03.0f.pprof", v.Name, rate)))
 		},
 	}
-	run.Bare, err = runBareOn(ctx, tg, newLadder(rates, refine), step)
-	// The profile at the knee: the highest step kept up with, and the lowest not.
-	var keptAt, lostAt = -1, -1
-	for i, s := range run.Bare.Steps {
-		if s.Kept && (keptAt < 0 || s.Rate > run.Bare.Steps[keptAt].Rate) {
-			keptAt = i
-		}
-		if !s.Held && (lostAt < 0 || s.Rate < run.Bare.Steps[lostAt].Rate) {
-			lostAt = i
-		}
+	res, err := runBareOn(ctx, tg, newLadder([]float64{rate}, 0), step)
+	if err != nil {
+		return bareStep{}, prof, err
 	}
-	for _, i := range []int{keptAt, lostAt} {
-		if p, ok := profiles[i]; ok {
-			run.Profiles = append(run.Profiles, p)
-		}
+	if len(res.Steps) != 1 {
+		return bareStep{}, prof, fmt.Errorf("engine: %s at %.0f/s: no step ran", v.Name, rate)
 	}
-	return err
+	return res.Steps[0], prof, nil
+}
+
+// loadAverage is the machine's 1-minute load average (0 when it cannot be read).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
+	return f
 }
 
 // takeProfile fetches a CPU profile of secs seconds from the server process and summarises it.
@@ -305,8 +343,8 @@ func serveEngine(spec string) error {
 func (e *engineResult) markdown(w writer, step time.Duration) {
 	w("## Temporal itself: stock settings against ours (make run's server)")
 	w("")
-	w("Each variant is a fresh dev server (the one `make run` embeds: go.temporal.io/server on SQLite, devtemporal) in a process of its own, "+
-		"empty files, driven by the bare-workflow scenario below (%s per offered rate, the same sustained criterion); a 30 s CPU profile of the "+
+	w("Every step of every variant runs on a fresh dev server (the one `make run` embeds: go.temporal.io/server on SQLite, devtemporal) in a process of its own, "+
+		"on empty files, so that no step measures the hangover of a step past the knee before it, driven by the bare-workflow scenario (%s per offered rate, the same sustained criterion); a 30 s CPU profile of the "+
 		"server process is taken in the middle of every step, and the ones of the highest step kept up with and the lowest not are shown. "+
 		"Only durable settings are candidates; a variant marked *not durable* is measured to show what durability costs.", step)
 	w("")
@@ -339,6 +377,12 @@ func (e *engineResult) markdown(w writer, step time.Duration) {
 		w("")
 		if len(r.Bare.Steps) > 0 {
 			r.Bare.table(w)
+			var loads []string
+			for _, st := range r.Bare.Steps {
+				loads = append(loads, fmt.Sprintf("%.0f/s %.1f", st.Rate, r.Load[st.Rate]))
+			}
+			w("The machine's 1-minute load average at the end of each step (2 cores): %s.", strings.Join(loads, ", "))
+			w("")
 		}
 		for _, p := range r.Profiles {
 			if p.Err != "" {
