@@ -37,11 +37,10 @@ type Event struct {
 // MaxEventSize bounds an event's encoded data (DESIGN §10: events are at most 64 KiB).
 const MaxEventSize = 60 << 10
 
-// RecordEvent records an event and a delivery to every enabled endpoint that wants it in one
-// statement, then each delivery's workflow start in the outbox (as webhookrow builds it) in
-// one more round trip, in the same transaction: called on a transaction's store (WithTx),
-// the event commits or rolls back with the change it reports; called outside one, it opens
-// its own. The deliveries'
+// RecordEvent records an event, a delivery to every enabled endpoint that wants it, and each
+// delivery's workflow start in the outbox (the row webhookrow describes), in one statement:
+// called on a transaction's store (WithTx), the event commits or rolls back with the change
+// it reports; called outside one, the statement commits on its own. The deliveries'
 // workflows start right after the commit when the store hands them off (HandOffEvents),
 // otherwise the outbox sweep starts them within a second of it. An organization without
 // any endpoint records nothing: its event log starts with its first endpoint, and the
@@ -60,25 +59,16 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 	if len(data) > MaxEventSize {
 		return uuid.Nil, fmt.Errorf("record event %s: data is %d bytes, over %d", ev.Type, len(data), MaxEventSize)
 	}
-	if _, ok := s.db.(pgx.Tx); !ok {
-		var id uuid.UUID
-		err := s.WithTx(ctx, func(tx *Store) error {
-			var err error
-			id, err = tx.RecordEvent(ctx, ev)
-			return err
-		})
-		return id, err
-	}
 	id := uuid.New()
 	var recorded int
-	var made []struct {
-		ID         uuid.UUID `json:"id"`
-		EndpointID uuid.UUID `json:"endpoint_id"`
-	}
+	var started []committedStart
+	// The outbox rows are webhookrow.For's (its prefix, type, input and search attributes,
+	// built here in SQL so the event, its deliveries and their starts are one statement and
+	// one round trip; TestRecordEventOutboxRowsAreWebhookrows keeps the two equal).
 	err = s.db.QueryRow(ctx, `
 		WITH ev AS (
 		    INSERT INTO webhook_events (id, organization_id, sub_organization_id, type, data)
-		    SELECT $1, $2, coalesce($3, (SELECT sub_organization_id FROM locations WHERE id = $7)), $4, $5
+		    SELECT $1, $2, coalesce($3, (SELECT sub_organization_id FROM locations WHERE id = $9)), $4, $5
 		    WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE organization_id = $2 AND deleted_at IS NULL)
 		    RETURNING id, sub_organization_id, created_at
 		), d AS (
@@ -90,24 +80,24 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		      AND (cardinality(e.event_types) = 0 OR $4 = ANY (e.event_types) OR $6::uuid IS NOT NULL)
 		      AND ($6::uuid IS NULL OR e.id = $6)
 		    RETURNING id, endpoint_id
+		), ob AS (
+		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
+		    SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text),
+		           jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text),
+		           now() + make_interval(secs => $10)
+		    FROM d
+		    RETURNING `+committedStartColumns+`
 		)
-		SELECT (SELECT count(*) FROM ev),
-		       coalesce(jsonb_agg(jsonb_build_object('id', d.id, 'endpoint_id', d.endpoint_id)), '[]'::jsonb) FROM d`,
-		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, ev.LocationID).Scan(&recorded, &made)
+		SELECT (SELECT count(*) FROM ev), `+committedStartsAgg+` FROM ob`,
+		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, webhookrow.IDPrefix, webhookrow.WorkflowType, ev.LocationID,
+		s.deliveryGrace().Seconds()).Scan(&recorded, &started)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, translate(err))
 	}
 	if recorded == 0 {
 		return uuid.Nil, nil
 	}
-	starts := make([]OutboxItem, len(made))
-	for i, d := range made {
-		starts[i] = webhookStart(webhookrow.Delivery{ID: d.ID, OrgID: ev.OrgID, EndpointID: d.EndpointID, EventType: ev.Type})
-	}
-	if err := s.EnqueueWorkflows(ctx, s.deliveryGrace(), starts); err != nil {
-		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, err)
-	}
-	s.committedDeliveries(starts)
+	s.committedDeliveries(outboxItems(started))
 	return id, nil
 }
 

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -86,6 +88,35 @@ func TestRecordEvent(t *testing.T) {
 	}
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, id))
 	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_events`))
+}
+
+// The outbox rows RecordEvent writes in SQL are the rows webhookrow describes, to the byte of
+// their input and search attributes: the re-arm after a restore and a redelivery build theirs
+// with webhookrow, and the workflow reads its input as webhookrow writes it.
+func TestRecordEventOutboxRowsAreWebhookrows(t *testing.T) {
+	t.Parallel()
+	st, demo := seeded(t)
+	ctx := context.Background()
+	org := demo.Credentials.OrganizationID
+	ep, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
+	require.NoError(t, err)
+
+	id, err := st.RecordEvent(ctx, store.Event{OrgID: org, Type: "locker.released", Data: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	require.NotEqual(t, uuid.Nil, id)
+	var delivery uuid.UUID
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE event_id = $1`, id).Scan(&delivery))
+	want := webhookrow.For(webhookrow.Delivery{ID: delivery, OrgID: org, EndpointID: ep.ID, EventType: "locker.released"})
+
+	var typ string
+	var input, attrs []byte
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT workflow_type, input, search_attributes FROM workflow_outbox WHERE workflow_id = $1`,
+		want.WorkflowID).Scan(&typ, &input, &attrs))
+	assert.Equal(t, want.WorkflowType, typ)
+	assert.JSONEq(t, string(want.Input), string(input))
+	wantAttrs, err := json.Marshal(want.SearchAttributes)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(wantAttrs), string(attrs))
 }
 
 // An endpoint whose deliveries have all failed for five days is disabled by the next final

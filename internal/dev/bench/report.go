@@ -16,6 +16,7 @@ type report struct {
 	args    []string
 	options options
 	shapes  []*shapeReport
+	engine  *engineResult
 }
 
 func machine() string {
@@ -80,6 +81,9 @@ func (r *report) markdown() string {
 		"second of starts not completed at the end. Steps rise until one is not held, then (-refine, %.0f %% here) halve the gap between the highest "+
 		"rate held and the lowest not held until the two are that close; figures are as measured, never rounded up.", sustainWindow, 100*r.options.refine)
 	w("")
+	if r.engine != nil {
+		r.engine.markdown(w, r.options.step)
+	}
 	if len(r.shapes) > 0 {
 		r.summary(w)
 	}
@@ -432,6 +436,11 @@ func (t *bareResult) markdown(w writer) {
 		"for minutes, which must not be measured as the tower flow's; so it may share the server with timers the flow and expiry scenarios left, "+
 		"and its figures are a lower bound.", bareQueue, t.Step)
 	w("")
+	t.table(w)
+}
+
+// table is the steps' table and the rate kept up with.
+func (t *bareResult) table(w writer) {
 	w("| offered | started | eager | refused | not sent | start p50 | start p99 | completed/s | behind at the end | the rest done in | verdict |")
 	w("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range t.Steps {

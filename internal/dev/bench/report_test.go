@@ -94,3 +94,36 @@ func TestProxyReportShowsTheFloors(t *testing.T) {
 	assert.Contains(t, md, "| "+floorHTTP+" | 600 | 0 | 0.60 ms |")
 	assert.Contains(t, md, "| "+floorCommit+" | 600 | 1 | 0.90 ms |")
 }
+
+// The engine section sets ours against stock from the same run, marks a variant that is not
+// durable, and shows the profiles at the knee.
+func TestEngineReportComparesOursWithStock(t *testing.T) {
+	held := func(rate float64) bareStep {
+		return bareStep{Rate: rate, Duration: time.Minute, Held: true, Kept: true}
+	}
+	lost := func(rate float64) bareStep {
+		return bareStep{Rate: rate, Duration: time.Minute, Why: []string{"behind"}}
+	}
+	stock, _ := engineVariantNamed("stock")
+	ours, _ := engineVariantNamed("ours")
+	normal, _ := engineVariantNamed("ours-sync-normal")
+	e := &engineResult{Runs: []engineRun{
+		{Variant: stock, Bare: bareResult{Step: time.Minute, Steps: []bareStep{held(30), lost(45)}, Sustained: 30}},
+		{Variant: ours, Bare: bareResult{Step: time.Minute, Steps: []bareStep{held(30), held(45), lost(60)}, Sustained: 45},
+			Profiles: []engineProfile{{Rate: 45, File: "/x/ours-045.pprof", Top: "flat flat% sum% cum cum%"}}},
+		{Variant: normal, Err: "the server at 127.0.0.1:1 did not answer"},
+	}}
+	var b strings.Builder
+	e.markdown(func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }, time.Minute)
+	text := b.String()
+	assert.Contains(t, text, "**1.50×** (target ≥ 1.5×: met)")
+	assert.Contains(t, text, "| ours-sync-normal |")
+	assert.Contains(t, text, "**not durable**")
+	assert.Contains(t, text, "0 (the server at 127.0.0.1:1 did not answer)")
+	assert.Contains(t, text, "CPU profile of the server process at 45/s (`go tool pprof -top ours-045.pprof`)")
+	for _, name := range []string{"stock", "ours", "ours-4-shards", "ours-sync-normal"} {
+		v, ok := engineVariantNamed(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, name != "ours-sync-normal", v.Durable, name)
+	}
+}

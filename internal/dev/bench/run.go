@@ -83,6 +83,9 @@ type options struct {
 	webhookDuration time.Duration
 	tracing         *tracingOptions
 	cluster         clusterOptions
+	engine          []string
+	engineRates     []float64
+	engineProfiles  string
 }
 
 // scenarioOrder is the order the scenarios run in on each shape: the gateway proxy first,
@@ -100,6 +103,7 @@ type Settings struct {
 	Args []string
 
 	shapes, scenarios, flowRates, temporalRates, proxyRates string
+	engine, engineRates, engineServe                        string
 	o                                                       options
 }
 
@@ -123,10 +127,18 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.webhookDuration, "webhook-duration", 20*time.Second, "how long webhook events are recorded")
 	o.tracing = tracingFlags(fs)
 	clusterFlags(fs, &o.cluster)
+	fs.StringVar(&s.engine, "engine", "", "before the shapes, measure Temporal's own dev server with these settings variants, each on a fresh server of its own "+
+		"(stock, ours, ours-4-shards, ours-sync-normal; empty: none); with -shapes \"\" only this")
+	fs.StringVar(&s.engineRates, "engine-rates", "30,45,60,90,120", "bare workflow starts per second offered to each engine variant")
+	fs.StringVar(&o.engineProfiles, "engine-profiles", "bin/dev/engine-profiles", "where the engine variants' CPU profiles are written")
+	fs.StringVar(&s.engineServe, "engine-serve", "", "(internal) run one engine variant's server: name,dir,port,pprofport")
 }
 
 // Run measures the chosen shapes, prints the report and writes it to -out.
 func Run(ctx context.Context, s Settings) error {
+	if s.engineServe != "" {
+		return serveEngine(s.engineServe)
+	}
 	o, args := s.o, s.Args
 	o.shapes, o.scenarios = csvSet(s.shapes), csvSet(s.scenarios)
 	for s := range o.shapes {
@@ -144,6 +156,18 @@ func Run(ctx context.Context, s Settings) error {
 	if o.proxyRates, err = rates(s.proxyRates); err != nil {
 		return fmt.Errorf("-proxy-rates: %w", err)
 	}
+	if o.engineRates, err = rates(s.engineRates); err != nil {
+		return fmt.Errorf("-engine-rates: %w", err)
+	}
+	for _, v := range strings.Split(s.engine, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if _, ok := engineVariantNamed(v); !ok {
+			return fmt.Errorf("-engine: no variant %q", v)
+		}
+		o.engine = append(o.engine, v)
+	}
 	if o.step <= 0 {
 		return errors.New("-step must be positive")
 	}
@@ -160,6 +184,12 @@ func Run(ctx context.Context, s Settings) error {
 		cfg.TemporalAddress = "127.0.0.1:" + os.Getenv("LOCKERNET_TEMPORAL_PORT")
 	}
 	rep := &report{started: time.Now(), args: args, options: o}
+	// Temporal alone first, on servers of its own, while nothing else runs.
+	if len(o.engine) > 0 {
+		if rep.engine, err = runEngine(ctx, o.engine, o.engineRates, o.refine, o.step, o.engineProfiles); err != nil {
+			return err
+		}
+	}
 	runMetrics := map[string]string{"apiserver": "http://" + runAdminAddr(cfg) + "/metrics", "worker": "http://" + cfg.WorkerAddr + "/metrics"}
 	if o.shapes[runShape.key] {
 		// Checked first, so a missing make run stack is found before the cluster's minutes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,9 +104,24 @@ func (c *bareCounter) intercept(ctx context.Context, method string, req, reply a
 // picks in turn for d: the listed rates up to the first Temporal did not keep up with, then
 // (with -refine) rates between the highest kept up with and the lowest not.
 func runBare(ctx context.Context, b *bench, l *ladder, d time.Duration) (bareResult, error) {
+	return runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
+		quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }}, l, d)
+}
+
+// bareTarget is the Temporal server the bare workflows run on.
+type bareTarget struct {
+	key, address, namespace string
+	// quiet waits, after a step past the knee, until the server has worked off its queues.
+	quiet func(context.Context)
+	// during, when set, runs beside each step (for its length) and is told the step's index.
+	during func(ctx context.Context, step int, rate float64)
+}
+
+// runBareOn is runBare on any server.
+func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (bareResult, error) {
 	res := bareResult{Step: d}
 	counter := &bareCounter{}
-	c, err := client.Dial(client.Options{HostPort: b.cfg.TemporalAddress, Namespace: b.cfg.TemporalNS,
+	c, err := client.Dial(client.Options{HostPort: tg.address, Namespace: tg.namespace,
 		Logger:            log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(counter.intercept)}}})
 	if err != nil {
@@ -124,9 +140,13 @@ func runBare(ctx context.Context, b *bench, l *ladder, d time.Duration) (bareRes
 		i := len(res.Steps)
 		if i > 0 && !res.Steps[i-1].Held {
 			// A step past the knee leaves the server working off its queues for a while.
-			waitForQuiet(ctx, b, 10*time.Minute)
+			tg.quiet(ctx)
 		}
-		logf("%s: temporal: %.0f bare workflow starts/s for %s", b.shape.key, rate, d)
+		logf("%s: temporal: %.0f bare workflow starts/s for %s", tg.key, rate, d)
+		var beside sync.WaitGroup
+		if tg.during != nil {
+			beside.Go(func() { tg.during(ctx, i, rate) })
+		}
 		st := bareStep{Rate: rate, Duration: d}
 		lat := newSample(fmt.Sprintf("bare eager start at %.0f/s", rate))
 		var started, failed atomic.Int64
@@ -143,6 +163,7 @@ func runBare(ctx context.Context, b *bench, l *ladder, d time.Duration) (bareRes
 			lat.add(time.Since(t0))
 			started.Add(1)
 		})
+		beside.Wait()
 		st.Start = lat.summary()
 		st.Started, st.Errors = int(started.Load()), int(failed.Load())
 		st.Eager = int(counter.eager.Load() - eager0)
@@ -173,7 +194,7 @@ func runBare(ctx context.Context, b *bench, l *ladder, d time.Duration) (bareRes
 			st.Why = append(st.Why, fmt.Sprintf("but for %s only, under the %s the criterion needs", d, sustainWindow))
 		}
 		res.Steps = append(res.Steps, st)
-		logf("%s: temporal: %.0f/s: start p50 %s p99 %s, %.1f completed/s, %d behind; %s", b.shape.key, rate,
+		logf("%s: temporal: %.0f/s: start p50 %s p99 %s, %.1f completed/s, %d behind; %s", tg.key, rate,
 			ms(st.Start.P50), ms(st.Start.P99), st.CompletedRate, st.Behind, stepVerdict(st.Held, st.Kept, st.Why))
 		if st.Kept {
 			res.Sustained = max(res.Sustained, rate)

@@ -44,6 +44,16 @@ type Options struct {
 	SearchAttributes []string
 	// LogFile receives the server's own logs (warn and above).
 	LogFile string
+	// Stock runs the server on Temporal's own dynamic-config defaults instead of ours
+	// (dynamicConfig); the bench's engine scenario measures both on the same server.
+	Stock bool
+	// Shards is the number of history shards (1 when 0); it is fixed when the file is created.
+	Shards int
+	// Sync is SQLite's synchronous pragma for both files: "full" (the default: a commit is
+	// acknowledged once its WAL frames are on disk) or "normal" (acknowledged before the WAL's
+	// fsync: an application crash loses nothing, a power loss or OS crash may roll back
+	// acknowledged writes). Only the bench sets "normal", to show what durability costs.
+	Sync string
 }
 
 // Server is a running dev server.
@@ -86,8 +96,17 @@ func Start(opts Options) (*Server, error) {
 	// file, and Temporal keeps one connection per file; with one file, every visibility record
 	// (two per workflow, each updating some thirty indexes) queued in front of workflow starts
 	// and completions. Apart, they write concurrently.
-	sqlCfg := sqliteConfig(opts.DBPath)
-	visCfg := sqliteConfig(VisibilityPath(opts.DBPath))
+	if opts.Sync == "" {
+		opts.Sync = "full"
+	}
+	if opts.Sync != "full" && opts.Sync != "normal" {
+		return nil, fmt.Errorf("temporal sqlite synchronous %q: full or normal", opts.Sync)
+	}
+	if opts.Shards == 0 {
+		opts.Shards = 1
+	}
+	sqlCfg := sqliteConfig(opts.DBPath, opts.Sync)
+	visCfg := sqliteConfig(VisibilityPath(opts.DBPath), opts.Sync)
 	for _, c := range []*config.SQL{sqlCfg, visCfg} {
 		if _, err := os.Stat(c.DatabaseName); errors.Is(err, os.ErrNotExist) {
 			if err := sqliteschema.SetupSchema(c); err != nil {
@@ -115,7 +134,7 @@ func Start(opts Options) (*Server, error) {
 				ListenAddress: net.JoinHostPort(opts.IP, strconv.Itoa(ports[6])), HandlerPath: "/metrics"}},
 		},
 		Persistence: config.Persistence{
-			DefaultStore: "workflows", VisibilityStore: "visibility", NumHistoryShards: 1,
+			DefaultStore: "workflows", VisibilityStore: "visibility", NumHistoryShards: int32(opts.Shards),
 			DataStores: map[string]config.DataStore{"workflows": {SQL: sqlCfg}, "visibility": {SQL: visCfg}},
 		},
 		ClusterMetadata: &cluster.Config{
@@ -158,7 +177,7 @@ func Start(opts Options) (*Server, error) {
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
+		temporal.WithDynamicConfigClient(dynamicConfig(opts.Stock)),
 		// Static membership: the services' ports change between runs, and ringpop would
 		// spend its join timeout on the previous run's hosts recorded in the SQLite file.
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
@@ -200,12 +219,14 @@ func VisibilityPath(dbPath string) string {
 	return strings.TrimSuffix(dbPath, ext) + "-visibility" + ext
 }
 
-func sqliteConfig(path string) *config.SQL {
+func sqliteConfig(path, sync string) *config.SQL {
 	return &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: path,
-		// WAL lets readers proceed while the single writer commits; NORMAL sync is safe with WAL.
-		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "normal", "busy_timeout": "10000"},
+		// WAL lets readers proceed while the single writer commits. synchronous=full: with WAL,
+		// "normal" acknowledges a commit before its frames reach the disk (durable across a
+		// process crash, not a power loss or OS crash), which the service never relies on.
+		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": sync, "busy_timeout": "10000"},
 		// One connection per file: SQLite has a single writer, and a second connection
 		// upgrading a read to a write gets SQLITE_BUSY regardless of busy_timeout.
 		MaxConns:     1,
@@ -223,7 +244,11 @@ func (s *Server) Stop() error {
 
 // dynamicConfig mirrors `temporal server start-dev`, plus a higher transfer-queue poll rate:
 // on one shard the default (20/s) makes every new workflow wait ~50 ms for its first task.
-func dynamicConfig() dynamicconfig.StaticClient {
+// stock: none of it, Temporal's own defaults.
+func dynamicConfig(stock bool) dynamicconfig.StaticClient {
+	if stock {
+		return dynamicconfig.StaticClient{}
+	}
 	v := func(x any) []dynamicconfig.ConstrainedValue { return []dynamicconfig.ConstrainedValue{{Value: x}} }
 	return dynamicconfig.StaticClient{
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key():            v(true),
