@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -340,6 +341,8 @@ func TestLateTokenUseOfMovedToken(t *testing.T) {
 		for i := range res.Uses {
 			res.Uses[i].TokenID = uuid.Nil
 			res.Uses[i].LockerID = 0
+			// the anomaly's kind; its text carries each token's own times
+			res.Uses[i].Detail, _, _ = strings.Cut(res.Uses[i].Detail, ":")
 		}
 		got, err := st.Token(ctx, 0, tok.ID)
 		require.NoError(t, err)
