@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -408,4 +411,47 @@ func TestReservationTokenHistoryMigration(t *testing.T) {
 	assert.Equal(t, 1, countRows(t, st, `SELECT count(*) FROM pg_constraint WHERE conname = 'locker_open_requests_token_id_fkey'`))
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM pg_class WHERE relname = 'reservation_history'`))
 	require.NoError(t, store.MigrateTo(ctx, st, 37))
+}
+
+// The move's pace on a backlog: batches of 1,000 closed reservations, each a transaction,
+// from a live table of 200,000 closed rows and 1,000 active ones.
+//
+//	go test ./internal/store/ -run '^$' -bench BenchmarkMoveClosedReservations -benchtime 100x
+func BenchmarkMoveClosedReservations(b *testing.B) {
+	ctx := context.Background()
+	st, demo := seededB(b)
+	tower := demo.Towers[0]
+	_, err := st.Pool().Exec(ctx, `
+		INSERT INTO reservations (id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at, ended_at)
+		SELECT gen_random_uuid(), $1, $2, $3, $4, CASE WHEN i % 200 = 0 THEN 'active' ELSE 'cancelled' END, 60,
+		       now() - make_interval(secs => 86400 * 3 + i), now() - make_interval(secs => 86400 * 3 + i - 60),
+		       CASE WHEN i % 200 = 0 THEN NULL ELSE now() - make_interval(secs => 86400 * 3 + i - 10) END
+		FROM generate_series(1, 201000) i`,
+		demo.Credentials.OrganizationID, seed.ClientID, tower.LockerIDs[0], tower.ID)
+	require.NoError(b, err)
+	_, err = st.Pool().Exec(ctx, `ANALYZE reservations`)
+	require.NoError(b, err)
+	b.ResetTimer()
+	moved := 0
+	for b.Loop() {
+		n, err := st.MoveClosedReservations(ctx, moveAfter, 1000)
+		require.NoError(b, err)
+		moved += n
+	}
+	b.ReportMetric(float64(moved)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// seededB is seeded for a benchmark.
+func seededB(b *testing.B) (*store.Store, seed.Result) {
+	b.Helper()
+	st, err := store.Open(context.Background(), testenv.NewDatabase(b), store.Options{MaxConns: 4})
+	require.NoError(b, err)
+	b.Cleanup(st.Close)
+	key := make([]byte, keyring.KeySize)
+	_, _ = rand.Read(key)
+	ring, err := keyring.New(key)
+	require.NoError(b, err)
+	res, err := seed.Demo(context.Background(), st, ring, nil)
+	require.NoError(b, err)
+	return st, res
 }
