@@ -230,37 +230,26 @@ func TestHistoryReadersAnswerTheSameAfterTheMove(t *testing.T) {
 		}
 		return err.Error()
 	}
-	readers := []struct {
+	type reader struct {
 		name string
 		read func() answer
-	}{}
+	}
+	var readers []reader
 	for _, r := range []store.Reservation{cancelled, expiredRes, consumed} {
 		readers = append(readers,
-			struct {
-				name string
-				read func() answer
-			}{"Reservation " + r.ID.String(), func() answer {
+			reader{"Reservation " + r.ID.String(), func() answer {
 				got, err := st.Reservation(ctx, org, r.ID)
 				return answer{got, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"Reservation of another organization " + r.ID.String(), func() answer {
+			reader{"Reservation of another organization " + r.ID.String(), func() answer {
 				got, err := st.Reservation(ctx, other, r.ID)
 				return answer{got, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"late CancelReservation " + r.ID.String(), func() answer {
+			reader{"late CancelReservation " + r.ID.String(), func() answer {
 				got, ok, err := st.CancelReservation(ctx, org, seed.ClientID, tower.ID, r.LockerID, r.ID)
 				return answer{[]any{got, ok}, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"late ExpireReservation " + r.ID.String(), func() answer {
+			reader{"late ExpireReservation " + r.ID.String(), func() answer {
 				ok, err := st.ExpireReservation(ctx, r.ID)
 				return answer{ok, errText(err)}
 			}},
@@ -268,41 +257,26 @@ func TestHistoryReadersAnswerTheSameAfterTheMove(t *testing.T) {
 	}
 	for _, tok := range []store.LockerToken{usedTok, expiredTok} {
 		readers = append(readers,
-			struct {
-				name string
-				read func() answer
-			}{"Token " + tok.ID.String(), func() answer {
+			reader{"Token " + tok.ID.String(), func() answer {
 				got, err := st.Token(ctx, org, tok.ID)
 				return answer{got, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"Token of any organization " + tok.ID.String(), func() answer {
+			reader{"Token of any organization " + tok.ID.String(), func() answer {
 				got, err := st.Token(ctx, 0, tok.ID)
 				return answer{got, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"Token of another organization " + tok.ID.String(), func() answer {
+			reader{"Token of another organization " + tok.ID.String(), func() answer {
 				got, err := st.Token(ctx, other, tok.ID)
 				return answer{got, errText(err)}
 			}},
-			struct {
-				name string
-				read func() answer
-			}{"late ExpireToken " + tok.ID.String(), func() answer {
+			reader{"late ExpireToken " + tok.ID.String(), func() answer {
 				ok, err := st.ExpireToken(ctx, tok.ID)
 				return answer{ok, errText(err)}
 			}},
 		)
 	}
 	// The replay of a used token's events applies nothing, live or moved.
-	readers = append(readers, struct {
-		name string
-		read func() answer
-	}{"replayed use", func() answer {
+	readers = append(readers, reader{"replayed use", func() answer {
 		res := apply(t, st, tower.ID, useOfUsedTok...)
 		return answer{[]any{res.Accepted, res.Duplicates, len(res.Uses)}, ""}
 	}})
