@@ -136,6 +136,8 @@ type Config struct {
 	GatewayPruneInterval     time.Duration // the worker's prune of old gateway requests and keys
 	ExpirySweepInterval      time.Duration // the worker's write-back of lapsed holds
 	HistoryInterval          time.Duration // the worker's pass over the partitioned history (retention.go)
+	HistoryMoveInterval      time.Duration // the worker's move of closed reservations and tokens to the history (retention.go)
+	HistoryMoveAfter         time.Duration // how long a closed reservation or token stays live before it moves (retention.go)
 
 	// How long each kind of history is kept (retention.go).
 	Retention Retention

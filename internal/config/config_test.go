@@ -120,46 +120,6 @@ func TestDefaultWebhookScheduleIsAValidSetting(t *testing.T) {
 	assert.Equal(t, def, webhook.DefaultRetrySchedule())
 }
 
-func TestRetentionSettings(t *testing.T) {
-	const day = 24 * time.Hour
-	tests := []struct {
-		name                            string
-		tower, txs, webhooks, gw, ttl   string
-		wantTower, wantTxs, wantWebhook time.Duration
-		wantGW                          time.Duration
-		wantErr                         string
-	}{
-		{name: "defaults keep the API's promises", wantTower: 90 * day, wantTxs: 0, wantWebhook: 30 * day, wantGW: 30 * day},
-		{name: "set", tower: "1000h", txs: "9000h", webhooks: "0", gw: "2000h",
-			wantTower: 1000 * time.Hour, wantTxs: 9000 * time.Hour, wantWebhook: 0, wantGW: 2000 * time.Hour},
-		{name: "gateway requests follow the idempotency TTL", ttl: "1000h", wantTower: 90 * day, wantWebhook: 30 * day, wantGW: 1000 * time.Hour},
-		{name: "under 30 days", webhooks: "719h", wantErr: "LOCKERNET_RETENTION_WEBHOOK_EVENTS"},
-		{name: "negative", tower: "-1h", wantErr: "LOCKERNET_RETENTION_TOWER_EVENTS"},
-		{name: "no unit", txs: "30", wantErr: "LOCKERNET_RETENTION_TRANSACTIONS"},
-		{name: "requests shorter than their keys", gw: "700h", wantErr: "LOCKERNET_RETENTION_GATEWAY_REQUESTS"},
-		{name: "requests kept for ever is not a setting", gw: "0", wantErr: "LOCKERNET_RETENTION_GATEWAY_REQUESTS"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_RETENTION_TOWER_EVENTS", tt.tower)
-			t.Setenv("LOCKERNET_RETENTION_TRANSACTIONS", tt.txs)
-			t.Setenv("LOCKERNET_RETENTION_WEBHOOK_EVENTS", tt.webhooks)
-			t.Setenv("LOCKERNET_RETENTION_GATEWAY_REQUESTS", tt.gw)
-			t.Setenv("LOCKERNET_IDEMPOTENCY_TTL", tt.ttl)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, Retention{TowerEvents: tt.wantTower, Transactions: tt.wantTxs, WebhookEvents: tt.wantWebhook,
-				GatewayRequests: tt.wantGW}, c.Retention)
-			assert.Equal(t, time.Hour, c.HistoryInterval)
-		})
-	}
-}
-
 func TestTrustedProxies(t *testing.T) {
 	tests := []struct {
 		name, value string

@@ -41,14 +41,16 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	assert.Equal(t, []string{"gateway_requests", "tower_events", "transactions", "webhook_deliveries", "webhook_events"}, tables)
+	assert.Equal(t, []string{"gateway_requests", "locker_token_history", "reservation_history", "token_use_history", "tower_events",
+		"transactions", "webhook_deliveries", "webhook_events"}, tables)
 
 	now := time.Now().UTC()
 	month := func(t time.Time) string { return t.UTC().Format("200601") }
 	old := now.AddDate(0, 0, -100)   // a month that ended more than 30 days ago
 	recent := now.AddDate(0, 0, -20) // within 30 days
 	ahead := now.AddDate(0, sweeper.HistoryMonthsAhead, 0)
-	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents, store.HistoryGatewayRequests} {
+	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents, store.HistoryGatewayRequests,
+		store.HistoryReservations, store.HistoryTokenUses, store.HistoryTokens} {
 		_, err := st.EnsurePartitions(ctx, table, old, old)
 		require.NoError(t, err)
 	}
@@ -81,12 +83,30 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 		return r.ID
 	}
 	oldReq, recentReq := addRequest(old), addRequest(recent)
+	// Closed reservations and tokens (with a token's use) moved to the history, one closed 100
+	// days ago and one 20 days ago each.
+	addClosed := func(at time.Time) uuid.UUID {
+		id := uuid.New()
+		_, err := st.Pool().Exec(ctx, `INSERT INTO reservation_history (id, organization_id, client_id, locker_id, tower_id, status,
+			duration_seconds, created_at, expires_at, ended_at, closed_at) VALUES ($1, $2, 'c', 1, 't', 'expired', 60, $3, $3, $3, $3)`,
+			id, org, at)
+		require.NoError(t, err)
+		_, err = st.Pool().Exec(ctx, `INSERT INTO locker_token_history (id, organization_id, client_id, locker_id, tower_id, type,
+			generation, status, created_at, expires_at, used_at, closed_at) VALUES ($1, $2, 'c', 1, 't', 'dropoff', 1, 'used', $3, $3, $3, $3)`,
+			id, org, at)
+		require.NoError(t, err)
+		_, err = st.Pool().Exec(ctx, `INSERT INTO token_use_history (token_id, tower_id, boot_epoch, used_seq, closed_seq, item_inside,
+			outcome, closed_at) VALUES ($1, 't', 1, 1, 2, true, 'occupied', $2)`, id, at)
+		require.NoError(t, err)
+		return id
+	}
+	oldClosed, recentClosed := addClosed(old), addClosed(recent)
 
 	reg := prometheus.NewRegistry()
 	m := maintenance.NewMetrics(reg)
 	reg.MustRegister(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)))
 	keep := maintenance.HistoryRetention(config.Retention{Transactions: config.MinRetention, WebhookEvents: config.MinRetention,
-		GatewayRequests: config.MinRetention})
+		GatewayRequests: config.MinRetention, Reservations: config.MinRetention, Tokens: config.MinRetention})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -123,6 +143,19 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 	assert.Zero(t, count(oldTx))
 	assert.Equal(t, 1, count(recentTx))
 	assert.Zero(t, count(strayTx), "the default partition's rows past retention are deleted")
+	for _, table := range []string{store.HistoryReservations, store.HistoryTokenUses, store.HistoryTokens} {
+		assert.False(t, exists(table+"_p"+month(old)), "%s: the month past retention is dropped", table)
+		assert.True(t, exists(table+"_p"+month(recent)), "%s: a month within retention stays", table)
+	}
+	closedRows := func(id uuid.UUID) int {
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM reservation_history WHERE id = $1)
+			+ (SELECT count(*) FROM locker_token_history WHERE id = $1) + (SELECT count(*) FROM token_use_history WHERE token_id = $1)`,
+			id).Scan(&n))
+		return n
+	}
+	assert.Zero(t, closedRows(oldClosed), "the reservation, the token and its use went with their month")
+	assert.Equal(t, 3, closedRows(recentClosed))
 
 	// The metrics: each table's size, partitions, oldest partition, and how far ahead.
 	out, err := testutil.CollectAndFormat(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)), expfmt.TypeTextPlain,

@@ -65,8 +65,15 @@ func HistoryPartitions(every time.Duration, st sweeper.HistoryStore, logger *slo
 		Pass: func(ctx context.Context) error { return sweeper.MaintainHistory(ctx, st, logger, keep, time.Now()) }}
 }
 
+// HistoryMove moves the reservations and locker tokens closed more than after ago out of
+// their live tables into the partitioned history.
+func HistoryMove(every, after time.Duration, st sweeper.HistoryMover, logger *slog.Logger) Loop {
+	return Loop{Name: "history_move", Every: every, AtStart: true,
+		Pass: func(ctx context.Context) error { return sweeper.MoveClosedToHistory(ctx, st, logger, after) }}
+}
+
 // HistoryRetention is each history table's retention from the settings; webhook deliveries
-// go with their events.
+// go with their events, token uses with their tokens.
 func HistoryRetention(r config.Retention) map[string]time.Duration {
 	return map[string]time.Duration{
 		store.HistoryTowerEvents:       r.TowerEvents,
@@ -74,6 +81,9 @@ func HistoryRetention(r config.Retention) map[string]time.Duration {
 		store.HistoryWebhookDeliveries: r.WebhookEvents,
 		store.HistoryWebhookEvents:     r.WebhookEvents,
 		store.HistoryGatewayRequests:   r.GatewayRequests,
+		store.HistoryReservations:      r.Reservations,
+		store.HistoryTokenUses:         r.Tokens,
+		store.HistoryTokens:            r.Tokens,
 	}
 }
 
@@ -92,5 +102,6 @@ func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st sweeper.Store, log
 		GatewayRequestPrune(cfg.GatewayPruneInterval, g),
 		ExpirySweep(cfg.ExpirySweepInterval, st, logger),
 		HistoryPartitions(cfg.HistoryInterval, st, logger, HistoryRetention(cfg.Retention)),
+		HistoryMove(cfg.HistoryMoveInterval, cfg.HistoryMoveAfter, st, logger),
 	}
 }

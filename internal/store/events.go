@@ -54,6 +54,9 @@ type TokenUse struct {
 	Outcome  string
 	Detail   string
 	floor    int32 // the locker's new generation when the use ended its possession
+	// closedAt is the token's closed_at when it had been moved to the history (migration
+	// 00037): its use is recorded there too, in its token's month.
+	closedAt *time.Time
 }
 
 // ApplyResult reports what an upload of events did.
@@ -135,6 +138,7 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 			WHERE u.tower_id = $1 AND u.kind = 'token_used' AND u.token_id IS NOT NULL
 			  AND u.boot_epoch IN (SELECT epoch FROM f) AND u.seq <= (SELECT max(seq) FROM f WHERE f.epoch = u.boot_epoch)
 			  AND NOT EXISTS (SELECT 1 FROM token_uses x WHERE x.token_id = u.token_id)
+			  AND NOT EXISTS (SELECT 1 FROM token_use_history x WHERE x.token_id = u.token_id)
 			  AND EXISTS (SELECT 1 FROM f WHERE f.epoch = u.boot_epoch AND f.seq BETWEEN u.seq AND c.seq)
 			  AND (SELECT count(*) FROM tower_events g
 			       WHERE g.tower_id = u.tower_id AND g.boot_epoch = u.boot_epoch AND g.seq > u.seq AND g.seq < c.seq) = c.seq - u.seq - 1
@@ -162,14 +166,23 @@ func (s *Store) ApplyTowerEvents(ctx context.Context, towerID string, events []T
 		if use.floor != 0 {
 			cmds = append(cmds, floorCommand(use.LockerID, use.floor))
 		}
-		tag, err := s.db.Exec(ctx, `
-			INSERT INTO token_uses (token_id, tower_id, boot_epoch, used_seq, closed_seq, item_inside, outcome)
-			SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM locker_tokens WHERE id = $1)
-			ON CONFLICT DO NOTHING`, p.tokenID, towerID, p.epoch, p.usedSeq, p.closed, p.itemInside, use.Outcome)
+		// The use is recorded where its token is: live, or in the history with its token's
+		// closed_at (the token's row lock, taken by applyUse, keeps it there until commit).
+		if use.closedAt != nil {
+			_, err = s.db.Exec(ctx, `
+				INSERT INTO token_use_history (token_id, tower_id, boot_epoch, used_seq, closed_seq, item_inside, outcome, closed_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+				ON CONFLICT DO NOTHING`, p.tokenID, towerID, p.epoch, p.usedSeq, p.closed, p.itemInside, use.Outcome, *use.closedAt)
+		} else {
+			_, err = s.db.Exec(ctx, `
+				INSERT INTO token_uses (token_id, tower_id, boot_epoch, used_seq, closed_seq, item_inside, outcome)
+				SELECT $1, $2, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM locker_tokens WHERE id = $1)
+				ON CONFLICT DO NOTHING`, p.tokenID, towerID, p.epoch, p.usedSeq, p.closed, p.itemInside, use.Outcome)
+		}
 		if err != nil {
 			return ApplyResult{}, fmt.Errorf("record token use: %w", translate(err))
 		}
-		_ = tag
+		use.closedAt = nil // where the token is stays inside the store
 		res.Uses = append(res.Uses, use)
 		res.Revoked = append(res.Revoked, revoked...)
 	}
@@ -217,7 +230,9 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 	usedAt time.Time, itemInside bool) (use TokenUse, revoked []uuid.UUID, applied bool, err error) {
 	use = TokenUse{TokenID: tokenID, LockerID: lockerID}
 	var done bool
-	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM token_uses WHERE token_id = $1)`, tokenID).Scan(&done); err != nil {
+	if err := s.db.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM token_uses WHERE token_id = $1) OR EXISTS (SELECT 1 FROM token_use_history WHERE token_id = $1)`,
+		tokenID).Scan(&done); err != nil {
 		return use, nil, false, fmt.Errorf("check token use: %w", translate(err))
 	}
 	if done {
@@ -230,11 +245,26 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 	if err != nil {
 		return use, nil, false, fmt.Errorf("lock locker: %w", translate(err))
 	}
+	// The token, live or, closed long enough ago, moved to the history (migration 00037): a
+	// late event of a moved token is applied as it would be to the live row. The row lock
+	// keeps the token where it is found until this transaction ends; a move that took the
+	// live row first has committed it to the history by the time the second read runs.
 	var t LockerToken
-	err = s.db.QueryRow(ctx, `
-		SELECT organization_id, client_id, type, generation, client_info, status, created_at, expires_at
-		FROM locker_tokens WHERE id = $1 AND locker_id = $2 AND tower_id = $3`, tokenID, lockerID, towerID).
-		Scan(&t.OrgID, &t.ClientID, &t.Type, &t.Generation, &t.ClientInfo, &t.Status, &t.CreatedAt, &t.ExpiresAt)
+	const tokenColumns = `organization_id, client_id, type, generation, client_info, status, created_at, expires_at`
+	scanToken := func(row pgx.Row, extra ...any) error {
+		return row.Scan(append([]any{&t.OrgID, &t.ClientID, &t.Type, &t.Generation, &t.ClientInfo, &t.Status, &t.CreatedAt,
+			&t.ExpiresAt}, extra...)...)
+	}
+	err = scanToken(s.db.QueryRow(ctx, `SELECT `+tokenColumns+`
+		FROM locker_tokens WHERE id = $1 AND locker_id = $2 AND tower_id = $3 FOR UPDATE`, tokenID, lockerID, towerID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var closedAt time.Time
+		err = scanToken(s.db.QueryRow(ctx, `SELECT `+tokenColumns+`, closed_at
+			FROM locker_token_history WHERE id = $1 AND locker_id = $2 AND tower_id = $3 FOR UPDATE`, tokenID, lockerID, towerID), &closedAt)
+		if err == nil {
+			use.closedAt = &closedAt
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.anomaly(ctx, towerID, use, "unknown_token", "the tower accepted a token the cloud did not issue for this locker")
 	}
@@ -242,7 +272,12 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 		return use, nil, false, fmt.Errorf("load token: %w", translate(err))
 	}
 	t.ID, t.LockerID, t.TowerID = tokenID, lockerID, towerID
-	if _, err := s.db.Exec(ctx, `UPDATE locker_tokens SET status = 'used', used_at = $2 WHERE id = $1 AND status <> 'used'`, tokenID, usedAt); err != nil {
+	markUsed := `UPDATE locker_tokens SET status = 'used', used_at = $2 WHERE id = $1 AND status <> 'used'`
+	if use.closedAt != nil {
+		// closed_at, the partition key, stays: the row keeps its month.
+		markUsed = `UPDATE locker_token_history SET status = 'used', used_at = $2 WHERE id = $1 AND status <> 'used'`
+	}
+	if _, err := s.db.Exec(ctx, markUsed, tokenID, usedAt); err != nil {
 		return use, nil, false, fmt.Errorf("mark token used: %w", translate(err))
 	}
 	switch {

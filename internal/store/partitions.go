@@ -10,19 +10,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The partitioned history tables (DESIGN §11, migrations 00021 and 00036), in the order their
-// months are dropped: a table before the one it refers to (a delivery before its event).
+// The partitioned history tables (DESIGN §11, migrations 00021, 00036 and 00037), in the order
+// their months are dropped: a table before the one it refers to (a delivery before its event,
+// a token's use before its token).
 const (
 	HistoryTowerEvents       = "tower_events"
 	HistoryTransactions      = "transactions"
 	HistoryWebhookDeliveries = "webhook_deliveries"
 	HistoryWebhookEvents     = "webhook_events"
 	HistoryGatewayRequests   = "gateway_requests"
+	HistoryReservations      = "reservation_history"
+	HistoryTokenUses         = "token_use_history"
+	HistoryTokens            = "locker_token_history"
 )
 
 // HistoryTables lists the partitioned history tables in drop order.
 var HistoryTables = []string{HistoryTowerEvents, HistoryTransactions, HistoryWebhookDeliveries, HistoryWebhookEvents,
-	HistoryGatewayRequests}
+	HistoryGatewayRequests, HistoryReservations, HistoryTokenUses, HistoryTokens}
 
 // historyTable is what the partition maintenance needs to know of a history table.
 type historyTable struct {
@@ -40,6 +44,9 @@ var historyTables = map[string]historyTable{
 	HistoryWebhookDeliveries: {key: "created_at"},
 	HistoryWebhookEvents:     {key: "created_at"},
 	HistoryGatewayRequests:   {key: "created_at", live: "completed_at IS NULL"},
+	HistoryReservations:      {key: "closed_at"},
+	HistoryTokenUses:         {key: "closed_at"},
+	HistoryTokens:            {key: "closed_at"},
 }
 
 // ErrPartitionHeld means a month past its retention was not dropped because it still holds a

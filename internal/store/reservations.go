@@ -117,16 +117,22 @@ func (s *Store) ReserveLocker(ctx context.Context, p ReserveParams) (Reservation
 	return Reservation{}, fmt.Errorf("reserve locker %d: not claimed while %s", p.LockerID, seen.Name())
 }
 
-const reservationSelect = `
+// reservationByID reads a reservation of an organization ($1, $2) wherever it is: live, or
+// moved to the history once closed (reservations_all, migration 00037), with the same columns
+// either way. The LIMIT inside, on the view alone, stops at the live row: the history is
+// probed only for a row not live.
+const reservationByID = `
 	SELECT r.id, r.organization_id, r.client_id, r.locker_id, r.tower_id, k.location_id,
 	       CASE WHEN r.status = 'active' AND r.expires_at <= now() THEN 'expired' ELSE r.status END,
 	       r.duration_seconds, r.created_at, r.expires_at, r.ended_at
-	FROM reservations r JOIN lockers k ON k.id = r.locker_id`
+	FROM (SELECT * FROM reservations_all WHERE id = $1 AND organization_id = $2 LIMIT 1) r
+	JOIN lockers k ON k.id = r.locker_id`
 
-// Reservation returns a reservation of the organization, with a lapsed one shown expired.
+// Reservation returns a reservation of the organization, with a lapsed one shown expired. A
+// closed one moved to the history answers as it did before the move.
 func (s *Store) Reservation(ctx context.Context, orgID int64, id uuid.UUID) (Reservation, error) {
 	var r Reservation
-	err := s.db.QueryRow(ctx, reservationSelect+` WHERE r.id = $1 AND r.organization_id = $2`, id, orgID).
+	err := s.db.QueryRow(ctx, reservationByID, id, orgID).
 		Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.LocationID, &r.Status,
 			&r.DurationSeconds, &r.CreatedAt, &r.ExpiresAt, &r.EndedAt)
 	if err != nil {

@@ -309,14 +309,17 @@ func (s *Store) revokeActiveTokens(ctx context.Context, lockerID int64) ([]uuid.
 	return ids, nil
 }
 
-// Token returns a token of the organization (orgID 0: of any organization, for operators).
+// Token returns a token of the organization (orgID 0: of any organization, for operators),
+// live or moved to the history once closed (locker_tokens_all, migration 00037): it answers
+// the same either way. The LIMIT inside, on the view alone, stops at the live row: the
+// history is probed only for a token not live.
 func (s *Store) Token(ctx context.Context, orgID int64, id uuid.UUID) (LockerToken, error) {
 	var t LockerToken
 	err := s.db.QueryRow(ctx, `
 		SELECT t.id, t.organization_id, t.client_id, t.locker_id, t.tower_id, k.location_id, t.type, t.generation,
 		       t.client_info, t.status, t.created_at, t.expires_at, t.used_at
-		FROM locker_tokens t JOIN lockers k ON k.id = t.locker_id
-		WHERE t.id = $1 AND ($2 = 0 OR t.organization_id = $2)`, id, orgID).
+		FROM (SELECT * FROM locker_tokens_all WHERE id = $1 AND ($2 = 0 OR organization_id = $2) LIMIT 1) t
+		JOIN lockers k ON k.id = t.locker_id`, id, orgID).
 		Scan(&t.ID, &t.OrgID, &t.ClientID, &t.LockerID, &t.TowerID, &t.LocationID, &t.Type, &t.Generation,
 			&t.ClientInfo, &t.Status, &t.CreatedAt, &t.ExpiresAt, &t.UsedAt)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 type Store interface {
 	ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error)
 	HistoryStore
+	HistoryMover
 }
 
 // ReleaseLapsedHolds is the expiry sweep's pass: it writes back the holds lapsed for longer
