@@ -72,24 +72,18 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		"every reservation and token has expired (plus 15 s, well inside the sweeper's 60 s grace, so expiry by the "+
 		"workflows is what is checked) and checks every answer against Postgres and Temporal.",
 		human(o.pgLoad), o.pgFlowRate, human(o.pgHold), human(o.pgHold), o.pgOpenRate, human(o.pgStopAfter), human(o.pgDown))
-	r.settings = append(r.settings, baseSettings...)
 	sys := start(ctx, r, o, nil)
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 
-	lockers, err := addDrillTowers(ctx, sys, o.pgLockers)
+	load, err := newTowerLoad(ctx, sys, o.pgLockers, o.pgHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	tower, err := sys.tower(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
+	lockers, tower := load.lockers, load.tower
 	c := sys.cloud()
 	baseline, err := sys.actuations(ctx)
 	if err != nil {
@@ -97,7 +91,6 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	pool := newLockerPool(sys)
-	holdSecs := int(o.pgHold / time.Second)
 
 	var (
 		mu        sync.Mutex
@@ -151,12 +144,12 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 			}
 			l := lockers[n]
 			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
+			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": load.hold})
 			record(res)
 			if !res.ok() || n%2 == 1 {
 				return
 			}
-			record(postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"}))
+			record(postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": load.hold, "client_info": "drill"}))
 		})
 	}()
 	// Gateway opens.

@@ -49,25 +49,19 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		"a new reservation, waits until every hold kept has expired (plus 15 s, inside the sweeper's 60 s grace, so expiry by "+
 		"the workflows is what is checked) and counts every door's actuations.",
 		o.rsFlowRate, human(o.rsHold), human(o.rsHold), o.rsOpenRate, human(o.rsBefore), human(o.rsGap), human(o.rsAfter))
-	r.settings = append(r.settings, baseSettings...)
 	sys := start(ctx, r, o, nil)
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 
 	n := int((o.rsBefore+o.rsAfter).Seconds()*o.rsFlowRate) + 10
-	lockers, err := addDrillTowers(ctx, sys, n)
+	load, err := newTowerLoad(ctx, sys, n, o.rsHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	tower, err := sys.tower(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
+	lockers, tower := load.lockers, load.tower
 	c := sys.cloud()
 	baseline, err := sys.actuations(ctx)
 	if err != nil {
@@ -75,7 +69,6 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	pool := newLockerPool(sys)
-	holdSecs := int(o.rsHold / time.Second)
 	bins, err := findBinaries(o.binDir)
 	if err != nil {
 		r.err = err
@@ -147,7 +140,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			}
 			l := lockers[i]
 			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
+			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": load.hold})
 			res.locker = path
 			mu.Lock()
 			calls = append(calls, res)
@@ -155,7 +148,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			if !res.ok() || i%2 == 1 {
 				return
 			}
-			tok := postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"})
+			tok := postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": load.hold, "client_info": "drill"})
 			tok.locker = path
 			mu.Lock()
 			calls = append(calls, tok)
