@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -151,15 +152,8 @@ func requireProblem(t *testing.T, r testenv.Response, status int) map[string]any
 	return m
 }
 
-// keys returns the sorted keys of a JSON object.
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+// keys returns the sorted keys of a JSON object, or the names of locations by name.
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func sorted(s ...string) []string {
 	s = slices.Clone(s)
@@ -237,15 +231,6 @@ func locationsByName(t *testing.T, r testenv.Response) map[string]location {
 		out[l.Name] = l
 	}
 	require.Len(t, out, len(ls), "location names repeat: %s", r.Body)
-	return out
-}
-
-func names(m map[string]location) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	slices.Sort(out)
 	return out
 }
 
