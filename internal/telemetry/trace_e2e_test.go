@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -26,7 +25,6 @@ import (
 	"github.com/lockernet/lockernet/internal/credential"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry/otlptest"
 )
@@ -50,16 +48,8 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(recv.Close)
 
-	dbURL := testenv.NewDatabase(t)
-	st, err := store.Open(ctx, dbURL, store.Options{MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(t, err)
-	res, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(t, err)
+	db := testenv.NewSeeded(ctx, t, store.Options{MaxConns: 2})
+	dbURL, st, ring, res := db.URL, db.Store, db.Ring, db.Demo
 	ts, _ := testenv.Temporal(t)
 
 	otel := []string{
@@ -81,7 +71,7 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	// The cloud: the apiserver starts the workflow; a separate worker process runs it, so
 	// the trace crosses Temporal between two processes.
 	common := append([]string{
-		"DATABASE_URL=" + dbURL, "LOCKERNET_MASTER_KEY=" + hex.EncodeToString(key),
+		"DATABASE_URL=" + dbURL, "LOCKERNET_MASTER_KEY=" + hex.EncodeToString(db.Key),
 		"TEMPORAL_ADDRESS=" + ts.GetFrontendHostPort(), "TEMPORAL_NAMESPACE=" + ts.GetDefaultNamespace(),
 		"LOCKERNET_TASK_QUEUE=trace-test", "LOCKERNET_GATEWAY_TASK_QUEUE=trace-test-gateway",
 		"LOCKERNET_DB_MAX_CONNS=4", "LOCKERNET_GATEWAY_SYNC_INTERVAL=1h",
