@@ -280,24 +280,20 @@ func getReservation(t *testing.T, e *testenv.Env, tok, id string) reservation {
 // towerLocker returns one locker as the tower's locker list shows it.
 func towerLocker(t *testing.T, e *testenv.Env, tok, tower string, id int64) locker {
 	t.Helper()
-	r := e.Do(http.MethodGet, "/api/v1/towers/"+tower+"/lockers", tok, nil)
-	require.Equal(t, http.StatusOK, r.Status, "tower lockers: %s", r.Body)
-	var ks []locker
-	r.JSON(t, &ks)
-	for _, k := range ks {
-		if k.ID == id {
-			return k
-		}
-	}
-	t.Fatalf("locker %d not in tower %s: %s", id, tower, r.Body)
-	return locker{}
+	return listedLocker(t, e, tok, "/api/v1/towers/"+tower+"/lockers", id)
 }
 
 // locationLocker returns one locker as its location's locker list shows it.
 func locationLocker(t *testing.T, e *testenv.Env, tok string, locationID, id int64) locker {
 	t.Helper()
-	r := e.Do(http.MethodGet, fmt.Sprintf("/api/v1/locations/%d/lockers", locationID), tok, nil)
-	require.Equal(t, http.StatusOK, r.Status, "location lockers: %s", r.Body)
+	return listedLocker(t, e, tok, fmt.Sprintf("/api/v1/locations/%d/lockers", locationID), id)
+}
+
+// listedLocker returns locker id as the locker list at path shows it.
+func listedLocker(t *testing.T, e *testenv.Env, tok, path string, id int64) locker {
+	t.Helper()
+	r := e.Do(http.MethodGet, path, tok, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
 	var ks []locker
 	r.JSON(t, &ks)
 	for _, k := range ks {
@@ -305,7 +301,7 @@ func locationLocker(t *testing.T, e *testenv.Env, tok string, locationID, id int
 			return k
 		}
 	}
-	t.Fatalf("locker %d not at location %d: %s", id, locationID, r.Body)
+	t.Fatalf("locker %d not in %s: %s", id, path, r.Body)
 	return locker{}
 }
 
