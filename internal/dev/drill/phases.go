@@ -152,6 +152,26 @@ func (l *towerLoad) flow(ctx context.Context, i int) {
 	l.flows.add(towerFlow(ctx, l.tower, l.lockers[i], l.hold, i%2 == 0, &l.cs), i%2 == 0)
 }
 
+// flowOnce runs flow i (on locker i) as the make run drills load the tower API: a
+// reservation and, for every other flow, a drop-off token on it once the reservation is
+// answered 201, each asked for once (postTower) and handed to record with the locker's path.
+// It is false when the lockers have run out.
+func (l *towerLoad) flowOnce(ctx context.Context, i int, record func(towerCall)) bool {
+	if i >= len(l.lockers) {
+		return false
+	}
+	path := l.lockers[i].path()
+	res := postTower(ctx, l.tower, "reservation", path+"reservations", map[string]any{"duration": l.hold})
+	res.locker = path
+	record(res)
+	if res.ok() && i%2 == 0 {
+		tok := postTower(ctx, l.tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": l.hold, "client_info": "drill"})
+		tok.locker = path
+		record(tok)
+	}
+	return true
+}
+
 // openLoop starts rate flows a second for d (loadclient.OpenLoop), each on the next locker,
 // until the lockers run out.
 func (l *towerLoad) openLoop(ctx context.Context, rate float64, d time.Duration) {

@@ -83,7 +83,6 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	lockers, tower := load.lockers, load.tower
 	c := sys.cloud()
 	baseline, err := sys.actuations(ctx)
 	if err != nil {
@@ -137,19 +136,9 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	go func() {
 		defer wg.Done()
 		loadclient.OpenLoop(lctx, o.pgFlowRate, o.pgLoad, 0, func(ctx context.Context, i int, _ time.Time) {
-			n := int(nextFlow.Add(1)) - 1
-			if n >= len(lockers) {
+			if !load.flowOnce(ctx, int(nextFlow.Add(1))-1, record) {
 				flowsSkip.Add(1)
-				return
 			}
-			l := lockers[n]
-			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": load.hold})
-			record(res)
-			if !res.ok() || n%2 == 1 {
-				return
-			}
-			record(postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": load.hold, "client_info": "drill"}))
 		})
 	}()
 	// Gateway opens.
@@ -397,6 +386,11 @@ func checkHolds(ctx context.Context, r *result, sys *system, calls []towerCall) 
 type towerLocker struct {
 	towerID string
 	id      int64
+}
+
+// path is the locker's tower API path, with its trailing slash.
+func (k towerLocker) path() string {
+	return fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", k.towerID, k.id)
 }
 
 // addDrillTowers adds n tower lockers (towers of 100) to a location of the demo

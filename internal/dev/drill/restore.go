@@ -61,7 +61,6 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	lockers, tower := load.lockers, load.tower
 	c := sys.cloud()
 	baseline, err := sys.actuations(ctx)
 	if err != nil {
@@ -134,25 +133,11 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	go func() {
 		defer wg.Done()
 		loadclient.OpenLoop(lctx, o.rsFlowRate, o.rsBefore+o.rsAfter, 0, func(ctx context.Context, _ int, _ time.Time) {
-			i := int(nextFlow.Add(1)) - 1
-			if i >= len(lockers) {
-				return
-			}
-			l := lockers[i]
-			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": load.hold})
-			res.locker = path
-			mu.Lock()
-			calls = append(calls, res)
-			mu.Unlock()
-			if !res.ok() || i%2 == 1 {
-				return
-			}
-			tok := postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": load.hold, "client_info": "drill"})
-			tok.locker = path
-			mu.Lock()
-			calls = append(calls, tok)
-			mu.Unlock()
+			load.flowOnce(ctx, int(nextFlow.Add(1))-1, func(c towerCall) {
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			})
 		})
 	}()
 	var gl openLoad
@@ -334,7 +319,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	var probes []towerCall
 	afterLockers := lockersOf(after)
 	parallel(len(afterLockers), 8, func(i int) {
-		p := postTower(ctx, tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
+		p := postTower(ctx, load.tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
 		probeMu.Lock()
 		probes = append(probes, p)
 		probeMu.Unlock()
