@@ -72,7 +72,12 @@ type CloseLockerRequest struct {
 
 func (s *Server) registerAccessCodes(api huma.API) {
 	tags := []string{"App engine: access codes"}
-	listOut := func(ctx context.Context, codes []store.AccessCode) (*struct{ Body []AccessCodeBody }, error) {
+	// list answers the access codes f selects.
+	list := func(ctx context.Context, f store.AccessCodeFilter) (*struct{ Body []AccessCodeBody }, error) {
+		codes, err := s.deps.Store.ListAccessCodes(ctx, f)
+		if err != nil {
+			return nil, s.appError(ctx, "access codes", err)
+		}
 		out := make([]AccessCodeBody, 0, len(codes))
 		for _, c := range codes {
 			b, err := s.accessCodeBody(appKey(ctx), c)
@@ -98,11 +103,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		if !ok || (!k.OrgWide() && *k.SubOrganizationID != in.SubOrganizationID) {
 			return nil, s.appError(ctx, "sub-organization", errNotFound("sub-organization: not found"))
 		}
-		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: &in.SubOrganizationID})
-		if err != nil {
-			return nil, s.appError(ctx, "access codes", err)
-		}
-		return listOut(ctx, codes)
+		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: &in.SubOrganizationID})
 	})
 
 	huma.Register(api, op(huma.Operation{
@@ -123,11 +124,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 			}
 			locationID = loc.LocationID
 		}
-		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
-		if err != nil {
-			return nil, s.appError(ctx, "access codes", err)
-		}
-		return listOut(ctx, codes)
+		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
 	})
 
 	huma.Register(api, op(huma.Operation{
@@ -142,12 +139,8 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		if err != nil {
 			return nil, s.appError(ctx, "location", err)
 		}
-		codes, err := s.deps.Store.ListAccessCodes(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID,
+		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID,
 			LocationID: loc.LocationID, LockerName: in.LockerName})
-		if err != nil {
-			return nil, s.appError(ctx, "access codes", err)
-		}
-		return listOut(ctx, codes)
 	})
 
 	huma.Register(api, op(huma.Operation{

@@ -38,15 +38,8 @@ func startCodeEnvWith(t *testing.T, opts testenv.Options) *codeEnv {
 	t.Helper()
 	opts.Cloud = testenv.ScaledCloudSettings()
 	e := testenv.Start(t, opts)
-	gw1, _ := e.StartDemoGateways(t)
-	e.StartGatewaySync(t, 200*time.Millisecond)
-	ce := &codeEnv{Env: e, gw1: gw1, admin: e.Creds.AppEngineAPIKey, location: fmt.Sprint(gw1.LocationID)}
-	require.Eventually(t, func() bool {
-		var n int
-		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_lockers WHERE gateway_id = $1`, gw1.DBID).Scan(&n)
-		return n == 16
-	}, 30*time.Second, 50*time.Millisecond, "the locker mirror of GW-0001 is filled")
-	return ce
+	gw1, _ := e.StartDemoGatewaysMirrored(t)
+	return &codeEnv{Env: e, gw1: gw1, admin: e.Creds.AppEngineAPIKey, location: fmt.Sprint(gw1.LocationID)}
 }
 
 func (c *codeEnv) call(t *testing.T, key, method, path string, body any) testenv.Response {

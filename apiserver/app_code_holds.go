@@ -44,13 +44,13 @@ func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeReque
 		return nil, s.appError(ctx, "access code", invalidField("expiry must be in the future and at most one year ahead",
 			"body.expiry", req.Expiry, ""))
 	}
-	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
+	gw, err := s.keyLocation(ctx, int64(req.LocationID))
 	if err != nil {
-		return nil, s.appError(ctx, "location", err)
+		return nil, err
 	}
-	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, k.OrganizationID, gw.LocationID, req.LockerName)
+	locker, err := s.lockerNamed(ctx, gw, req.LockerName)
 	if err != nil {
-		return nil, s.appError(ctx, "locker", noLockerNamed(err, req.LockerName, gw.LocationID))
+		return nil, err
 	}
 	if _, err := s.deps.Store.ReleaseLapsedCode(ctx, gw.ID, locker.LockerID); err != nil {
 		return nil, s.appError(ctx, "locker", err)

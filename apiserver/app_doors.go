@@ -52,6 +52,39 @@ func (s *Server) holdDoorWaiter() (func(), error) {
 	return release, nil
 }
 
+// keyLocation is the gateway location id of the app key's scope; its error is the answer.
+func (s *Server) keyLocation(ctx context.Context, id int64) (store.Gateway, error) {
+	k := appKey(ctx)
+	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, id)
+	if err != nil {
+		return store.Gateway{}, s.appError(ctx, "location", err)
+	}
+	return gw, nil
+}
+
+// lockerNamed is the gateway locker named name at gw's location; its error is the answer.
+func (s *Server) lockerNamed(ctx context.Context, gw store.Gateway, name string) (store.GatewayLocker, error) {
+	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, appKey(ctx).OrganizationID, gw.LocationID, name)
+	if err != nil {
+		return store.GatewayLocker{}, s.appError(ctx, "locker", noLockerNamed(err, name, gw.LocationID))
+	}
+	return locker, nil
+}
+
+// doorAt begins a door call of the app engine at a location of the key's scope: a place
+// among the instance's door waiters (leave gives it back) and the location's gateway; its
+// error is the answer.
+func (s *Server) doorAt(ctx context.Context, locationID FlexID) (gw store.Gateway, leave func(), err error) {
+	if leave, err = s.holdDoorWaiter(); err != nil {
+		return gw, nil, s.appError(ctx, "door", err)
+	}
+	if gw, err = s.keyLocation(ctx, int64(locationID)); err != nil {
+		leave()
+		return gw, nil, err
+	}
+	return gw, leave, nil
+}
+
 // gatewayCall runs one of the app engine's gateway requests (kind, class, paths, body and
 // subject of r) at gw: it stores the request, starts its workflow and waits up to wait for
 // its outcome; it returns the request as it stands then (terminal, or still pending).
@@ -65,16 +98,12 @@ func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewG
 }
 
 func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
-	leave, err := s.holdDoorWaiter()
+	gw, leave, err := s.doorAt(ctx, req.LocationID)
 	if err != nil {
-		return nil, s.appError(ctx, "door", err)
+		return nil, err
 	}
 	defer leave()
 	k := appKey(ctx)
-	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
-	if err != nil {
-		return nil, s.appError(ctx, "location", err)
-	}
 	// The attempt is counted before the code is judged (atomically: of simultaneous guesses at
 	// most the limit are judged), and uncounted when it was not a wrong guess.
 	var endUser *string
@@ -145,19 +174,14 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 }
 
 func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*doorOutput, error) {
-	leave, err := s.holdDoorWaiter()
+	gw, leave, err := s.doorAt(ctx, req.LocationID)
 	if err != nil {
-		return nil, s.appError(ctx, "door", err)
+		return nil, err
 	}
 	defer leave()
-	k := appKey(ctx)
-	gw, err := s.deps.Store.GatewayLocationInScope(ctx, k.OrganizationID, k.SubOrganizationID, int64(req.LocationID))
+	locker, err := s.lockerNamed(ctx, gw, req.LockerName)
 	if err != nil {
-		return nil, s.appError(ctx, "location", err)
-	}
-	_, locker, err := s.deps.Store.GatewayLockerByName(ctx, k.OrganizationID, gw.LocationID, req.LockerName)
-	if err != nil {
-		return nil, s.appError(ctx, "locker", noLockerNamed(err, req.LockerName, gw.LocationID))
+		return nil, err
 	}
 	r, err := s.gatewayCall(ctx, gw, store.NewGatewayRequest{Kind: gatewayreq.KindAccessCodeClose, Class: gatewayreq.ClassRead,
 		Method: http.MethodGet, Path: "/locker/close", GatewayPath: "/lockers/" + strconv.Itoa(locker.LockerID),

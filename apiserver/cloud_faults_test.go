@@ -26,8 +26,7 @@ func TestCloudFaultModes(t *testing.T) {
 	})
 
 	t.Run("unreachable: dispatch_failed 503 after the dispatch budget", func(t *testing.T) {
-		setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeUnreachable})
-		t.Cleanup(func() { setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw2, simctl.Faults{Mode: simctl.ModeUnreachable})
 		for _, call := range []struct{ method, path string }{
 			{http.MethodGet, "/lockers"}, {http.MethodPost, "/lockers/204/open"}, {http.MethodPost, "/transactions"},
 		} {
@@ -46,8 +45,7 @@ func TestCloudFaultModes(t *testing.T) {
 	})
 
 	t.Run("hang: gateway_unresponsive 504", func(t *testing.T) {
-		setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeHang})
-		t.Cleanup(func() { setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw1, simctl.Faults{Mode: simctl.ModeHang})
 		before := simStats(t, gw1).Requests
 
 		// A read is re-sent once after no answer.
@@ -73,8 +71,7 @@ func TestCloudFaultModes(t *testing.T) {
 	})
 
 	t.Run("http_500: rejected 502", func(t *testing.T) {
-		setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeHTTP500})
-		t.Cleanup(func() { setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw2, simctl.Faults{Mode: simctl.ModeHTTP500})
 		before := simStats(t, gw2).Requests
 
 		r := c.do(http.MethodGet, locPath(gw2, "/lockers/config"), nil, wait...)
@@ -96,8 +93,7 @@ func TestCloudFaultModes(t *testing.T) {
 	})
 
 	t.Run("hardware_fault: rejected 502 for door opens, reads still complete", func(t *testing.T) {
-		setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeHardwareFault})
-		t.Cleanup(func() { setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw1, simctl.Faults{Mode: simctl.ModeHardwareFault})
 
 		r := c.do(http.MethodPost, locPath(gw1, "/lockers/105/open"), nil, wait...)
 		requireProxied(t, r, gw1, "rejected")
@@ -113,8 +109,7 @@ func TestCloudFaultModes(t *testing.T) {
 	})
 
 	t.Run("slow: 202 within a short wait, then completed", func(t *testing.T) {
-		setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 500})
-		t.Cleanup(func() { setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw2, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 500})
 
 		r := c.do(http.MethodPost, locPath(gw2, "/lockers/206/open"), nil, "Prefer", "wait=0")
 		require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)

@@ -104,6 +104,13 @@ func setFaults(t *testing.T, g *testenv.Gateway, f simctl.Faults) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
+// faultUntilEnd puts the gateway's simulator in fault mode f until the (sub)test ends.
+func faultUntilEnd(t *testing.T, g *testenv.Gateway, f simctl.Faults) {
+	t.Helper()
+	setFaults(t, g, f)
+	t.Cleanup(func() { setFaults(t, g, simctl.Faults{Mode: simctl.ModeNone}) })
+}
+
 // direct calls a gateway's local API directly (what the cloud should pass through).
 func direct(t *testing.T, g *testenv.Gateway, method, path string, body any) (int, []byte, http.Header) {
 	t.Helper()

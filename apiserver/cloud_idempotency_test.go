@@ -30,8 +30,7 @@ func TestCloudIdempotentReplays(t *testing.T) {
 	c := newCloudClient(t, e.URL, e.GatewayKey())
 
 	t.Run("replay while pending, then after completion: one door actuation", func(t *testing.T) {
-		setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 1500})
-		t.Cleanup(func() { setFaults(t, gw1, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw1, simctl.Faults{Mode: simctl.ModeSlow, DelayMs: 1500})
 		key := uuid.NewString()
 		first := c.do(http.MethodPost, locPath(gw1, "/lockers/104/open"), nil, "Idempotency-Key", key, "Prefer", "respond-async")
 		require.Equal(t, http.StatusAccepted, first.Status, "body: %s", first.Body)
@@ -71,8 +70,7 @@ func TestCloudIdempotentReplays(t *testing.T) {
 	})
 
 	t.Run("a failure is replayed byte for byte", func(t *testing.T) {
-		setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeHTTP500})
-		t.Cleanup(func() { setFaults(t, gw2, simctl.Faults{Mode: simctl.ModeNone}) })
+		faultUntilEnd(t, gw2, simctl.Faults{Mode: simctl.ModeHTTP500})
 		key := uuid.NewString()
 		first := c.do(http.MethodPost, locPath(gw2, "/lockers/207/open"), nil, "Idempotency-Key", key)
 		requireCloudError(t, first, http.StatusBadGateway, "GATEWAY_REJECTED")

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -28,136 +29,154 @@ type proxyCall struct {
 	idemKey     string
 }
 
-func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
-	type readIn struct {
+// proxyRoute is one proxied operation: its operation id, gateway-request kind and class, and
+// the gateway local-API call it makes, whose path is the operation's below
+// /locations/{locationId} (DESIGN §6.1).
+type proxyRoute struct {
+	id, kind, class, method, gatewayPath, summary string
+	answer                                        gatewayAnswer
+}
+
+// The inputs of the proxied operations: the Prefer header, the location, and by operation the
+// Idempotency-Key and the transaction, locker or type the path names.
+type (
+	locationIn struct {
 		ProxyHeaders
 		LocationPath
 	}
-	read := func(id, kind, path, summary string, answer gatewayAnswer, gatewayPath func(*readIn) string) {
-		registerProxy(s, api, tags, id, kind, gatewayreq.ClassRead, http.MethodGet, path, summary, answer,
-			func(in *readIn) (proxyCall, error) {
-				return proxyCall{locationID: in.LocationID, gatewayPath: gatewayPath(in)}, nil
-			})
+	transactionIn struct {
+		ProxyHeaders
+		LocationPath
+		TransactionPath
 	}
-	read("customer-gateway-health", gatewayreq.KindHealth, "/locations/{locationId}/health", "Gateway health check",
-		answerOf[gwapi.Health](http.StatusOK), func(*readIn) string { return "/health" })
-	read("customer-gateway-system", gatewayreq.KindSystem, "/locations/{locationId}/system", "Gateway system info",
-		answerOf[gwapi.System](http.StatusOK), func(*readIn) string { return "/system" })
-	read("customer-list-transactions", gatewayreq.KindListTransactions, "/locations/{locationId}/transactions", "List transactions",
-		answerOf[[]gwapi.TransactionResponse](http.StatusOK), func(*readIn) string { return "/transactions" })
-	read("customer-list-lockers", gatewayreq.KindListLockers, "/locations/{locationId}/lockers", "List lockers",
-		answerOf[[]gwapi.Locker](http.StatusOK), func(*readIn) string { return "/lockers" })
-	read("customer-locker-config", gatewayreq.KindLockerConfig, "/locations/{locationId}/lockers/config", "Locker configuration",
-		answerOf[gwapi.LockerConfig](http.StatusOK), func(*readIn) string { return "/lockers/config" })
-	read("customer-list-locker-types", gatewayreq.KindListLockerTypes, "/locations/{locationId}/locker-types", "List locker types",
-		answerOf[[]gwapi.LockerTypeSummary](http.StatusOK), func(*readIn) string { return "/locker-types" })
-	read("customer-list-bank-types", gatewayreq.KindListBankTypes, "/locations/{locationId}/bank-types", "List bank types",
-		answerOf[[]gwapi.BankType](http.StatusOK), func(*readIn) string { return "/bank-types" })
+	lockerIn struct {
+		ProxyHeaders
+		LocationPath
+		GatewayLockerPath
+	}
+	typeIn struct {
+		ProxyHeaders
+		LocationPath
+		TypePath
+	}
+	keyedTransactionIn struct {
+		ProxyHeaders
+		IdempotencyHeader
+		LocationPath
+		TransactionPath
+	}
+	keyedLockerIn struct {
+		ProxyHeaders
+		IdempotencyHeader
+		LocationPath
+		GatewayLockerPath
+	}
+)
 
-	registerProxy(s, api, tags, "customer-gateway-logs", gatewayreq.KindSystemLogs, gatewayreq.ClassRead, http.MethodGet,
-		"/locations/{locationId}/system/logs", "Gateway logs", answerOf[[]gwapi.LogEntry](http.StatusOK),
+// What an input lends the gateway call: its location, its Idempotency-Key, and the path
+// parameter it fills in the gateway path.
+func (p LocationPath) location() int64  { return p.LocationID }
+func (h IdempotencyHeader) key() string { return h.IdempotencyKey }
+func (p TransactionPath) fill(path string) string {
+	return strings.Replace(path, "{transactionId}", url.PathEscape(p.TransactionID), 1)
+}
+func (p GatewayLockerPath) fill(path string) string {
+	return strings.Replace(path, "{lockerId}", strconv.FormatInt(p.LockerID, 10), 1)
+}
+func (p TypePath) fill(path string) string {
+	return strings.Replace(path, "{id}", strconv.FormatInt(p.ID, 10), 1)
+}
+
+// callOf is the gateway call of a proxied operation's input: the gateway path with the
+// input's path parameter filled in, the location and the Idempotency-Key.
+func callOf(in any, gatewayPath string) proxyCall {
+	c := proxyCall{gatewayPath: gatewayPath}
+	if l, ok := in.(interface{ location() int64 }); ok {
+		c.locationID = l.location()
+	}
+	if f, ok := in.(interface{ fill(string) string }); ok {
+		c.gatewayPath = f.fill(c.gatewayPath)
+	}
+	if k, ok := in.(interface{ key() string }); ok {
+		c.idemKey = k.key()
+	}
+	return c
+}
+
+func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
+	read := func(id, kind, path, summary string, answer gatewayAnswer) proxyRoute {
+		return proxyRoute{id: id, kind: kind, class: gatewayreq.ClassRead, method: http.MethodGet, gatewayPath: path, summary: summary, answer: answer}
+	}
+	registerProxies[locationIn](s, api, tags,
+		read("customer-gateway-health", gatewayreq.KindHealth, "/health", "Gateway health check", answerOf[gwapi.Health](http.StatusOK)),
+		read("customer-gateway-system", gatewayreq.KindSystem, "/system", "Gateway system info", answerOf[gwapi.System](http.StatusOK)),
+		read("customer-list-transactions", gatewayreq.KindListTransactions, "/transactions", "List transactions",
+			answerOf[[]gwapi.TransactionResponse](http.StatusOK)),
+		read("customer-list-lockers", gatewayreq.KindListLockers, "/lockers", "List lockers", answerOf[[]gwapi.Locker](http.StatusOK)),
+		read("customer-locker-config", gatewayreq.KindLockerConfig, "/lockers/config", "Locker configuration",
+			answerOf[gwapi.LockerConfig](http.StatusOK)),
+		read("customer-list-locker-types", gatewayreq.KindListLockerTypes, "/locker-types", "List locker types",
+			answerOf[[]gwapi.LockerTypeSummary](http.StatusOK)),
+		read("customer-list-bank-types", gatewayreq.KindListBankTypes, "/bank-types", "List bank types",
+			answerOf[[]gwapi.BankType](http.StatusOK)))
+
+	registerProxy(s, api, tags, read("customer-gateway-logs", gatewayreq.KindSystemLogs, "/system/logs", "Gateway logs",
+		answerOf[[]gwapi.LogEntry](http.StatusOK)),
 		func(in *struct {
 			ProxyHeaders
 			LocationPath
 			Limit int `query:"limit" minimum:"1" maximum:"1000" doc:"Newest entries to return (default 100); X-Response-Truncated: true when more matched"`
-		}) (proxyCall, error) {
-			p := "/system/logs"
+		}, c proxyCall) (proxyCall, error) {
 			if in.Limit > 0 {
-				p += "?limit=" + strconv.Itoa(in.Limit)
+				c.gatewayPath += "?limit=" + strconv.Itoa(in.Limit)
 			}
-			return proxyCall{locationID: in.LocationID, gatewayPath: p}, nil
+			return c, nil
 		})
-	registerProxy(s, api, tags, "customer-get-transaction", gatewayreq.KindGetTransaction, gatewayreq.ClassRead, http.MethodGet,
-		"/locations/{locationId}/transactions/{transactionId}", "Fetch a transaction", answerOf[gwapi.TransactionResponse](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			LocationPath
-			TransactionPath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID)}, nil
-		})
-	registerProxy(s, api, tags, "customer-get-locker", gatewayreq.KindGetLocker, gatewayreq.ClassRead, http.MethodGet,
-		"/locations/{locationId}/lockers/{lockerId}", "Fetch a locker", answerOf[gwapi.Locker](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			LocationPath
-			GatewayLockerPath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/lockers/" + strconv.FormatInt(in.LockerID, 10)}, nil
-		})
-	registerProxy(s, api, tags, "customer-get-locker-type", gatewayreq.KindGetLockerType, gatewayreq.ClassRead, http.MethodGet,
-		"/locations/{locationId}/locker-types/{id}", "Fetch a locker type", answerOf[gwapi.LockerType](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			LocationPath
-			TypePath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/locker-types/" + strconv.FormatInt(in.ID, 10)}, nil
-		})
-	registerProxy(s, api, tags, "customer-get-bank-type", gatewayreq.KindGetBankType, gatewayreq.ClassRead, http.MethodGet,
-		"/locations/{locationId}/bank-types/{id}", "Fetch a bank type", answerOf[gwapi.BankTypeWithAssociations](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			LocationPath
-			TypePath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/bank-types/" + strconv.FormatInt(in.ID, 10)}, nil
-		})
+	registerProxies[transactionIn](s, api, tags, read("customer-get-transaction", gatewayreq.KindGetTransaction,
+		"/transactions/{transactionId}", "Fetch a transaction", answerOf[gwapi.TransactionResponse](http.StatusOK)))
+	registerProxies[lockerIn](s, api, tags, read("customer-get-locker", gatewayreq.KindGetLocker,
+		"/lockers/{lockerId}", "Fetch a locker", answerOf[gwapi.Locker](http.StatusOK)))
+	registerProxies[typeIn](s, api, tags,
+		read("customer-get-locker-type", gatewayreq.KindGetLockerType, "/locker-types/{id}", "Fetch a locker type",
+			answerOf[gwapi.LockerType](http.StatusOK)),
+		read("customer-get-bank-type", gatewayreq.KindGetBankType, "/bank-types/{id}", "Fetch a bank type",
+			answerOf[gwapi.BankTypeWithAssociations](http.StatusOK)))
 
-	registerProxy(s, api, tags, "customer-create-transaction", gatewayreq.KindCreateTransaction, gatewayreq.ClassWrite, http.MethodPost,
-		"/locations/{locationId}/transactions", "Create a transaction", answerOf[gwapi.TransactionResponse](http.StatusCreated),
+	registerProxy(s, api, tags, proxyRoute{id: "customer-create-transaction", kind: gatewayreq.KindCreateTransaction,
+		class: gatewayreq.ClassWrite, method: http.MethodPost, gatewayPath: "/transactions", summary: "Create a transaction",
+		answer: answerOf[gwapi.TransactionResponse](http.StatusCreated)},
 		func(in *struct {
 			ProxyHeaders
 			IdempotencyHeader
 			LocationPath
 			Body *CreateTransactionBody
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions", idemKey: in.IdempotencyKey}, nil
+		}, c proxyCall) (proxyCall, error) {
+			return c, nil // the body: createTransactionBody, in registerProxy
 		})
-	registerProxy(s, api, tags, "customer-release-transaction", gatewayreq.KindReleaseTransaction, gatewayreq.ClassWrite, http.MethodDelete,
-		"/locations/{locationId}/transactions/{transactionId}", "Release a transaction", gatewayAnswer{status: http.StatusNoContent},
-		func(in *struct {
-			ProxyHeaders
-			IdempotencyHeader
-			LocationPath
-			TransactionPath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID), idemKey: in.IdempotencyKey}, nil
-		})
-	registerProxy(s, api, tags, "customer-open-transaction", gatewayreq.KindOpenTransaction, gatewayreq.ClassHardware, http.MethodPost,
-		"/locations/{locationId}/transactions/{transactionId}/open", "Open the locker assigned to a transaction",
-		answerOf[gwapi.LockerOperationResponse](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			IdempotencyHeader
-			LocationPath
-			TransactionPath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/transactions/" + url.PathEscape(in.TransactionID) + "/open", idemKey: in.IdempotencyKey}, nil
-		})
-	registerProxy(s, api, tags, "customer-update-locker", gatewayreq.KindUpdateLocker, gatewayreq.ClassWrite, http.MethodPatch,
-		"/locations/{locationId}/lockers/{lockerId}", "Update a locker (out of service)", answerOf[gwapi.LockerOperationResponse](http.StatusOK),
+	registerProxies[keyedTransactionIn](s, api, tags,
+		proxyRoute{id: "customer-release-transaction", kind: gatewayreq.KindReleaseTransaction, class: gatewayreq.ClassWrite,
+			method: http.MethodDelete, gatewayPath: "/transactions/{transactionId}", summary: "Release a transaction",
+			answer: gatewayAnswer{status: http.StatusNoContent}},
+		proxyRoute{id: "customer-open-transaction", kind: gatewayreq.KindOpenTransaction, class: gatewayreq.ClassHardware,
+			method: http.MethodPost, gatewayPath: "/transactions/{transactionId}/open", summary: "Open the locker assigned to a transaction",
+			answer: answerOf[gwapi.LockerOperationResponse](http.StatusOK)})
+	registerProxy(s, api, tags, proxyRoute{id: "customer-update-locker", kind: gatewayreq.KindUpdateLocker, class: gatewayreq.ClassWrite,
+		method: http.MethodPatch, gatewayPath: "/lockers/{lockerId}", summary: "Update a locker (out of service)",
+		answer: answerOf[gwapi.LockerOperationResponse](http.StatusOK)},
 		func(in *struct {
 			ProxyHeaders
 			IdempotencyHeader
 			LocationPath
 			GatewayLockerPath
 			Body PatchLockerBody
-		}) (proxyCall, error) {
-			body, err := json.Marshal(in.Body)
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/lockers/" + strconv.FormatInt(in.LockerID, 10),
-				body: body, idemKey: in.IdempotencyKey}, err
+		}, c proxyCall) (proxyCall, error) {
+			var err error
+			c.body, err = json.Marshal(in.Body)
+			return c, err
 		})
-	registerProxy(s, api, tags, "customer-open-locker", gatewayreq.KindOpenLocker, gatewayreq.ClassHardware, http.MethodPost,
-		"/locations/{locationId}/lockers/{lockerId}/open", "Open a locker", answerOf[gwapi.LockerOperationResponse](http.StatusOK),
-		func(in *struct {
-			ProxyHeaders
-			IdempotencyHeader
-			LocationPath
-			GatewayLockerPath
-		}) (proxyCall, error) {
-			return proxyCall{locationID: in.LocationID, gatewayPath: "/lockers/" + strconv.FormatInt(in.LockerID, 10) + "/open", idemKey: in.IdempotencyKey}, nil
-		})
+	registerProxies[keyedLockerIn](s, api, tags, proxyRoute{id: "customer-open-locker", kind: gatewayreq.KindOpenLocker,
+		class: gatewayreq.ClassHardware, method: http.MethodPost, gatewayPath: "/lockers/{lockerId}/open", summary: "Open a locker",
+		answer: answerOf[gwapi.LockerOperationResponse](http.StatusOK)})
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "customer-get-request", Method: http.MethodGet, Path: "/requests/{id}", Tags: tags,
@@ -176,18 +195,28 @@ func (s *Server) registerGatewayRequests(api huma.API, tags []string) {
 	})
 }
 
-// registerProxy registers one proxied operation; build maps its input to the gateway call.
-func registerProxy[I any](s *Server, api huma.API, tags []string, id, kind, class, method, path, summary string, answer gatewayAnswer,
-	build func(*I) (proxyCall, error)) {
+// registerProxies registers proxied operations whose input I says all the gateway call needs
+// (callOf).
+func registerProxies[I any](s *Server, api huma.API, tags []string, routes ...proxyRoute) {
+	for _, r := range routes {
+		registerProxy(s, api, tags, r, func(_ *I, c proxyCall) (proxyCall, error) { return c, nil })
+	}
+}
+
+// registerProxy registers one proxied operation; build completes the gateway call callOf
+// made of its input (a query, a body).
+func registerProxy[I any](s *Server, api huma.API, tags []string, r proxyRoute, build func(*I, proxyCall) (proxyCall, error)) {
+	id, kind, class, method := r.id, r.kind, r.class, r.method
+	answer := r.answer
 	desc := "Proxied to the location's gateway as a gateway request (" + class + "; default wait " + classWaitDoc(class) + "). " +
 		"Finished within the wait: the gateway's response verbatim. Otherwise 202 with Location: /api/customer/v1/requests/{id} to poll. " +
 		"Terminal failures: 502 GATEWAY_REJECTED, 503 DISPATCH_FAILED, 504 GATEWAY_UNRESPONSIVE."
 	huma.Register(api, op(huma.Operation{
-		OperationID: id, Method: method, Path: path, Tags: tags, Summary: summary, Description: desc,
+		OperationID: id, Method: method, Path: "/locations/{locationId}" + r.gatewayPath, Tags: tags, Summary: r.summary, Description: desc,
 		Security: cloudSecurity, Responses: proxyResponses(api, answer), DefaultStatus: answer.status,
 		Metadata: map[string]any{metaKeyWithStore: true, metaGatewayRequest: true, metaTruncates: kind == gatewayreq.KindSystemLogs},
 	}), func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
-		call, err := build(in)
+		call, err := build(in, callOf(in, r.gatewayPath))
 		if err != nil {
 			return nil, s.cloudFailure(ctx, "proxy", errBodyInvalid)
 		}

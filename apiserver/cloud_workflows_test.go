@@ -52,11 +52,7 @@ func TestEveryGatewayRequestIsAWorkflow(t *testing.T) {
 	t.Run("an access-code open", func(t *testing.T) {
 		key := e.Creds.AppEngineAPIKey
 		e.StartGatewaySync(t, 200*time.Millisecond)
-		require.Eventually(t, func() bool {
-			var n int
-			_ = e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_lockers WHERE gateway_id = $1`, gw1.DBID).Scan(&n)
-			return n == 16
-		}, 30*time.Second, 50*time.Millisecond, "the locker mirror of GW-0001 is filled")
+		e.WaitLockersMirrored(t, gw1, 16)
 		made := testenv.DoWithHeaders(t, http.MethodPost, e.URL+"/locker", map[string]string{"x-api-key": key},
 			map[string]any{"location_id": loc, "locker_name": "A05", "single_use": false, "expiry": time.Now().Add(time.Hour).Format(time.RFC3339)})
 		require.Equal(t, http.StatusOK, made.Status, "body: %s", made.Body)

@@ -2,7 +2,6 @@ package apiserver_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -18,8 +17,6 @@ import (
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
-	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -48,15 +45,8 @@ func startFormServer(f *testing.F) *formServer {
 		f.Skip("needs Postgres")
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.NewDatabase(f), store.Options{MaxConns: 4})
-	require.NoError(f, err)
-	f.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(f, err)
-	res, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(f, err)
+	db := testenv.NewSeeded(ctx, f, store.Options{MaxConns: 4})
+	st, ring, res := db.Store, db.Ring, db.Demo
 
 	srv := httptest.NewUnstartedServer(nil)
 	auth := jwtauth.New(st, ring, "http://"+srv.Listener.Addr().String())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -151,15 +152,8 @@ func requireProblem(t *testing.T, r testenv.Response, status int) map[string]any
 	return m
 }
 
-// keys returns the sorted keys of a JSON object.
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+// keys returns the sorted keys of a JSON object, or the names of locations by name.
+func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func sorted(s ...string) []string {
 	s = slices.Clone(s)
@@ -240,15 +234,6 @@ func locationsByName(t *testing.T, r testenv.Response) map[string]location {
 	return out
 }
 
-func names(m map[string]location) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // byTypeName indexes a location's per-type availability.
 func byTypeName(l location) map[string]typeAvailability {
 	out := map[string]typeAvailability{}
@@ -295,24 +280,20 @@ func getReservation(t *testing.T, e *testenv.Env, tok, id string) reservation {
 // towerLocker returns one locker as the tower's locker list shows it.
 func towerLocker(t *testing.T, e *testenv.Env, tok, tower string, id int64) locker {
 	t.Helper()
-	r := e.Do(http.MethodGet, "/api/v1/towers/"+tower+"/lockers", tok, nil)
-	require.Equal(t, http.StatusOK, r.Status, "tower lockers: %s", r.Body)
-	var ks []locker
-	r.JSON(t, &ks)
-	for _, k := range ks {
-		if k.ID == id {
-			return k
-		}
-	}
-	t.Fatalf("locker %d not in tower %s: %s", id, tower, r.Body)
-	return locker{}
+	return listedLocker(t, e, tok, "/api/v1/towers/"+tower+"/lockers", id)
 }
 
 // locationLocker returns one locker as its location's locker list shows it.
 func locationLocker(t *testing.T, e *testenv.Env, tok string, locationID, id int64) locker {
 	t.Helper()
-	r := e.Do(http.MethodGet, fmt.Sprintf("/api/v1/locations/%d/lockers", locationID), tok, nil)
-	require.Equal(t, http.StatusOK, r.Status, "location lockers: %s", r.Body)
+	return listedLocker(t, e, tok, fmt.Sprintf("/api/v1/locations/%d/lockers", locationID), id)
+}
+
+// listedLocker returns locker id as the locker list at path shows it.
+func listedLocker(t *testing.T, e *testenv.Env, tok, path string, id int64) locker {
+	t.Helper()
+	r := e.Do(http.MethodGet, path, tok, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s: %s", path, r.Body)
 	var ks []locker
 	r.JSON(t, &ks)
 	for _, k := range ks {
@@ -320,7 +301,7 @@ func locationLocker(t *testing.T, e *testenv.Env, tok string, locationID, id int
 			return k
 		}
 	}
-	t.Fatalf("locker %d not at location %d: %s", id, locationID, r.Body)
+	t.Fatalf("locker %d not in %s: %s", id, path, r.Body)
 	return locker{}
 }
 

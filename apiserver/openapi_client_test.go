@@ -23,13 +23,7 @@ import (
 func TestGeneratedClientFlows(t *testing.T) {
 	t.Parallel()
 	e := testenv.Start(t, testenv.Options{Cloud: testenv.ScaledCloudSettings()})
-	gw1, _ := e.StartDemoGateways(t)
-	e.StartGatewaySync(t, 200*time.Millisecond)
-	require.Eventually(t, func() bool {
-		var n int
-		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_lockers WHERE gateway_id = $1`, gw1.DBID).Scan(&n)
-		return n == 16
-	}, 30*time.Second, 50*time.Millisecond, "the locker mirror of GW-0001 is filled")
+	gw1, _ := e.StartDemoGatewaysMirrored(t)
 	header := func(name, value string) lockernet.ClientOption {
 		return lockernet.WithRequestEditorFn(func(_ context.Context, req *http.Request) error {
 			req.Header.Set(name, value)

@@ -61,8 +61,8 @@ func TestTenantIsolation(t *testing.T) {
 		wantDemo := towerLocations
 		wantRival := []string{"Rival Union Station"}
 		for _, q := range []string{"/api/v1/locations/in-area?" + laArea, "/api/v1/locations/?" + laArea, "/api/v1/locations/"} {
-			assert.Equal(t, wantDemo, names(locationsByName(t, e.Do(http.MethodGet, q, demo, nil))), q)
-			assert.Equal(t, wantRival, names(locationsByName(t, e.Do(http.MethodGet, q, rival, nil))), q)
+			assert.Equal(t, wantDemo, keys(locationsByName(t, e.Do(http.MethodGet, q, demo, nil))), q)
+			assert.Equal(t, wantRival, keys(locationsByName(t, e.Do(http.MethodGet, q, rival, nil))), q)
 		}
 		// Both sit at Union Station; each sees its own as the closest.
 		for tok, want := range map[string]string{demo: "Union Station", rival: "Rival Union Station"} {

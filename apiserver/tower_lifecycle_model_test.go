@@ -333,6 +333,35 @@ func (m *lockerModel) expectConflict(r testenv.Response, l *mLocker) {
 	require.Contains(m.t, p.Detail, mNames[l.effective(m.now)], "%s: the 409 names the status", m.lastOp)
 }
 
+// answered accounts for the answer r to an operation on locker l that the model allows when
+// ok: nothing when the model's clock crossed an uncertain moment meanwhile (stalled); a 409
+// naming l's status when the model refuses it; else the status want, with the body decoded
+// into v. It counts the answer under name ("reserve:201", "reserve:409") and returns whether
+// the operation went through.
+func (m *lockerModel) answered(r testenv.Response, l *mLocker, ok bool, name string, want int, v any) bool {
+	m.t.Helper()
+	if m.stalled([]*mLocker{l}) {
+		return false
+	}
+	if !ok {
+		m.count(name + ":409")
+		m.expectConflict(r, l)
+		return false
+	}
+	m.count(name + ":" + strconv.Itoa(want))
+	require.Equal(m.t, want, r.Status, "%s: %s", m.lastOp, r.Body)
+	r.JSON(m.t, v)
+	return true
+}
+
+// expiry parses an answer's expiresAt.
+func (m *lockerModel) expiry(s string) time.Time {
+	m.t.Helper()
+	exp, err := time.Parse(time.RFC3339, s)
+	require.NoError(m.t, err)
+	return exp
+}
+
 // Transitions, as DESIGN §4.1 and the design decisions read them.
 
 func (m *lockerModel) applyReserve(l *mLocker, c int, id string, expires time.Time) {
@@ -451,20 +480,11 @@ func (m *lockerModel) opReserve() {
 	m.lastOp = fmt.Sprintf("client %d reserves locker %d for %d s", c, l.id, d)
 	ok := l.effective(m.now) == mAvailable
 	r := m.e.Do(http.MethodPost, reservePath(l.tower, l.id), m.token(c), map[string]any{"duration": d})
-	if m.stalled([]*mLocker{l}) {
-		return
-	}
-	if !ok {
-		m.count("reserve:409")
-		m.expectConflict(r, l)
-		return
-	}
-	m.count("reserve:201")
-	require.Equal(m.t, http.StatusCreated, r.Status, "%s: %s", m.lastOp, r.Body)
 	var res reservation
-	r.JSON(m.t, &res)
-	exp, err := time.Parse(time.RFC3339, res.ExpiresAt)
-	require.NoError(m.t, err)
+	if !m.answered(r, l, ok, "reserve", http.StatusCreated, &res) {
+		return
+	}
+	exp := m.expiry(res.ExpiresAt)
 	m.applyReserve(l, c, res.ID, exp)
 }
 
@@ -519,20 +539,11 @@ func (m *lockerModel) opIssue(typ string) {
 		mNames[l.effective(m.now)], l.effectivePossessor(m.now))
 	ok := l.canIssue(c, typ, m.now)
 	r := lcIssue(m.t, m.e, m.token(c), typ, l.tower, l.id, map[string]any{"duration": d})
-	if m.stalled([]*mLocker{l}) {
-		return
-	}
-	if !ok {
-		m.count(typ + "-token:409")
-		m.expectConflict(r, l)
-		return
-	}
-	m.count(typ + "-token:201")
-	require.Equal(m.t, http.StatusCreated, r.Status, "%s: %s", m.lastOp, r.Body)
 	var tk towerTokenResp
-	r.JSON(m.t, &tk)
-	exp, err := time.Parse(time.RFC3339, tk.ExpiresAt)
-	require.NoError(m.t, err)
+	if !m.answered(r, l, ok, typ+"-token", http.StatusCreated, &tk) {
+		return
+	}
+	exp := m.expiry(tk.ExpiresAt)
 	m.applyIssue(l, c, typ, exp)
 	m.newToken(l, c, typ, tk.ID, tk.Payload, tk.PayloadAuth, exp)
 }
@@ -548,18 +559,10 @@ func (m *lockerModel) opRelease() {
 	m.lastOp = fmt.Sprintf("client %d releases locker %d (%s, client %d)", c, l.id, mNames[l.effective(m.now)], l.effectivePossessor(m.now))
 	ok := l.effective(m.now) == mRented && l.effectivePossessor(m.now) == c
 	r := m.e.Do(http.MethodPost, lcReleasePath(l.tower, l.id), m.token(c), nil)
-	if m.stalled([]*mLocker{l}) {
-		return
-	}
-	if !ok {
-		m.count("release:409")
-		m.expectConflict(r, l)
-		return
-	}
-	m.count("release:200")
-	require.Equal(m.t, http.StatusOK, r.Status, "%s: %s", m.lastOp, r.Body)
 	var got locker
-	r.JSON(m.t, &got)
+	if !m.answered(r, l, ok, "release", http.StatusOK, &got) {
+		return
+	}
 	require.Equal(m.t, "declined", got.Status.Name)
 	l.status, l.hold = mDeclined, m.now.Add(store.ReleaseGrace)
 }
@@ -1003,8 +1006,7 @@ func (m *lockerModel) opDropoffLink() {
 	r.JSON(m.t, &link)
 	l := want[0]
 	require.Equal(m.t, l.id, link.LockerID, "%s: the first candidate", m.lastOp)
-	exp, err := time.Parse(time.RFC3339, link.ExpiresAt)
-	require.NoError(m.t, err)
+	exp := m.expiry(link.ExpiresAt)
 	payload, auth, _ := strings.Cut(link.LinkToken, ".")
 	dec, err := towerproto.DecodeToken(payload, auth, towerproto.TokenKey(lcDemoTower(m.t, m.e, l.tower).Secret))
 	require.NoError(m.t, err)
@@ -1023,20 +1025,11 @@ func (m *lockerModel) opPickupLink() {
 	ok := l.canIssue(c, store.TokenPickup, m.now)
 	m.lastOp = fmt.Sprintf("client %d asks for a pickup link to locker %d (%s, client %d)", c, l.id, mNames[l.effective(m.now)], l.effectivePossessor(m.now))
 	r := m.e.Do(http.MethodPost, lcLinkBase+"pickup-locker-request", m.token(c), map[string]any{"lockerId": l.id, "duration": d})
-	if m.stalled([]*mLocker{l}) {
-		return
-	}
-	if !ok {
-		m.count("pickup-link:409")
-		m.expectConflict(r, l)
-		return
-	}
-	m.count("pickup-link:201")
-	require.Equal(m.t, http.StatusCreated, r.Status, "%s: %s", m.lastOp, r.Body)
 	var link lcLink
-	r.JSON(m.t, &link)
-	exp, err := time.Parse(time.RFC3339, link.ExpiresAt)
-	require.NoError(m.t, err)
+	if !m.answered(r, l, ok, "pickup-link", http.StatusCreated, &link) {
+		return
+	}
+	exp := m.expiry(link.ExpiresAt)
 	payload, auth, _ := strings.Cut(link.LinkToken, ".")
 	dec, err := towerproto.DecodeToken(payload, auth, towerproto.TokenKey(lcDemoTower(m.t, m.e, l.tower).Secret))
 	require.NoError(m.t, err)

@@ -55,7 +55,7 @@ func TestLocationsInArea(t *testing.T) {
 			"country", "notes", "accessHours", "timezone", "lockerAvailability", "lowLockerAvailability", "byType"), keys(raw[0]))
 
 		locs := locationsByName(t, r)
-		assert.Equal(t, towerLocations, names(locs), "gateway-only locations are not tower locations")
+		assert.Equal(t, towerLocations, keys(locs), "gateway-only locations are not tower locations")
 		us := locs["Union Station"]
 		assert.InDelta(t, 34.0562, us.Lat, 1e-9)
 		assert.InDelta(t, -118.2365, us.Lon, 1e-9)
@@ -89,20 +89,20 @@ func TestLocationsInArea(t *testing.T) {
 	t.Run("a GET with a JSON content type and no body works", func(t *testing.T) {
 		t.Parallel()
 		r := e.Do(http.MethodGet, "/api/v1/locations/in-area?"+laArea, tok, "")
-		assert.Equal(t, towerLocations, names(locationsByName(t, r)))
+		assert.Equal(t, towerLocations, keys(locationsByName(t, r)))
 	})
 
 	t.Run("a smaller area holds fewer", func(t *testing.T) {
 		t.Parallel()
 		// Around Santa Monica Pier only.
 		locs := inArea(t, e, tok, "start=33.99,-118.52&end=34.03,-118.47")
-		assert.Equal(t, []string{"Santa Monica Pier"}, names(locs))
+		assert.Equal(t, []string{"Santa Monica Pier"}, keys(locs))
 		// Around Culver City (gateway-only): nothing.
 		assert.Empty(t, inArea(t, e, tok, "start=34.01,-118.41&end=34.03,-118.38"))
 		// The Pacific.
 		assert.Empty(t, inArea(t, e, tok, "start=-10,-170&end=10,-150"))
 		// A degenerate area: exactly one point.
-		assert.Equal(t, []string{"Union Station"}, names(inArea(t, e, tok, "start=34.0562,-118.2365&end=34.0562,-118.2365")))
+		assert.Equal(t, []string{"Union Station"}, keys(inArea(t, e, tok, "start=34.0562,-118.2365&end=34.0562,-118.2365")))
 	})
 
 	t.Run("malformed points are 422", func(t *testing.T) {
@@ -139,13 +139,13 @@ func TestLocationsInArea(t *testing.T) {
 	t.Run("the edges of the world are valid", func(t *testing.T) {
 		t.Parallel()
 		locs := inArea(t, e, tok, "start=-90,-180&end=90,180")
-		assert.Equal(t, towerLocations, names(locs))
+		assert.Equal(t, towerLocations, keys(locs))
 	})
 
 	t.Run("percent-encoding and junk bytes", func(t *testing.T) {
 		t.Parallel()
 		q := "start=" + url.QueryEscape("33.9,-118.6") + "&end=" + url.QueryEscape("34.2,-118.1")
-		assert.Equal(t, towerLocations, names(inArea(t, e, tok, q)))
+		assert.Equal(t, towerLocations, keys(inArea(t, e, tok, q)))
 		for _, junk := range []string{"start=%00&end=%ff", "start=" + url.QueryEscape("1e999,1") + "&end=0,0", "start=" + url.QueryEscape("\u202e34,1") + "&end=0,0"} {
 			requireProblem(t, e.Do(http.MethodGet, "/api/v1/locations/in-area?"+junk, tok, nil), http.StatusUnprocessableEntity)
 		}

@@ -86,55 +86,46 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, r client.W
 }
 
 func TestRecordReservationHistories(t *testing.T) {
-	recordHistories(t)
-	_, c := testenv.Temporal(t)
-	const taskQueue = "record-reservation-histories"
-	startRecordingWorker(t, c, taskQueue, &activities.Activities{Reservations: &fakeExpiries{}})
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	run := func(expiresIn time.Duration, signal string) (client.WorkflowRun, workflows.ReservationState) {
-		id := uuid.NewString()
-		return runRecorded[workflows.ReservationState](ctx, t, c,
-			client.StartWorkflowOptions{ID: workflows.ReservationWorkflowID(id), TaskQueue: taskQueue}, workflows.ReservationWorkflowName,
-			workflows.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(expiresIn)}, workflows.SignalReservationEnded, signal)
-	}
-
-	r, st := run(time.Second, "")
-	assert.Equal(t, workflows.OutcomeExpired, st.Outcome)
-	writeHistory(ctx, t, c, r, "reservation_expired.json")
-
-	r, st = run(time.Hour, workflows.OutcomeCancelled)
-	assert.Equal(t, workflows.OutcomeCancelled, st.Outcome)
-	writeHistory(ctx, t, c, r, "reservation_cancelled.json")
+	recordExpiryHistories(t, reservationWorkflow, &activities.Activities{Reservations: &fakeExpiries{}}, []expiryRecording{
+		{"", workflows.OutcomeExpired, "reservation_expired.json"},
+		{workflows.OutcomeCancelled, workflows.OutcomeCancelled, "reservation_cancelled.json"},
+	})
 }
 
 func TestRecordLockerTokenHistories(t *testing.T) {
+	recordExpiryHistories(t, tokenWorkflow, &activities.Activities{Tokens: &fakeExpiries{}}, []expiryRecording{
+		{"", workflows.TokenOutcomeExpired, "lockertoken_expired.json"},
+		{workflows.TokenOutcomeUsed, workflows.TokenOutcomeUsed, "lockertoken_used.json"},
+		{workflows.TokenOutcomeRevoked, workflows.TokenOutcomeRevoked, "lockertoken_revoked.json"},
+	})
+}
+
+// expiryRecording is one run of an expiry workflow to record: without signal the hold
+// expires a second after its start; with one, the signal ends it first.
+type expiryRecording struct{ signal, want, file string }
+
+// recordExpiryHistories runs the expiry workflow w on a Temporal server with the activities
+// of deps, once per recording, and writes each run's history.
+func recordExpiryHistories(t *testing.T, w expiryWorkflow, deps *activities.Activities, runs []expiryRecording) {
 	recordHistories(t)
 	_, c := testenv.Temporal(t)
-	const taskQueue = "record-locker-token-histories"
-	startRecordingWorker(t, c, taskQueue, &activities.Activities{Tokens: &fakeExpiries{}})
+	taskQueue := "record-" + w.name + "-histories"
+	startRecordingWorker(t, c, taskQueue, deps)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	run := func(expiresIn time.Duration, signal string) (client.WorkflowRun, workflows.LockerTokenState) {
+	for _, rec := range runs {
+		expiresIn := time.Hour
+		if rec.signal == "" {
+			expiresIn = time.Second
+		}
 		id := uuid.NewString()
-		return runRecorded[workflows.LockerTokenState](ctx, t, c,
-			client.StartWorkflowOptions{ID: workflows.LockerTokenWorkflowID(id), TaskQueue: taskQueue}, workflows.LockerTokenWorkflowName,
-			workflows.LockerTokenInput{TokenID: id, Type: "dropoff", ExpiresAt: time.Now().Add(expiresIn)}, workflows.SignalTokenEnded, signal)
+		r, st := runRecorded[struct{ Outcome string }](ctx, t, c,
+			client.StartWorkflowOptions{ID: w.workflowID(id), TaskQueue: taskQueue}, w.name,
+			w.input(id, time.Now().Add(expiresIn)), w.signal, rec.signal)
+		assert.Equal(t, rec.want, st.Outcome)
+		writeHistory(ctx, t, c, r, rec.file)
 	}
-
-	r, st := run(time.Second, "")
-	assert.Equal(t, workflows.TokenOutcomeExpired, st.Outcome)
-	writeHistory(ctx, t, c, r, "lockertoken_expired.json")
-
-	r, st = run(time.Hour, workflows.TokenOutcomeUsed)
-	assert.Equal(t, workflows.TokenOutcomeUsed, st.Outcome)
-	writeHistory(ctx, t, c, r, "lockertoken_used.json")
-
-	r, st = run(time.Hour, workflows.TokenOutcomeRevoked)
-	assert.Equal(t, workflows.TokenOutcomeRevoked, st.Outcome)
-	writeHistory(ctx, t, c, r, "lockertoken_revoked.json")
 }
 
 // The access-code recorder plays the activities and the release's gateway request with

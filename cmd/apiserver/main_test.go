@@ -1,45 +1,21 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 // startRun runs the apiserver as main does, on fresh ports, and stops it when the test ends.
 func startRun(t *testing.T, temporalAddr, namespace string) string {
 	t.Helper()
-	t.Setenv("DATABASE_URL", testenv.NewDatabase(t))
-	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
-	t.Setenv("TEMPORAL_NAMESPACE", namespace)
-	t.Setenv("LOCKERNET_MASTER_KEY", strings.Repeat("ab", 32))
 	addr := testenv.FreeAddr(t)
-	t.Setenv("LOCKERNET_API_ADDR", addr)
-	t.Setenv("LOCKERNET_ADMIN_ADDR", "")
-	t.Setenv("LOCKERNET_DEBUG_ADDR", "")
-	cfg, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, slog.New(slog.DiscardHandler)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("apiserver did not stop within 30 s of its context ending")
-		}
-	})
+	testenv.RunService(t, "apiserver", temporalAddr, map[string]string{"TEMPORAL_NAMESPACE": namespace,
+		"LOCKERNET_API_ADDR": addr, "LOCKERNET_ADMIN_ADDR": "", "LOCKERNET_DEBUG_ADDR": ""}, run)
 	return "http://" + addr
 }
 
@@ -49,35 +25,18 @@ type answer struct {
 	body       map[string]any
 }
 
-func get(t *testing.T, url string) (answer, error) {
+// getEventually sends GET url once the port answers (run takes it first thing) and reads
+// its JSON answer.
+func getEventually(t *testing.T, url string) answer {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
-	if err != nil {
-		return answer{}, err
-	}
+	resp := testenv.GetEventually(t, url)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	if err := json.Unmarshal(b, &a.body); err != nil {
 		t.Fatalf("GET %s: %d, body not JSON: %q", url, resp.StatusCode, b)
 	}
-	return a, nil
-}
-
-// getEventually retries until the port answers (run takes it first thing).
-func getEventually(t *testing.T, url string) answer {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a, err := get(t, url)
-		if err == nil {
-			return a
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return a
 }
 
 // While the apiserver cannot reach Temporal it is not ready: /healthz and /readyz answer 503

@@ -170,11 +170,7 @@ func registerGateway(ctx context.Context, env *adminEnv, args []string) error {
 			return err
 		}
 	}
-	ring, err := env.keyring()
-	if err != nil {
-		return err
-	}
-	st, err := env.store(ctx)
+	st, ring, err := env.storeAndKeyring(ctx)
 	if err != nil {
 		return err
 	}

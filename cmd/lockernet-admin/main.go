@@ -133,6 +133,20 @@ func (e *adminEnv) keyring() (*keyring.Keyring, error) {
 	return keyring.Load(e.cfg.MasterKey, e.cfg.MasterKeyFile)
 }
 
+// storeAndKeyring loads the master keyring and opens the database, for the commands that
+// seal or open secrets.
+func (e *adminEnv) storeAndKeyring(ctx context.Context) (*store.Store, *keyring.Keyring, error) {
+	ring, err := e.keyring()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := e.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, ring, nil
+}
+
 func (e *adminEnv) close() {
 	if e.st != nil {
 		e.st.Close()
@@ -177,11 +191,7 @@ func rotateSigningKey(ctx context.Context, env *adminEnv, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	st, err := env.store(ctx)
-	if err != nil {
-		return err
-	}
-	ring, err := env.keyring()
+	st, ring, err := env.storeAndKeyring(ctx)
 	if err != nil {
 		return err
 	}
@@ -253,11 +263,7 @@ func seedDemo(ctx context.Context, env *adminEnv, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	st, err := env.store(ctx)
-	if err != nil {
-		return err
-	}
-	ring, err := env.keyring()
+	st, ring, err := env.storeAndKeyring(ctx)
 	if err != nil {
 		return err
 	}

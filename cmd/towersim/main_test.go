@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/towersim"
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/towerproto"
 )
 
@@ -28,24 +28,6 @@ const towerID = "0100000000000014"
 var secret = bytes.Repeat([]byte{0x42}, 32)
 
 func noEnv(string) string { return "" }
-
-// syncBuffer is a bytes.Buffer safe for the server goroutine's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func writeConfig(t *testing.T, apiBaseURL string) string {
 	t.Helper()
@@ -265,7 +247,7 @@ func TestServeAnswersAndStopsOnCancel(t *testing.T) {
 	defer cancel()
 	addrs := make(chan string, 1)
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	env := func(name string) string {
 		if name == "LOCKERNET_TOWERSIM_CONFIG" {
 			return writeConfig(t, "")

@@ -310,35 +310,43 @@ func (s *Server) adminLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-func (s *Server) adminOpen(w http.ResponseWriter, r *http.Request) {
-	token, ok := s.adminForm(w, r)
-	if !ok {
-		return
+// adminLockerForm checks an admin form posted about a locker (adminForm) and finds the
+// locker of its path; when there is none, it says so on the page. ok is false when the
+// answer is written.
+func (s *Server) adminLockerForm(w http.ResponseWriter, r *http.Request) (token string, lk lockerInfo, ok bool) {
+	if token, ok = s.adminForm(w, r); !ok {
+		return "", lk, false
 	}
 	lk, err := s.pathLocker(r)
 	if err != nil {
-		s.sessions.setFlash(token, "No such locker.", false)
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		s.adminDone(w, r, token, "No such locker.", false)
+		return "", lk, false
+	}
+	return token, lk, true
+}
+
+// adminDone ends an admin form's request: the page, shown again, says msg.
+func (s *Server) adminDone(w http.ResponseWriter, r *http.Request, token, msg string, ok bool) {
+	s.sessions.setFlash(token, msg, ok)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) adminOpen(w http.ResponseWriter, r *http.Request) {
+	token, lk, ok := s.adminLockerForm(w, r)
+	if !ok {
 		return
 	}
 	if _, err := s.openAndRecord(r.Context(), lk, "admin", nil); err != nil {
 		ae, _ := asAPIError(err)
-		s.sessions.setFlash(token, "Locker "+lk.Name+" did not open: "+ae.message+" ("+ae.code+").", false)
-	} else {
-		s.sessions.setFlash(token, "Locker "+lk.Name+" opened.", true)
+		s.adminDone(w, r, token, "Locker "+lk.Name+" did not open: "+ae.message+" ("+ae.code+").", false)
+		return
 	}
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	s.adminDone(w, r, token, "Locker "+lk.Name+" opened.", true)
 }
 
 func (s *Server) adminService(w http.ResponseWriter, r *http.Request) {
-	token, ok := s.adminForm(w, r)
+	token, lk, ok := s.adminLockerForm(w, r)
 	if !ok {
-		return
-	}
-	lk, err := s.pathLocker(r)
-	if err != nil {
-		s.sessions.setFlash(token, "No such locker.", false)
-		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
 	outOfService := r.PostFormValue("outOfService") == "true"
@@ -351,9 +359,8 @@ func (s *Server) adminService(w http.ResponseWriter, r *http.Request) {
 	msg, err := s.setService(r.Context(), lk, outOfService, &code, &reason, "admin")
 	if err != nil {
 		s.logger.ErrorContext(r.Context(), "admin: set service state", "err", err)
-		s.sessions.setFlash(token, "Locker "+lk.Name+": the change could not be saved.", false)
-	} else {
-		s.sessions.setFlash(token, "Locker "+lk.Name+": "+msg+".", true)
+		s.adminDone(w, r, token, "Locker "+lk.Name+": the change could not be saved.", false)
+		return
 	}
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	s.adminDone(w, r, token, "Locker "+lk.Name+": "+msg+".", true)
 }

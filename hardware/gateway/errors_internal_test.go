@@ -2,12 +2,18 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // asAPIError is the local API's one error mapper: each error a handler returns, and the
@@ -51,39 +57,84 @@ func TestAsAPIError(t *testing.T) {
 	}
 }
 
-// TestCodeStatus is the local API's code → status table (DESIGN §7): every declared code has
-// its one status, and a code the table lacks answers 500.
-func TestCodeStatus(t *testing.T) {
+// errorAnswer is what a client sees when a handler of the local API fails with code: the
+// handler's error goes through the one writer (Server.serve) over HTTP.
+func errorAnswer(t *testing.T, code string) (status int, contentType string, body ErrorBody) {
+	t.Helper()
+	s := &Server{logger: slog.New(slog.DiscardHandler)}
+	srv := httptest.NewServer(s.serve(func(http.ResponseWriter, *http.Request) error {
+		return newAPIError(code, "what went wrong", map[string]any{"lockerId": 7})
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return resp.StatusCode, resp.Header.Get("Content-Type"), body
+}
+
+// TestErrorAnswersAsDocumented: every error code the published OpenAPI document names under
+// a response ("CODE: meaning" in its description) is answered with that response's status,
+// and every answer is the Error body with the code, the message and the details. The
+// requests that reach each code are driven over HTTP by the API's own tests (lockers_test,
+// transactions_test, idempotency_test, system_test, open_test).
+func TestErrorAnswersAsDocumented(t *testing.T) {
 	t.Parallel()
-	cases := map[string]int{
-		CodeAuthFailed:               http.StatusUnauthorized,
-		CodeNotFound:                 http.StatusNotFound,
-		CodeMethodNotAllowed:         http.StatusMethodNotAllowed,
-		CodePayloadTooLarge:          http.StatusRequestEntityTooLarge,
-		CodeInvalidJSON:              http.StatusBadRequest,
-		CodeValidation:               http.StatusUnprocessableEntity,
-		CodeTransactionNotFound:      http.StatusNotFound,
-		CodeTransactionExists:        http.StatusConflict,
-		CodeLockerNotFound:           http.StatusNotFound,
-		CodeLockerTypeNotFound:       http.StatusNotFound,
-		CodeBankTypeNotFound:         http.StatusNotFound,
-		CodeNoAvailableLockers:       http.StatusNotFound,
-		CodeLockerAssignmentConflict: http.StatusServiceUnavailable,
-		CodeLockerOutOfService:       http.StatusConflict,
-		CodeHardwareFault:            http.StatusInternalServerError,
-		CodeControllerUnavailable:    http.StatusServiceUnavailable,
-		CodeControllerError:          http.StatusInternalServerError,
-		CodeInternal:                 http.StatusInternalServerError,
-		CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
-		CodeRequestOutcomeUnknown:    http.StatusInternalServerError,
-		"SOMETHING_NEW":              http.StatusInternalServerError,
+	raw, err := OpenAPIJSON()
+	require.NoError(t, err)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Description string `json:"description"`
+			} `json:"responses"`
+		} `json:"paths"`
 	}
-	assert.Len(t, codeStatus, len(cases)-1, "every declared code is in the table")
-	for code, want := range cases {
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	named := regexp.MustCompile(`(?:^|; )([A-Z][A-Z_]+):`)
+	documented := map[string]int{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			for st, resp := range op.Responses {
+				for _, m := range named.FindAllStringSubmatch(resp.Description, -1) {
+					status, err := strconv.Atoi(st)
+					require.NoError(t, err, "%s %s: response %q names %s", method, path, st, m[1])
+					if prev, ok := documented[m[1]]; ok {
+						require.Equal(t, prev, status, "%s is documented under two statuses", m[1])
+					}
+					documented[m[1]] = status
+				}
+			}
+		}
+	}
+	require.NotEmpty(t, documented)
+	for code, want := range documented {
 		t.Run(code, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, want, statusOf(code))
-			assert.Equal(t, want, newAPIError(code, "m", nil).status())
+			require.Contains(t, codeStatus, code, "the document names a code the API does not declare")
+			status, ct, body := errorAnswer(t, code)
+			assert.Equal(t, want, status)
+			assert.Equal(t, "application/json", ct)
+			assert.Equal(t, ErrorBody{Error: code, Message: "what went wrong", Timestamp: body.Timestamp,
+				Details: map[string]any{"lockerId": float64(7)}}, body)
+			assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, body.Timestamp)
 		})
 	}
+}
+
+// TestErrorAnswersAreErrors: every declared code answers a client error (4xx) or a server
+// error (5xx), never a success; a code the API does not declare answers 500 with its code.
+func TestErrorAnswersAreErrors(t *testing.T) {
+	t.Parallel()
+	for code := range codeStatus {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			status, _, body := errorAnswer(t, code)
+			assert.GreaterOrEqual(t, status, 400)
+			assert.Less(t, status, 600)
+			assert.Equal(t, code, body.Error)
+		})
+	}
+	status, _, body := errorAnswer(t, "SOMETHING_NEW")
+	assert.Equal(t, http.StatusInternalServerError, status)
+	assert.Equal(t, "SOMETHING_NEW", body.Error)
 }

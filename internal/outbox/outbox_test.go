@@ -82,6 +82,27 @@ func (f fixture) waitDispatched(t *testing.T, wfID string, rowID int64) string {
 	return runID
 }
 
+// swept writes item to the outbox due already, with no Dispatch call (the sweep takes it),
+// and waits until it is dispatched; it returns the run id.
+func (f fixture) swept(t *testing.T, item store.OutboxItem) string {
+	t.Helper()
+	id, err := f.st.EnqueueWorkflow(context.Background(), item, -time.Second)
+	require.NoError(t, err)
+	return f.waitDispatched(t, item.WorkflowID, id)
+}
+
+// handedOff writes item to the outbox with an hour's grace before the sweep may take it,
+// hands it to Dispatch at once, as a committing request does, and waits until it is
+// dispatched; it returns the run id.
+func (f fixture) handedOff(t *testing.T, item store.OutboxItem) string {
+	t.Helper()
+	id, err := f.st.EnqueueWorkflow(context.Background(), item, time.Hour)
+	require.NoError(t, err)
+	item.ID = id
+	f.disp.Dispatch(item)
+	return f.waitDispatched(t, item.WorkflowID, id)
+}
+
 func (f fixture) describe(t *testing.T, wfID string) (runID string, status enumspb.WorkflowExecutionStatus, attrs map[string]string) {
 	t.Helper()
 	desc, err := f.tc.DescribeWorkflowExecution(context.Background(), wfID, "")
@@ -121,10 +142,7 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("the sweep starts an item nobody dispatched", func(t *testing.T) {
 		item := reservationItem("11111111-1111-4111-8111-111111111111")
-		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second) // due already; no Dispatch call
-		require.NoError(t, err)
-
-		f.waitDispatched(t, item.WorkflowID, id)
+		f.swept(t, item)
 		_, status, attrs := f.describe(t, item.WorkflowID)
 		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, status)
 		assert.Equal(t, "42", attrs["LockerId"])
@@ -134,28 +152,16 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("Dispatch starts an item at once, before its grace ends", func(t *testing.T) {
 		item := reservationItem("22222222-2222-4222-8222-222222222222")
-		id, err := f.st.EnqueueWorkflow(ctx, item, time.Hour) // the sweep would wait an hour
-		require.NoError(t, err)
-		item.ID = id
-		f.disp.Dispatch(item)
-		f.waitDispatched(t, item.WorkflowID, id)
+		f.handedOff(t, item)
 	})
 
 	t.Run("a repeated dispatch is harmless", func(t *testing.T) {
 		item := reservationItem("33333333-3333-4333-8333-333333333333")
-		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		first := f.waitDispatched(t, item.WorkflowID, id)
+		first := f.swept(t, item)
 
 		// The same start again, once through the sweep and once directly.
-		again, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		f.waitDispatched(t, item.WorkflowID, again)
-		third, err := f.st.EnqueueWorkflow(ctx, item, time.Hour)
-		require.NoError(t, err)
-		item.ID = third
-		f.disp.Dispatch(item)
-		f.waitDispatched(t, item.WorkflowID, third)
+		f.swept(t, item)
+		f.handedOff(t, item)
 
 		runID, status, _ := f.describe(t, item.WorkflowID)
 		assert.Equal(t, first, runID, "the same run")
@@ -164,15 +170,11 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("a signal item signals the running workflow", func(t *testing.T) {
 		item := reservationItem("44444444-4444-4444-8444-444444444444")
-		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		runID := f.waitDispatched(t, item.WorkflowID, id)
+		runID := f.swept(t, item)
 
 		item.SignalName = workflows.SignalReservationEnded
 		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
-		sig, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		f.waitDispatched(t, item.WorkflowID, sig)
+		f.swept(t, item)
 
 		got, _, _ := f.describe(t, item.WorkflowID)
 		assert.Equal(t, runID, got)
@@ -181,16 +183,12 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("a signal for a workflow that already closed is dropped, not retried", func(t *testing.T) {
 		item := reservationItem("55555555-5555-4555-8555-555555555555")
-		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		runID := f.waitDispatched(t, item.WorkflowID, id)
+		runID := f.swept(t, item)
 		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
 
 		item.SignalName = workflows.SignalReservationEnded
 		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
-		sig, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		f.waitDispatched(t, item.WorkflowID, sig)
+		f.swept(t, item)
 
 		got, status, _ := f.describe(t, item.WorkflowID)
 		assert.Equal(t, runID, got, "no second run")
@@ -199,15 +197,11 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("a start for a workflow that already finished is done, not retried", func(t *testing.T) {
 		item := reservationItem("77777777-7777-4777-8777-777777777777")
-		id, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		runID := f.waitDispatched(t, item.WorkflowID, id)
+		runID := f.swept(t, item)
 		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
 
 		// The sweep's repeat of a start the hand-off already made, after the run ended.
-		again, err := f.st.EnqueueWorkflow(ctx, item, -time.Second)
-		require.NoError(t, err)
-		f.waitDispatched(t, item.WorkflowID, again)
+		f.swept(t, item)
 
 		got, status, _ := f.describe(t, item.WorkflowID)
 		assert.Equal(t, runID, got, "no second run")

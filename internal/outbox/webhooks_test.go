@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +21,6 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 	"github.com/lockernet/lockernet/worker"
@@ -53,15 +51,8 @@ func startWebhookSystem(t *testing.T, o webhookOptions) *webhookSystem {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	_, tc := testenv.Temporal(t)
-	st, err := store.Open(ctx, testenv.NewDatabase(t), store.Options{MaxConns: 8})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(t, err)
-	demo, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(t, err)
+	db := testenv.NewSeeded(ctx, t, store.Options{MaxConns: 8})
+	st, ring, demo := db.Store, db.Ring, db.Demo
 
 	logger := slog.New(slog.DiscardHandler)
 	disp := outbox.New(st, tc, taskQueue+"-webhooks", logger)

@@ -4,18 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,9 +21,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/telemetry/otlptest"
 )
@@ -50,16 +47,8 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(recv.Close)
 
-	dbURL := testenv.NewDatabase(t)
-	st, err := store.Open(ctx, dbURL, store.Options{MaxConns: 2})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(t, err)
-	res, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(t, err)
+	db := testenv.NewSeeded(ctx, t, store.Options{MaxConns: 2})
+	dbURL, st, ring, res := db.URL, db.Store, db.Ring, db.Demo
 	ts, _ := testenv.Temporal(t)
 
 	otel := []string{
@@ -70,7 +59,7 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	}
 	// The gateway: a real process, continuing the cloud's trace.
 	gwSecret := credential.NewSecret()
-	gwAddr := freeAddr(t)
+	gwAddr := testenv.FreeAddr(t)
 	gwLog := startProc(t, filepath.Join(bin, "gateway"), []string{"-simulated", "-id", "GW-0001", "-addr", gwAddr, "-layout", "two-banks",
 		"-secret", gwSecret, "-db", filepath.Join(t.TempDir(), "gw.db"), "-controller-latency", "1ms"}, otel)
 	waitHTTP(t, "http://"+gwAddr+"/healthz")
@@ -81,15 +70,15 @@ func TestCloudOpenIsOneTrace(t *testing.T) {
 	// The cloud: the apiserver starts the workflow; a separate worker process runs it, so
 	// the trace crosses Temporal between two processes.
 	common := append([]string{
-		"DATABASE_URL=" + dbURL, "LOCKERNET_MASTER_KEY=" + hex.EncodeToString(key),
+		"DATABASE_URL=" + dbURL, "LOCKERNET_MASTER_KEY=" + hex.EncodeToString(db.Key),
 		"TEMPORAL_ADDRESS=" + ts.GetFrontendHostPort(), "TEMPORAL_NAMESPACE=" + ts.GetDefaultNamespace(),
 		"LOCKERNET_TASK_QUEUE=trace-test", "LOCKERNET_GATEWAY_TASK_QUEUE=trace-test-gateway",
 		"LOCKERNET_DB_MAX_CONNS=4", "LOCKERNET_GATEWAY_SYNC_INTERVAL=1h",
 	}, otel...)
-	apiAddr := freeAddr(t)
+	apiAddr := testenv.FreeAddr(t)
 	apiLog := startProc(t, filepath.Join(bin, "apiserver"), nil, append([]string{"LOCKERNET_API_ADDR=" + apiAddr,
 		"LOCKERNET_API_GATEWAY_WORKER=false"}, common...))
-	startProc(t, filepath.Join(bin, "worker"), nil, append([]string{"LOCKERNET_WORKER_ADDR=" + freeAddr(t)}, common...))
+	startProc(t, filepath.Join(bin, "worker"), nil, append([]string{"LOCKERNET_WORKER_ADDR=" + testenv.FreeAddr(t)}, common...))
 	waitHTTP(t, "http://"+apiAddr+"/healthz")
 
 	open := fmt.Sprintf("http://%s/api/customer/v1/locations/%d/lockers/101/open", apiAddr, res.GatewayLocationID["GW-0001"])
@@ -214,7 +203,7 @@ func names(spans []otlptest.Span) []string {
 }
 
 // logTraceIDs returns the trace_id of every JSON log line with message msg.
-func logTraceIDs(log *lockedBuffer, msg string) []string {
+func logTraceIDs(log *syncbuf.Buffer, msg string) []string {
 	var ids []string
 	sc := bufio.NewScanner(bytes.NewReader(log.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -245,28 +234,11 @@ func buildBinaries(t *testing.T, cmds ...string) string {
 	return dir
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]byte(nil), l.b.Bytes()...)
-}
-
 // startProc runs a binary until the test ends (SIGTERM, then a kill) and keeps its output,
 // which the test log shows when the test fails.
-func startProc(t *testing.T, bin string, args, env []string) *lockedBuffer {
+func startProc(t *testing.T, bin string, args, env []string) *syncbuf.Buffer {
 	t.Helper()
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -283,26 +255,10 @@ func startProc(t *testing.T, bin string, args, env []string) *lockedBuffer {
 			<-done
 		}
 		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), tail(out.Bytes(), 8000))
+			t.Logf("%s output:\n%s", filepath.Base(bin), out.Tail(8000))
 		}
 	})
 	return out
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 func waitHTTP(t *testing.T, url string) {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 )
 
@@ -22,36 +21,18 @@ const (
 	EventSyncCommands EventKind = 4
 )
 
+var eventKinds = wireNames[EventKind]{typ: "EventKind", what: "event kind",
+	names: []string{"token_used", "door_opened", "door_closed", "sync_commands"}}
+
 // String returns the event name of DESIGN §4.7 and §4.8 ("token_used", "door_opened",
 // "door_closed", "sync_commands").
-func (k EventKind) String() string {
-	switch k {
-	case EventTokenUsed:
-		return "token_used"
-	case EventDoorOpened:
-		return "door_opened"
-	case EventDoorClosed:
-		return "door_closed"
-	case EventSyncCommands:
-		return "sync_commands"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
+func (k EventKind) String() string { return eventKinds.name(k) }
 
 // Valid reports whether k is one of the defined event kinds.
-func (k EventKind) Valid() bool {
-	return k >= EventTokenUsed && k <= EventSyncCommands
-}
+func (k EventKind) Valid() bool { return eventKinds.valid(k) }
 
 // ParseEventKind is the inverse of EventKind.String.
-func ParseEventKind(s string) (EventKind, error) {
-	for k := EventTokenUsed; k <= EventSyncCommands; k++ {
-		if k.String() == s {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("parse event kind %q: %w", s, ErrMalformed)
-}
+func ParseEventKind(s string) (EventKind, error) { return eventKinds.parse(s) }
 
 // Event is one thing a tower recorded.
 type Event struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 )
 
@@ -25,31 +24,17 @@ const (
 	CommandEventsAck CommandKind = 3
 )
 
+var commandKinds = wireNames[CommandKind]{typ: "CommandKind", what: "command kind",
+	names: []string{"generation_floor", "service_state", "events_ack"}}
+
 // String returns the command's name.
-func (k CommandKind) String() string {
-	switch k {
-	case CommandGenerationFloor:
-		return "generation_floor"
-	case CommandServiceState:
-		return "service_state"
-	case CommandEventsAck:
-		return "events_ack"
-	}
-	return "CommandKind(" + strconv.Itoa(int(k)) + ")"
-}
+func (k CommandKind) String() string { return commandKinds.name(k) }
 
 // ParseCommandKind is the inverse of CommandKind.String.
-func ParseCommandKind(s string) (CommandKind, error) {
-	for k := CommandGenerationFloor; k <= CommandEventsAck; k++ {
-		if k.String() == s {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("parse command kind %q: %w", s, ErrMalformed)
-}
+func ParseCommandKind(s string) (CommandKind, error) { return commandKinds.parse(s) }
 
 // Valid reports whether k is one of the defined command kinds.
-func (k CommandKind) Valid() bool { return k >= CommandGenerationFloor && k <= CommandEventsAck }
+func (k CommandKind) Valid() bool { return commandKinds.valid(k) }
 
 // Command is one instruction of the cloud to a tower.
 type Command struct {

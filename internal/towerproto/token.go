@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -18,33 +17,16 @@ const (
 	TokenRelease TokenType = 3
 )
 
+var tokenTypes = wireNames[TokenType]{typ: "TokenType", what: "token type", names: []string{"dropoff", "pickup", "release"}}
+
 // String returns the name the tower API uses for the type ("dropoff", "pickup", "release").
-func (t TokenType) String() string {
-	switch t {
-	case TokenDropoff:
-		return "dropoff"
-	case TokenPickup:
-		return "pickup"
-	case TokenRelease:
-		return "release"
-	}
-	return "TokenType(" + strconv.Itoa(int(t)) + ")"
-}
+func (t TokenType) String() string { return tokenTypes.name(t) }
 
 // Valid reports whether t is one of the defined token types.
-func (t TokenType) Valid() bool {
-	return t >= TokenDropoff && t <= TokenRelease
-}
+func (t TokenType) Valid() bool { return tokenTypes.valid(t) }
 
 // ParseTokenType is the inverse of TokenType.String.
-func ParseTokenType(s string) (TokenType, error) {
-	for t := TokenDropoff; t <= TokenRelease; t++ {
-		if t.String() == s {
-			return t, nil
-		}
-	}
-	return 0, fmt.Errorf("parse token type %q: %w", s, ErrMalformed)
-}
+func ParseTokenType(s string) (TokenType, error) { return tokenTypes.parse(s) }
 
 // Token is the content of a locker token: what the cloud promises the tower.
 type Token struct {

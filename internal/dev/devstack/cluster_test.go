@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/dev/pgcluster"
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
 )
@@ -132,7 +131,7 @@ func TestClusterShape(t *testing.T) {
 	ready := make(chan struct{})
 	cs.OnReady = func() { close(ready) }
 
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var runErr error
@@ -148,15 +147,15 @@ func TestClusterShape(t *testing.T) {
 			t.Error("the cluster did not stop within 60 s of Ctrl-C")
 		}
 		if t.Failed() {
-			t.Logf("cluster output (tail):\n%s", out.tail(8000))
+			t.Logf("cluster output (tail):\n%s", out.Tail(8000))
 		}
 	})
 	select {
 	case <-ready:
 	case <-done:
-		t.Fatalf("the cluster stopped during start-up: %v\n%s", runErr, out.tail(8000))
+		t.Fatalf("the cluster stopped during start-up: %v\n%s", runErr, out.Tail(8000))
 	case <-time.After(4 * time.Minute):
-		t.Fatalf("the cluster did not come up within 4 minutes\n%s", out.tail(8000))
+		t.Fatalf("the cluster did not come up within 4 minutes\n%s", out.Tail(8000))
 	}
 
 	creds, err := seed.ReadCredentials(filepath.Join(cs.DataDir, seed.CredentialsFile))
@@ -369,59 +368,20 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-// freeAddrs returns n free 127.0.0.1 addresses whose port + 100 (the admin listener) is free too.
+// freeAddrs returns n free 127.0.0.1 addresses whose port + 100 is free too (FreeAddrPairs).
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	// Below the kernel's ephemeral range (32768 and up here) and the Temporal block
-	// (freeTemporalPorts, 28000 and up): a port the kernel hands out for ":0" or for an
-	// outgoing connection of a test package running alongside may be taken again between
-	// this check and the cluster's own bind (seen: a gateway's "address already in use").
-	for tries := 0; len(out) < n; tries++ {
-		require.Less(t, tries, 1000, "no free ports below 28000")
-		p := 20000 + rand.IntN(28000-100-20000)
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		admin, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
-		if err != nil {
-			ln.Close()
-			continue
-		}
-		held = append(held, ln, admin)
-		out = append(out, ln.Addr().String())
-	}
+	out, err := FreeAddrPairs(n)
+	require.NoError(t, err)
 	return out
 }
 
-// freeTemporalPorts finds a frontend port P with P..P+10 free (newTemporalPorts), below
-// Temporal's limit and away from the kernel's ephemeral range.
+// freeTemporalPorts finds a free block of ports for the Temporal server (FreeTemporalPorts).
 func freeTemporalPorts(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		p := 28000 + rand.IntN(maxTemporalPort-10-28000)
-		ok := true
-		for _, q := range newTemporalPorts(p).all() {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no free block of ports for the Temporal server")
-	return 0
+	p, err := FreeTemporalPorts()
+	require.NoError(t, err)
+	return p
 }
 
 func port(addr string) string {
@@ -429,34 +389,9 @@ func port(addr string) string {
 	return p
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) tail(n int) string {
-	s := l.String()
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
 func TestSupervisorRestartsADeadChildUntilStopped(t *testing.T) {
 	dir := t.TempDir()
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	// The child dies at once, every time, as a crashing process would.
 	sv := &service{child: child{name: "crasher", args: []string{"-c", "exit 3"}}, bin: "/bin/sh",
 		out: out, logger: slog.New(slog.NewTextHandler(out, nil)), pidDir: dir}

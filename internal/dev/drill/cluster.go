@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockernet/lockernet/internal/dev/devstack"
 	"github.com/lockernet/lockernet/internal/dev/pgcluster"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
@@ -72,11 +71,11 @@ func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
 
 	// Addresses: nginx (the API), the tower simulator, the gateways and their simulator
 	// controls, and the apiservers and workers, whose admin listeners are at port + 100.
-	addrs, err := freeClusterAddrs(11)
+	addrs, err := devstack.FreeAddrPairs(11)
 	if err != nil {
 		return nil, err
 	}
-	tport, err := freeTemporalPorts()
+	tport, err := devstack.FreeTemporalPorts()
 	if err != nil {
 		return nil, err
 	}
@@ -259,57 +258,6 @@ func (c *clusterStack) stop() {
 	if c.stack != nil {
 		c.stack.stop(90 * time.Second)
 	}
-}
-
-// freeClusterAddrs returns n free 127.0.0.1 addresses whose port + 100 (an instance's
-// admin listener in the cluster shape) is free too.
-func freeClusterAddrs(n int) ([]string, error) {
-	var out []string
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 10*n {
-			return nil, errors.New("no free ports with a free port + 100")
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		held = append(held, ln)
-		p := ln.Addr().(*net.TCPAddr).Port
-		admin, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+100))
-		if err != nil {
-			continue
-		}
-		held = append(held, admin)
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
-
-// freeTemporalPorts finds a frontend port P with P..P+10 free (the Temporal server's
-// ports), at most 32767 (it records them in a smallint) and away from the ephemeral range.
-func freeTemporalPorts() (int, error) {
-	for range 50 {
-		p := 28000 + rand.IntN(32767-10-28000)
-		ok := true
-		for q := p; q <= p+10 && ok; q++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free block of ports for the Temporal server")
 }
 
 func port(addr string) string {

@@ -91,7 +91,7 @@ func holdUntil(ctx context.Context, tower *towerAPI, kind, path string, body any
 // towerFlow is one flow of a tower client: a reservation of hold on a locker of its own
 // and, with token, a drop-off token on it once the reservation is answered.
 func towerFlow(ctx context.Context, tower *towerAPI, l towerLocker, hold int, token bool, cs *census) []towerCall {
-	path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
+	path := l.path()
 	res := holdUntil(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": hold}, cs)
 	if !res.ok() || !token {
 		return []towerCall{res}

@@ -17,29 +17,15 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		"same key again every 200 ms (nginx sends it to the apiserver still up), and again after a 202, until it has the "+
 		"terminal answer; afterwards every client replays its call once more and must get the identical answer, every "+
 		"open must have ended `completed`, and the gateways' door counters must show every door moved exactly once.", o.ckaClients, human(o.ckaDelay))
-	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
-	sys := shape.system(ctx, r)
-	if sys == nil {
+	cr := startCluster(ctx, r, shape, o.ckaDelay)
+	if cr == nil {
 		return r
 	}
-	defer shape.release()
-	defer finish(r, sys)
-	restartsBefore := sys.cluster.restarts()
-	// Before the gateways are slowed: the gateway sync must see them answer.
-	waitKeysHonoured(ctx, r, sys)
-	back, err := slowGateways(ctx, sys, o.ckaDelay)
-	defer back()
-	if err != nil {
-		r.err = err
-		return r
-	}
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
+	defer cr.done()
+	sys := cr.sys
 	c := sys.cloud()
 	targets := make([]target, o.ckaClients)
+	var err error
 	for i := range targets {
 		if targets[i], err = sys.lockers().take(-1); err != nil {
 			r.err = err
@@ -52,15 +38,14 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 	clients := startWaiting(cctx, c, targets, 30, nil)
 	stored := sys.waitStored(ctx, start, o.ckaClients, 20*time.Second)
 	time.Sleep(time.Second)
-	tKill := time.Now()
-	pid, err := sys.cluster.kill("apiserver-1")
+	r.figure("Clients waiting when apiserver-1 was killed", "%d (%d of their requests stored)", o.ckaClients, stored)
+	tKill, _, err := cr.killChild(ctx, "apiserver-1")
 	if err != nil {
 		r.err = err
 		return r
 	}
-	tBack, restartErr := sys.cluster.waitRestarted(ctx, "apiserver-1", pid, 90*time.Second)
 	outs := clients.wait()
-	back()
+	cr.back()
 
 	tl := tallyOutcomes(outs)
 	var cs census
@@ -71,11 +56,6 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 	}
 	last := latest(tl.settled)
 	r.lost = o.ckaClients - tl.answered
-	r.figure("Clients waiting when apiserver-1 was killed", "%d (%d of their requests stored)", o.ckaClients, stored)
-	r.verify(restartErr == nil, "the supervisor restarts apiserver-1 and it answers /healthz", "%v", orOK(restartErr))
-	if restartErr == nil {
-		r.figure("apiserver-1 healthy again", "%s after the kill", secs(tBack.Sub(tKill)))
-	}
 	if !last.IsZero() {
 		r.figure("Time to recover (kill → last client answered)", "%s (the gateways alone take %s)", secs(last.Sub(tKill)), human(o.ckaDelay))
 	}
@@ -98,15 +78,11 @@ func drillClusterKillAPIServer(ctx context.Context, o options, shape *clusterSha
 		"%d of %d differ", mismatch, tl.answered)
 
 	time.Sleep(2 * time.Second)
-	if err := checkDoors(ctx, r, sys, baseline, openAnswers(outs, targets), doorsNotCompleted); err != nil {
+	if err := checkOpens(ctx, r, sys, cr.baseline, openAnswers(outs, targets), doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, openAnswers(outs, targets)); err != nil {
-		r.err = err
-		return r
-	}
-	restartFigure(r, sys, restartsBefore, "apiserver-1")
+	restartFigure(r, sys, cr.restarts, "apiserver-1")
 	r.note("nginx (docker/nginx.conf) never re-sends a POST to the other apiserver once it was sent: a client whose " +
 		"connection to apiserver-1 was cut gets a 502 from nginx or a cut connection, and sends its call again with the " +
 		"same key; the answer then comes from apiserver-2, which finds the request by its key and waits for its outcome. " +

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // drillClusterKillTemporal: the Temporal server gets SIGKILL while door opens are in flight
@@ -29,45 +27,22 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 		"at the gateways when Temporal dies. Every open is polled until terminal and must end `completed`, its call sent once "+
 		"more with its key must answer the same outcome, and the gateways' door counters must show every door moved exactly once.",
 		human(o.cktLoad), o.cktRate, human(o.cktHold), human(o.cktHold), human(o.cktKillAfter), o.cktOpens, human(o.cktDelay))
-	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
-	sys := shape.system(ctx, r)
-	if sys == nil {
+	cr := startCluster(ctx, r, shape, o.cktDelay)
+	if cr == nil {
 		return r
 	}
-	defer shape.release()
-	defer finish(r, sys)
-	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
-	// Before the gateways are slowed: the gateway sync must see them answer.
-	waitKeysHonoured(ctx, r, sys)
-	back, err := slowGateways(ctx, sys, o.cktDelay)
-	defer back()
-	if err != nil {
-		r.err = err
-		return r
-	}
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
+	defer cr.done()
+	sys := cr.sys
 	c := sys.cloud()
-	lockers, err := sys.freshTowerLockers(ctx, int(o.cktRate*o.cktLoad.Seconds())+1)
+	load, err := newTowerLoad(ctx, sys, int(o.cktRate*o.cktLoad.Seconds())+1, o.cktHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	tower, err := sys.tower(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	var cs census
-	var flows flowCalls
 	var tKill, tBack time.Time
 	var restartErr, opensErr error
 	var inflight opens
 	var sent, settledBefore int
-	hold := int(o.cktHold / time.Second)
 	lctx, lcancel := context.WithTimeout(ctx, o.cktLoad+o.settleLimit)
 	defer lcancel()
 	var wg sync.WaitGroup
@@ -88,18 +63,7 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 		}
 		tBack, restartErr = sys.cluster.waitRestarted(lctx, "temporal", pid, 3*time.Minute)
 	}()
-	var next sync.Mutex
-	n := 0
-	loadclient.OpenLoop(lctx, o.cktRate, o.cktLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
-		next.Lock()
-		i := n
-		n++
-		next.Unlock()
-		if i >= len(lockers) {
-			return
-		}
-		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
-	})
+	load.openLoop(lctx, o.cktRate, o.cktLoad)
 	wg.Wait()
 	if opensErr != nil {
 		r.err = opensErr
@@ -114,22 +78,22 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	}
 	r.figure("Time to recover (kill → the restarted Temporal server answers)", "%s", secs(tBack.Sub(tKill)))
 	during := 0
-	for _, c := range flows.calls {
+	for _, c := range load.flows.calls {
 		if c.ok() && c.end.After(tKill) && c.end.Before(tBack) {
 			during++
 		}
 	}
 	r.figure("Tower calls", "%s; %d holds answered 201 while Temporal was down; failed exchanges: %s",
-		flows.summary(), during, counts(cs.counts()))
-	r.lost = flows.lost
-	r.verify(flows.lost == 0, "every tower flow was answered 201", "%d of %d not", flows.lost, flows.flows)
-	of500, _ := cs.tally(true)
+		load.flows.summary(), during, counts(load.cs.counts()))
+	r.lost = load.flows.lost
+	r.verify(load.flows.lost == 0, "every tower flow was answered 201", "%d of %d not", load.flows.lost, load.flows.flows)
+	of500, _ := load.cs.tally(true)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did", of500)
 
 	pctx, cancel := context.WithTimeout(ctx, o.settleLimit)
 	inflight.settle(pctx, c)
 	cancel()
-	back()
+	cr.back()
 	r.lost += inflight.lost()
 	r.figure("Terminal states of the opens", "%s", counts(inflight.states()))
 	if l := latest(inflight.settledAt()); !l.IsZero() {
@@ -138,22 +102,14 @@ func drillClusterKillTemporal(ctx context.Context, o options, shape *clusterShap
 	r.verify(inflight.lost() == 0, "every open reached a terminal state (lost requests)", "%d of %d lost", inflight.lost(), len(inflight))
 	checkReplays(ctx, r, c, inflight)
 	waitPast(ctx, tKill.Add(o.cktDelay+2*time.Second))
-	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
+	if err := checkOpens(ctx, r, sys, cr.baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
+	if err := cr.checkHolds(ctx, o.settleLimit, load.flows.calls, tKill, tBack, "the kill", "Temporal was", "temporal"); err != nil {
 		r.err = err
 		return r
 	}
-	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
-
-	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "Temporal was"); err != nil {
-		r.err = err
-		return r
-	}
-	restartFigure(r, sys, restartsBefore, "temporal")
-	sweeperFigure(r, sys, sweepsBefore)
 	r.note("Only the cluster shape runs the Temporal server as a process of its own. In make run's shape it is embedded " +
 		"in the dev stack's process (internal/dev/devstack, internal/dev/devtemporal), and in a drill's make run system in " +
 		"the drill's own process: killing it there kills the whole dev system, so no make run drill kills Temporal alone.")

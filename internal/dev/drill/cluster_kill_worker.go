@@ -26,27 +26,12 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		"call sent once more with its key must answer the same outcome, the gateways' door counters must show every door "+
 		"moved exactly once, and once every hold has expired (plus 15 s) each hold's row and workflow history are checked.",
 		o.ckwOpens, human(o.ckwDelay), o.ckwFlows, human(o.ckwHold), human(o.ckwHold))
-	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
-	sys := shape.system(ctx, r)
-	if sys == nil {
+	cr := startCluster(ctx, r, shape, o.ckwDelay)
+	if cr == nil {
 		return r
 	}
-	defer shape.release()
-	defer finish(r, sys)
-	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
-	// Before the gateways are slowed: the gateway sync must see them answer.
-	waitKeysHonoured(ctx, r, sys)
-	back, err := slowGateways(ctx, sys, o.ckwDelay)
-	defer back()
-	if err != nil {
-		r.err = err
-		return r
-	}
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
+	defer cr.done()
+	sys := cr.sys
 	c := sys.cloud()
 	inflight, err := submitOpens(ctx, c, sys.lockers(), o.ckwOpens)
 	if err != nil {
@@ -54,54 +39,38 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 		return r
 	}
 	ids := inflight.ids()
-	lockers, err := sys.freshTowerLockers(ctx, o.ckwFlows)
+	load, err := newTowerLoad(ctx, sys, o.ckwFlows, o.ckwHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	tower, err := sys.tower(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	var cs census
-	var flows flowCalls
-	hold := int(o.ckwHold / time.Second)
-	parallel(len(lockers), 8, func(i int) {
-		flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
-	})
+	parallel(len(load.lockers), 8, func(i int) { load.flow(ctx, i) })
 	sent, settledBefore, _ := sys.waitSent(ctx, ids)
 	pids := map[string]int{}
 	for _, n := range []string{"apiserver-1", "apiserver-2", "worker-1", "worker-2"} {
 		pids[n], _ = sys.cluster.pid(n)
 	}
 	r.figure("In flight when worker-1 was killed", "%d opens sent to a gateway and unanswered (%d already settled); %s",
-		sent, settledBefore, flows.summary())
+		sent, settledBefore, load.flows.summary())
 
-	tKill := time.Now()
-	pid, err := sys.cluster.kill("worker-1")
+	tKill, tBack, err := cr.killChild(ctx, "worker-1")
 	if err != nil {
 		r.err = err
 		return r
-	}
-	tBack, err := sys.cluster.waitRestarted(ctx, "worker-1", pid, 90*time.Second)
-	r.verify(err == nil, "the supervisor restarts worker-1 and it answers /healthz", "%v", orOK(err))
-	if err == nil {
-		r.figure("worker-1 healthy again", "%s after the kill", secs(tBack.Sub(tKill)))
 	}
 
 	pctx, cancel := context.WithTimeout(ctx, o.settleLimit)
 	inflight.settle(pctx, c)
 	cancel()
-	r.lost = inflight.lost() + flows.lost
+	r.lost = inflight.lost() + load.flows.lost
 	r.figure("Terminal states of the opens", "%s", counts(inflight.states()))
 	if l := latest(inflight.settledAt()); !l.IsZero() {
 		r.figure("Time to recover (kill → last open settled)", "%s (the gateways alone take %s)", secs(l.Sub(tKill)), human(o.ckwDelay))
 	}
 	r.verify(inflight.lost() == 0, "every open reached a terminal state (lost requests)", "%d of %d lost", inflight.lost(), len(inflight))
-	r.verify(flows.lost == 0, "every tower flow was answered 201", "%d of %d not", flows.lost, flows.flows)
-	of500, _ := cs.tally(true)
-	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did; failed exchanges: %s", of500, counts(cs.counts()))
+	r.verify(load.flows.lost == 0, "every tower flow was answered 201", "%d of %d not", load.flows.lost, load.flows.flows)
+	of500, _ := load.cs.tally(true)
+	r.verify(of500 == 0, "no client saw an HTTP 500", "%d did; failed exchanges: %s", of500, counts(load.cs.counts()))
 
 	// Which processes ran the opens' workflows: the apiserver that accepted an open starts
 	// its workflow eagerly and runs its first task and send there
@@ -132,22 +101,14 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 
 	waitPast(ctx, tKill.Add(o.ckwDelay+2*time.Second))
 	checkReplays(ctx, r, c, inflight)
-	if err := checkOpensExactlyOnce(ctx, r, sys, baseline, inflight.answers()); err != nil {
+	if err := checkOpens(ctx, r, sys, cr.baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	if err := checkDoors(ctx, r, sys, baseline, inflight.answers(), doorsOtherThanCompleted); err != nil {
+	if err := cr.checkHolds(ctx, o.settleLimit, load.flows.calls, tKill, tBack, "the kill", "worker-1 was", "worker-1"); err != nil {
 		r.err = err
 		return r
 	}
-
-	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
-	if err := settleHolds(ctx, r, sys, flows.calls, tKill, tBack, "the kill", "worker-1 was"); err != nil {
-		r.err = err
-		return r
-	}
-	restartFigure(r, sys, restartsBefore, "worker-1")
-	sweeperFigure(r, sys, sweepsBefore)
 	r.note("In the cluster shape each apiserver runs a gateway-request worker of its own: the apiserver that accepted an " +
 		"open sends it to the gateway itself, and starts its workflow (eagerly, there) only when that send did not settle it; " +
 		"the two workers run the reservation and token workflows (their timers and expiry activities), webhooks and the " +

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/lockernet/lockernet/internal/dev/loadclient"
 )
 
 // drillClusterRestartPostgres: tower flows and gateway opens run through nginx while the
@@ -22,38 +20,21 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 		"contract is 503 with Retry-After, never 500. Once every hold has expired (plus 15 s) each hold's row, its "+
 		"workflow's runs and its history are checked.",
 		human(o.cpgLoad), o.cpgFlowRate, human(o.cpgHold), human(o.cpgHold), o.cpgOpenRate, human(o.cpgStopAfter), human(o.cpgDown))
-	r.settings = append(append(r.settings, baseSettings...), clusterSettings...)
-	sys := shape.system(ctx, r)
-	if sys == nil {
+	cr := startCluster(ctx, r, shape, 0)
+	if cr == nil {
 		return r
 	}
-	defer shape.release()
-	defer finish(r, sys)
-	restartsBefore, sweepsBefore := sys.cluster.restarts(), sys.cluster.stack.logCount("sweeper released lapsed holds")
-	lockers, err := sys.freshTowerLockers(ctx, int(o.cpgFlowRate*o.cpgLoad.Seconds())+1)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	tower, err := sys.tower(ctx)
+	defer cr.done()
+	sys := cr.sys
+	load, err := newTowerLoad(ctx, sys, int(o.cpgFlowRate*o.cpgLoad.Seconds())+1, o.cpgHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
 	c := sys.cloud()
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
 	var (
-		cs            census
-		flows         flowCalls
 		out           pgOutage
 		gl            openLoad
-		next          sync.Mutex
-		n             int
-		hold          = int(o.cpgHold / time.Second)
 		lctx, lcancel = context.WithTimeout(ctx, o.cpgLoad+o.settleLimit)
 		wg            sync.WaitGroup
 		firstOKAfter  time.Time
@@ -66,16 +47,7 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}()
 	go func() {
 		defer wg.Done()
-		loadclient.OpenLoop(lctx, o.cpgFlowRate, o.cpgLoad, 0, func(ctx context.Context, _ int, _ time.Time) {
-			next.Lock()
-			i := n
-			n++
-			next.Unlock()
-			if i >= len(lockers) {
-				return
-			}
-			flows.add(towerFlow(ctx, tower, lockers[i], hold, i%2 == 0, &cs), i%2 == 0)
-		})
+		load.openLoop(lctx, o.cpgFlowRate, o.cpgLoad)
 	}()
 	go func() {
 		defer wg.Done()
@@ -92,13 +64,13 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}
 	tDown0, tUp0, tUp, gOuts := out.stop0, out.start0, out.up, gl.outs
 	r.figure("Postgres down (stop issued → start returned)", "%s", secs(tUp.Sub(tDown0)))
-	for _, call := range flows.calls {
+	for _, call := range load.flows.calls {
 		if call.ok() && call.end.After(tUp0) && (firstOKAfter.IsZero() || call.end.Before(firstOKAfter)) {
 			firstOKAfter = call.end
 		}
 	}
 	tl := tallyOutcomes(gOuts)
-	cs.addAll(tl.failures)
+	load.cs.addAll(tl.failures)
 	lastFailure := latest(tl.retried)
 	lost, multi, retried, states := tl.lost, tl.multi, tl.hit, tl.states
 	if !firstOKAfter.IsZero() {
@@ -107,14 +79,14 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	if !lastFailure.IsZero() {
 		r.figure("Postgres start issued → last retried gateway open answered", "%s", secs(lastFailure.Sub(tUp0)))
 	}
-	r.figure("Tower calls", "%s", flows.summary())
+	r.figure("Tower calls", "%s", load.flows.summary())
 	r.figure("Gateway opens", "%d sent; answers: %s; %d were sent again after a failed exchange", len(gOuts), counts(states), retried)
-	r.figure("Failed exchanges clients saw (tower and gateway, every retry counted)", "%s", counts(cs.counts()))
-	r.lost = lost + flows.lost
-	r.verify(flows.lost == 0, "every tower flow was answered 201 (lost requests)", "%d of %d not", flows.lost, flows.flows)
+	r.figure("Failed exchanges clients saw (tower and gateway, every retry counted)", "%s", counts(load.cs.counts()))
+	r.lost = lost + load.flows.lost
+	r.verify(load.flows.lost == 0, "every tower flow was answered 201 (lost requests)", "%d of %d not", load.flows.lost, load.flows.flows)
 	r.verify(lost == 0, "every gateway open reached a terminal answer (lost requests)", "%d of %d lost", lost, len(gOuts))
 	r.verify(multi == 0, "each Idempotency-Key stood for one request (one X-Request-Id)", "%d keys saw more than one", multi)
-	of500, others := cs.tally(false)
+	of500, others := load.cs.tally(false)
 	r.verify(of500 == 0, "no client saw an HTTP 500", "%d answers were 500", of500)
 	r.verify(others == 0, "every refused call was answered 503 with Retry-After (no other status, no cut connection)", "%d were not", others)
 	stored, err := sys.storedSince(ctx, r.started)
@@ -124,17 +96,13 @@ func drillClusterRestartPostgres(ctx context.Context, o options, shape *clusterS
 	}
 	r.verify(stored == len(gOuts), "one stored gateway request per open", "%d stored for %d opens", stored, len(gOuts))
 	time.Sleep(2 * time.Second)
-	if err := checkDoors(ctx, r, sys, baseline, openAnswers(gOuts, gl.targets), doorsNotCompleted); err != nil {
+	if err := checkDoors(ctx, r, sys, cr.baseline, openAnswers(gOuts, gl.targets), doorsNotCompleted); err != nil {
 		r.err = err
 		return r
 	}
-	waitOutboxDrained(ctx, r, sys, o.settleLimit, outboxDrains)
-
-	if err := settleHolds(ctx, r, sys, flows.calls, tDown0, tUp, "the stop", "Postgres was"); err != nil {
+	if err := cr.checkHolds(ctx, o.settleLimit, load.flows.calls, tDown0, tUp, "the stop", "Postgres was", ""); err != nil {
 		r.err = err
 		return r
 	}
-	restartFigure(r, sys, restartsBefore, "")
-	sweeperFigure(r, sys, sweepsBefore)
 	return r
 }

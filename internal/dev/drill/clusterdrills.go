@@ -26,7 +26,7 @@ func restartFigure(r *result, sys *system, before map[string]int, killed string)
 // sweeperFigure reports whether the sweeper released anything during the drill: the
 // workflows' timers should have, well inside its 60 s grace.
 func sweeperFigure(r *result, sys *system, before int) {
-	n := sys.cluster.stack.logCount("sweeper released lapsed holds") - before
+	n := sys.cluster.stack.logCount(sweeperReleased) - before
 	r.observe(n == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", n)
 }
 

@@ -25,7 +25,6 @@ func drillGatewayFaults(ctx context.Context, o options) (r *result) {
 		"again) and the drill measures how long until a new open completes and until `GET /locations` shows the gateway "+
 		"online again. Door counters are read after the gateway is back, so an open delivered late or re-sent would show.",
 		o.gfOpens)
-	r.settings = append(r.settings, baseSettings...)
 	r.settings = append(r.settings,
 		fmt.Sprintf("`LOCKERNET_GATEWAY_HARDWARE_TIMEOUT=%s` (default 65 s) and the gateways' open policy `-open-attempt-timeout 3s "+
 			"-open-attempts 3 -open-retry-delay 1s` (default 20 s × 3, 1 s apart): the hardware deadline still covers the "+
@@ -38,8 +37,7 @@ func drillGatewayFaults(ctx context.Context, o options) (r *result) {
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 	c := sys.cloud()
 	pool := newLockerPool(sys)
 

@@ -72,20 +72,13 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		"every reservation and token has expired (plus 15 s, well inside the sweeper's 60 s grace, so expiry by the "+
 		"workflows is what is checked) and checks every answer against Postgres and Temporal.",
 		human(o.pgLoad), o.pgFlowRate, human(o.pgHold), human(o.pgHold), o.pgOpenRate, human(o.pgStopAfter), human(o.pgDown))
-	r.settings = append(r.settings, baseSettings...)
 	sys := start(ctx, r, o, nil)
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 
-	lockers, err := addDrillTowers(ctx, sys, o.pgLockers)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	tower, err := sys.tower(ctx)
+	load, err := newTowerLoad(ctx, sys, o.pgLockers, o.pgHold)
 	if err != nil {
 		r.err = err
 		return r
@@ -97,7 +90,6 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	pool := newLockerPool(sys)
-	holdSecs := int(o.pgHold / time.Second)
 
 	var (
 		mu        sync.Mutex
@@ -144,19 +136,9 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	go func() {
 		defer wg.Done()
 		loadclient.OpenLoop(lctx, o.pgFlowRate, o.pgLoad, 0, func(ctx context.Context, i int, _ time.Time) {
-			n := int(nextFlow.Add(1)) - 1
-			if n >= len(lockers) {
+			if !load.flowOnce(ctx, int(nextFlow.Add(1))-1, record) {
 				flowsSkip.Add(1)
-				return
 			}
-			l := lockers[n]
-			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
-			record(res)
-			if !res.ok() || n%2 == 1 {
-				return
-			}
-			record(postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"}))
 		})
 	}()
 	// Gateway opens.
@@ -404,6 +386,11 @@ func checkHolds(ctx context.Context, r *result, sys *system, calls []towerCall) 
 type towerLocker struct {
 	towerID string
 	id      int64
+}
+
+// path is the locker's tower API path, with its trailing slash.
+func (k towerLocker) path() string {
+	return fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", k.towerID, k.id)
 }
 
 // addDrillTowers adds n tower lockers (towers of 100) to a location of the demo

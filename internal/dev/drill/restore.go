@@ -49,21 +49,14 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		"a new reservation, waits until every hold kept has expired (plus 15 s, inside the sweeper's 60 s grace, so expiry by "+
 		"the workflows is what is checked) and counts every door's actuations.",
 		o.rsFlowRate, human(o.rsHold), human(o.rsHold), o.rsOpenRate, human(o.rsBefore), human(o.rsGap), human(o.rsAfter))
-	r.settings = append(r.settings, baseSettings...)
 	sys := start(ctx, r, o, nil)
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 
 	n := int((o.rsBefore+o.rsAfter).Seconds()*o.rsFlowRate) + 10
-	lockers, err := addDrillTowers(ctx, sys, n)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	tower, err := sys.tower(ctx)
+	load, err := newTowerLoad(ctx, sys, n, o.rsHold)
 	if err != nil {
 		r.err = err
 		return r
@@ -75,7 +68,6 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	pool := newLockerPool(sys)
-	holdSecs := int(o.rsHold / time.Second)
 	bins, err := findBinaries(o.binDir)
 	if err != nil {
 		r.err = err
@@ -141,25 +133,11 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	go func() {
 		defer wg.Done()
 		loadclient.OpenLoop(lctx, o.rsFlowRate, o.rsBefore+o.rsAfter, 0, func(ctx context.Context, _ int, _ time.Time) {
-			i := int(nextFlow.Add(1)) - 1
-			if i >= len(lockers) {
-				return
-			}
-			l := lockers[i]
-			path := fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", l.towerID, l.id)
-			res := postTower(ctx, tower, "reservation", path+"reservations", map[string]any{"duration": holdSecs})
-			res.locker = path
-			mu.Lock()
-			calls = append(calls, res)
-			mu.Unlock()
-			if !res.ok() || i%2 == 1 {
-				return
-			}
-			tok := postTower(ctx, tower, "dropoff-token", path+"dropoff-locker-tokens", map[string]any{"duration": holdSecs, "client_info": "drill"})
-			tok.locker = path
-			mu.Lock()
-			calls = append(calls, tok)
-			mu.Unlock()
+			load.flowOnce(ctx, int(nextFlow.Add(1))-1, func(c towerCall) {
+				mu.Lock()
+				calls = append(calls, c)
+				mu.Unlock()
+			})
 		})
 	}()
 	var gl openLoad
@@ -341,7 +319,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	var probes []towerCall
 	afterLockers := lockersOf(after)
 	parallel(len(afterLockers), 8, func(i int) {
-		p := postTower(ctx, tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
+		p := postTower(ctx, load.tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
 		probeMu.Lock()
 		probes = append(probes, p)
 		probeMu.Unlock()

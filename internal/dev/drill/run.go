@@ -289,8 +289,11 @@ var baseSettings = []string{
 	"`LOCKERNET_GATEWAY_SYNC_INTERVAL=2s` (default 30 s): gateway health is checked often enough to see the online state recover.",
 }
 
-// start brings up a drill's system, recording a failure to start in r.
+// start is the start phase of a make run drill: it records baseSettings before the drill's
+// own settings and brings up the drill's system, recording a failure to start in r. The
+// caller defers the system's done.
 func start(ctx context.Context, r *result, o options, env map[string]string, gatewayArgs ...string) *system {
+	r.settings = append(append([]string{}, baseSettings...), r.settings...)
 	all := baseEnv()
 	for k, v := range env {
 		all[k] = v

@@ -27,15 +27,13 @@ func drillWebhooks(ctx context.Context, o options) (r *result) {
 		"new worker starts. Then every event must have reached the receiver with a valid signature, every delivery must "+
 		"be `succeeded` in the delivery log, and any event received twice must carry the same `webhook-id` (at-least-once).",
 		o.whDown, human(o.whDownFor), human(o.whSlow), o.whUp, human(o.kwRestartAfter))
-	r.settings = append(r.settings, baseSettings...)
 	r.settings = append(r.settings, "`LOCKERNET_WEBHOOK_RETRY_SCHEDULE="+schedule+"` (default 5s,5m,30m,2h,5h,10h,10h): the receiver's outage "+
 		"is covered by the retries within the drill's minutes.")
 	sys := start(ctx, r, o, map[string]string{"LOCKERNET_WEBHOOK_RETRY_SCHEDULE": schedule})
 	if sys == nil {
 		return r
 	}
-	defer sys.close()
-	defer finish(r, sys)
+	defer sys.done(r)
 
 	rc := &drillReceiver{slow: o.whSlow, got: map[string]int{}}
 	rc.down.Store(true)

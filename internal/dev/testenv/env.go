@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,17 +112,8 @@ func Start(t *testing.T, opts Options) *Env {
 	if pool.MaxConns == 0 {
 		pool.MaxConns = 10
 	}
-	st, err := store.Open(ctx, NewDatabase(t), pool)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(t, err)
-
-	res, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(t, err)
+	db := NewSeeded(ctx, t, pool)
+	st, ring, res := db.Store, db.Ring, db.Demo
 
 	ts, tc := Temporal(t)
 	srv := httptest.NewUnstartedServer(nil)

@@ -85,6 +85,27 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// WaitLockersMirrored waits until the gateway sync has mirrored the n lockers of g into
+// Postgres (gateway_lockers), failing the test after 30 s.
+func (e *Env) WaitLockersMirrored(t testing.TB, g *Gateway, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var got int
+		_ = e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM gateway_lockers WHERE gateway_id = $1`, g.DBID).Scan(&got)
+		return got == n
+	}, 30*time.Second, 50*time.Millisecond, "the locker mirror of %s is filled", g.Serial)
+}
+
+// StartDemoGatewaysMirrored is StartDemoGateways with the gateway sync running every 200 ms,
+// once it has mirrored GW-0001's 16 lockers.
+func (e *Env) StartDemoGatewaysMirrored(t testing.TB) (gw1, gw2 *Gateway) {
+	t.Helper()
+	gw1, gw2 = e.StartDemoGateways(t)
+	e.StartGatewaySync(t, 200*time.Millisecond)
+	e.WaitLockersMirrored(t, gw1, 16)
+	return gw1, gw2
+}
+
 // StartAPIServer starts another apiserver instance on the env's database and Temporal
 // server, with its own customer settings, and returns its base URL. Instances share
 // everything through Postgres and Temporal, as in production.
