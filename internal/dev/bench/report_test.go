@@ -121,7 +121,7 @@ func TestEngineReportComparesOursWithStock(t *testing.T) {
 	assert.Contains(t, text, "**not durable**")
 	assert.Contains(t, text, "0 (the server at 127.0.0.1:1 did not answer)")
 	assert.Contains(t, text, "CPU profile of the server process at 45/s (`go tool pprof -top ours-045.pprof`)")
-	for _, name := range []string{"stock", "ours", "ours-4-shards", "ours-sync-normal"} {
+	for _, name := range []string{"stock", "ours", "ours-4-shards", "ours-checkpoint-10k", "ours-sync-normal"} {
 		v, ok := engineVariantNamed(name)
 		assert.True(t, ok, name)
 		assert.Equal(t, name != "ours-sync-normal", v.Durable, name)

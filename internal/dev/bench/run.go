@@ -128,7 +128,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	o.tracing = tracingFlags(fs)
 	clusterFlags(fs, &o.cluster)
 	fs.StringVar(&s.engine, "engine", "", "before the shapes, measure Temporal's own dev server with these settings variants, each on a fresh server of its own "+
-		"(stock, ours, ours-4-shards, ours-sync-normal; empty: none); with -shapes \"\" only this")
+		"(stock, ours, ours-4-shards, ours-checkpoint-10k, ours-sync-normal; empty: none); with -shapes \"\" only this")
 	fs.StringVar(&s.engineRates, "engine-rates", "30,45,60,90,120", "bare workflow starts per second offered to each engine variant")
 	fs.StringVar(&o.engineProfiles, "engine-profiles", "bin/dev/engine-profiles", "where the engine variants' CPU profiles are written")
 	fs.StringVar(&s.engineServe, "engine-serve", "", "(internal) run one engine variant's server: name,dir,port,pprofport")

@@ -54,6 +54,10 @@ type Options struct {
 	// fsync: an application crash loses nothing, a power loss or OS crash may roll back
 	// acknowledged writes). Only the bench sets "normal", to show what durability costs.
 	Sync string
+	// CheckpointPages is SQLite's wal_autocheckpoint (0: SQLite's default, 1,000 pages): how
+	// large the WAL grows before a commit copies it back into the database file. It does not
+	// change what a commit waits for.
+	CheckpointPages int
 }
 
 // Server is a running dev server.
@@ -105,8 +109,8 @@ func Start(opts Options) (*Server, error) {
 	if opts.Shards == 0 {
 		opts.Shards = 1
 	}
-	sqlCfg := sqliteConfig(opts.DBPath, opts.Sync)
-	visCfg := sqliteConfig(VisibilityPath(opts.DBPath), opts.Sync)
+	sqlCfg := sqliteConfig(opts.DBPath, opts.Sync, opts.CheckpointPages)
+	visCfg := sqliteConfig(VisibilityPath(opts.DBPath), opts.Sync, opts.CheckpointPages)
 	for _, c := range []*config.SQL{sqlCfg, visCfg} {
 		if _, err := os.Stat(c.DatabaseName); errors.Is(err, os.ErrNotExist) {
 			if err := sqliteschema.SetupSchema(c); err != nil {
@@ -219,8 +223,8 @@ func VisibilityPath(dbPath string) string {
 	return strings.TrimSuffix(dbPath, ext) + "-visibility" + ext
 }
 
-func sqliteConfig(path, sync string) *config.SQL {
-	return &config.SQL{
+func sqliteConfig(path, sync string, checkpointPages int) *config.SQL {
+	c := &config.SQL{
 		PluginName:   sqliteplugin.PluginName,
 		DatabaseName: path,
 		// WAL lets readers proceed while the single writer commits. synchronous=full: with WAL,
@@ -232,6 +236,10 @@ func sqliteConfig(path, sync string) *config.SQL {
 		MaxConns:     1,
 		MaxIdleConns: 1,
 	}
+	if checkpointPages > 0 {
+		c.ConnectAttributes["wal_autocheckpoint"] = strconv.Itoa(checkpointPages)
+	}
+	return c
 }
 
 // Stop stops the UI and the server.
