@@ -2,6 +2,7 @@ package simctl
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -133,8 +134,11 @@ type faultListener struct {
 	network string
 	addr    net.Addr
 
-	mu        sync.Mutex
-	inner     net.Listener // nil while unreachable
+	mu    sync.Mutex
+	inner net.Listener // nil while unreachable
+	// held keeps the port bound (not listening) while unreachable, so a connection is refused
+	// and no other process's ephemeral listener takes the port meanwhile (holdPort).
+	held      io.Closer
 	reachable bool
 	closed    bool
 	wake      chan struct{} // closed and replaced when reachable/closed changes
@@ -156,6 +160,10 @@ func (l *faultListener) setReachable(ok bool) {
 		for c := range l.conns {
 			resetConn(c.Conn)
 		}
+		// After the resets: a connection still open holds the port's bind bucket.
+		l.held = holdPort(l.addr)
+	} else {
+		l.release()
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
@@ -177,6 +185,7 @@ func (l *faultListener) Accept() (net.Conn, error) {
 			continue
 		}
 		if l.inner == nil {
+			l.release()
 			inner, err := net.Listen(l.network, l.addr.String())
 			if err != nil {
 				// The port may still be held for an instant; try again.
@@ -224,6 +233,7 @@ func (l *faultListener) Close() error {
 	l.closed = true
 	close(l.wake)
 	l.wake = make(chan struct{})
+	l.release()
 	if l.inner != nil {
 		err := l.inner.Close()
 		l.inner = nil
@@ -233,6 +243,14 @@ func (l *faultListener) Close() error {
 }
 
 func (l *faultListener) Addr() net.Addr { return l.addr }
+
+// release lets go of the port held while unreachable; l.mu is held.
+func (l *faultListener) release() {
+	if l.held != nil {
+		_ = l.held.Close()
+		l.held = nil
+	}
+}
 
 type trackedConn struct {
 	net.Conn

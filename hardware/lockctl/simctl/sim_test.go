@@ -236,6 +236,12 @@ func TestListenerUnreachable(t *testing.T) {
 	err = get()
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "want connection refused, got %v", err)
+	// The port stays taken while unreachable: another listener cannot bind it (and a free-port
+	// request is never given it), so the refused gateway is not replaced by some other server.
+	if other, err := net.Listen("tcp", ln.Addr().String()); err == nil {
+		other.Close()
+		t.Error("the unreachable gateway's port could be bound by another listener")
+	}
 
 	require.NoError(t, s.SetFaults(simctl.Faults{Mode: simctl.ModeNone}))
 	require.Eventually(t, func() bool { return get() == nil }, 10*time.Second, 20*time.Millisecond)
