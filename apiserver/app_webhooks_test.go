@@ -39,6 +39,14 @@ type received struct {
 func newReceiver(t *testing.T, statuses ...int) *receiver {
 	rc := &receiver{statuses: statuses}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(webhook.HeaderID) == "" {
+			// Not a delivery (every delivery carries webhook-id): a request of another test's
+			// system that reached this port after the port it meant was closed and handed out
+			// again. Neither recorded nor answered as a receiver would a delivery.
+			t.Logf("receiver: a request that is not a delivery: %s %s", r.Method, r.URL.Path)
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			// The sender gave up mid-body (its attempt timed out on a loaded machine): a
