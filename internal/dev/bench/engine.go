@@ -197,7 +197,7 @@ func engineStep(ctx context.Context, self string, v engineVariant, rate float64,
 	var prof engineProfile
 	tg := bareTarget{key: "engine " + v.Name, address: addr, namespace: "default",
 		quiet: func(context.Context) {}, // one step per server
-		during: func(ctx context.Context, _ int, rate float64) {
+		during: func(ctx context.Context, rate float64) {
 			secs := min(30, int(step.Seconds()))
 			// In the middle of the step, once the rate is steady.
 			select {

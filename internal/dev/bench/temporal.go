@@ -113,8 +113,8 @@ type bareTarget struct {
 	key, address, namespace string
 	// quiet waits, after a step past the knee, until the server has worked off its queues.
 	quiet func(context.Context)
-	// during, when set, runs beside each step (for its length) and is told the step's index.
-	during func(ctx context.Context, step int, rate float64)
+	// during, when set, runs beside each step (for its length) and is told the step's rate.
+	during func(ctx context.Context, rate float64)
 }
 
 // runBareOn is runBare on any server.
@@ -145,7 +145,7 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 		logf("%s: temporal: %.0f bare workflow starts/s for %s", tg.key, rate, d)
 		var beside sync.WaitGroup
 		if tg.during != nil {
-			beside.Go(func() { tg.during(ctx, i, rate) })
+			beside.Go(func() { tg.during(ctx, rate) })
 		}
 		st := bareStep{Rate: rate, Duration: d}
 		lat := newSample(fmt.Sprintf("bare eager start at %.0f/s", rate))
