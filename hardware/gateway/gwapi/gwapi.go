@@ -41,7 +41,7 @@ type LockerType struct {
 // LockController describes one lock controller.
 type LockController struct {
 	ID              string `json:"id"`
-	Kind            string `json:"kind" doc:"Driver, e.g. sim or kerong"`
+	Kind            string `json:"kind" doc:"Driver: sim (the simulator), kerong-cu16 or kerong-cu48 (Kerong boards)"`
 	Address         string `json:"address"`
 	Online          bool   `json:"online"`
 	LockerCount     int    `json:"lockerCount"`

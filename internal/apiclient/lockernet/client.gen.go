@@ -598,7 +598,7 @@ type GatewayLockController struct {
 	FirmwareVersion string `json:"firmwareVersion"`
 	Id              string `json:"id"`
 
-	// Kind Driver, e.g. sim or kerong
+	// Kind Driver: sim (the simulator), kerong-cu16 or kerong-cu48 (Kerong boards)
 	Kind        string `json:"kind"`
 	LockerCount int64  `json:"lockerCount"`
 	Online      bool   `json:"online"`
