@@ -126,10 +126,11 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	if err != nil || res.Outcome != SendAnswered {
 		return res, err
 	}
-	if !in.StoreBody {
-		return a.settle(ctx, logger, in, res), nil
+	if settled, ok := a.settle(ctx, logger, in, res); ok || !in.StoreBody {
+		return settled, nil
 	}
-	// The body goes to Postgres, not into the workflow's history. A 409's stays: the
+	// Not settled here (the answer does not decide the request, or its outcome could not be
+	// stored now): the body goes to Postgres, not into the workflow's history. A 409's stays: the
 	// workflow compares a re-sent create's TRANSACTION_EXISTS with its own transaction.
 	if err := d.Store.StoreGatewayAnswer(ctx, id, in.Send, res.Body); err != nil {
 		// Postgres is away, or the row moved on (settled, or another send began: two runs
@@ -143,29 +144,41 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	if res.Status != http.StatusConflict {
 		res.Body = nil
 	}
-	return a.settle(ctx, logger, in, res), nil
+	return res, nil
 }
 
 // settle stores the outcome of a first send whose answer decides its request at once
-// (SendGatewayRequestInput.Settle), and returns res carrying it. When it cannot be stored
-// now (Postgres away), res goes back as it was and the workflow stores the outcome with its
-// own retries.
-func (a *Activities) settle(ctx context.Context, logger log.Logger, in SendGatewayRequestInput, res SendGatewayRequestResult) SendGatewayRequestResult {
+// (SendGatewayRequestInput.Settle), and returns res carrying it. With StoreBody the answer's
+// body is stored with the outcome in the same commit (not first on its own: one flushed
+// commit fewer on the way to the caller's answer) and, as when it is stored alone, the
+// result does not carry it (a 409's stays, for the workflow's comparison). ok is false when
+// the answer does not decide the request, or its outcome cannot be stored now (Postgres
+// away): res goes back as it was and the workflow stores the outcome with its own retries.
+func (a *Activities) settle(ctx context.Context, logger log.Logger, in SendGatewayRequestInput,
+	res SendGatewayRequestResult) (SendGatewayRequestResult, bool) {
 	d := a.Gateways
 	if in.Settle == nil || d.Settle == nil {
-		return res
+		return res, false
 	}
 	fin, ok := d.Settle(*in.Settle, res)
 	if !ok {
-		return res
+		return res, false
 	}
 	out, err := a.Finish(ctx, logger, fin)
 	if err != nil {
 		logger.Warn("store a first send's outcome; the workflow stores it", "requestId", in.RequestID, "err", err)
-		return res
+		return res, false
 	}
-	res.Settled, res.UsedCode = &out.Result, out.UsedCode
-	return res
+	settled := out.Result
+	if in.StoreBody {
+		res.BodyInStore = true
+		if res.Status != http.StatusConflict {
+			res.Body = nil
+		}
+		settled.Outcome.Body, settled.Outcome.BodyInStore = nil, true
+	}
+	res.Settled, res.UsedCode = &settled, out.UsedCode
+	return res, true
 }
 
 // sendBegun sends a send recorded as begun and classifies what happened.

@@ -342,6 +342,55 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 	assert.Empty(t, f.answers)
 }
 
+func TestFirstSendThatSettlesStoresItsBodyWithTheOutcome(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"lockers":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	settleAll := func(in gatewayreq.Spec, res activities.SendGatewayRequestResult) (activities.FinishGatewayRequestInput, bool) {
+		return activities.FinishGatewayRequestInput{RequestID: in.RequestID, Class: in.Class, Outcome: gatewayreq.Outcome{Status: gatewayreq.StateCompleted,
+			HTTPStatus: res.Status, Body: res.Body, BodyInStore: res.BodyInStore}, GatewayAnswered: true}, true
+	}
+	run := func(f *fakeRequests) activities.SendGatewayRequestResult {
+		id := uuid.NewString()
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestActivityEnvironment()
+		env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f, Settle: settleAll,
+			Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0001"): "s3cret"}}})
+		v, err := env.ExecuteActivity((&activities.Activities{}).SendGatewayRequest, activities.SendGatewayRequestInput{
+			RequestID: id, Send: 1, Method: "GET", Path: "/lockers", Timeout: 5 * time.Second, StoreBody: true,
+			Settle: &gatewayreq.Spec{RequestID: id, Class: gatewayreq.ClassRead}})
+		require.NoError(t, err)
+		var res activities.SendGatewayRequestResult
+		require.NoError(t, v.Get(&res))
+		return res
+	}
+
+	// One write: the outcome carries the body; nothing is stored beforehand.
+	f := fakeAt(srv.URL)
+	res := run(f)
+	assert.Empty(t, f.answers, "the body is not stored on its own first")
+	require.Len(t, f.finished, 1)
+	assert.JSONEq(t, `{"lockers":[]}`, string(f.finished[0].Body))
+	assert.False(t, f.finished[0].BodyInStore)
+	// The history carries neither the body nor the settled outcome's body.
+	assert.True(t, res.BodyInStore)
+	assert.Nil(t, res.Body)
+	require.NotNil(t, res.Settled)
+	assert.True(t, res.Settled.Outcome.BodyInStore)
+	assert.Nil(t, res.Settled.Outcome.Body)
+
+	// The outcome cannot be stored now: the body is stored alone, the workflow settles.
+	f = fakeAt(srv.URL)
+	f.missing = true
+	res = run(f)
+	assert.JSONEq(t, `{"lockers":[]}`, string(f.answers[1]))
+	assert.True(t, res.BodyInStore)
+	assert.Nil(t, res.Settled)
+}
+
 func TestFinishGatewayRequestOfARequestNotStored(t *testing.T) {
 	t.Parallel()
 	f := fakeAt("http://127.0.0.1:1")

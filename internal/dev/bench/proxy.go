@@ -31,6 +31,10 @@ type proxyResult struct {
 	// for as long, right after the cloud calls (the engine's floor under every cloud call:
 	// each is a workflow, decision 0012); zero Count when it could not be measured.
 	Bare summary
+	// Shape is the engine's floor of a gateway request's own shape on the same server at the
+	// same rate: a workflow started eagerly, timed until its one regular activity runs
+	// (measureActivityShape); zero Count when it could not be measured.
+	Shape summary
 }
 
 // The added-latency targets (issue: every gateway request a workflow): at most the bare
@@ -123,6 +127,11 @@ func runProxy(ctx context.Context, b *bench, rate float64, d time.Duration) (pro
 	} else if len(bare.Steps) > 0 {
 		res.Bare = bare.Steps[0].Start
 		res.Bare.Name = fmt.Sprintf("bare eager workflow start, same server, %.0f/s", rate)
+	}
+	if shape, err := measureActivityShape(ctx, b.cfg.TemporalAddress, b.cfg.TemporalNS, rate, d); err != nil {
+		logf("proxy: activity-shape floor beside it: %v", err)
+	} else {
+		res.Shape = shape
 	}
 	res.ReadAdded50, res.ReadAdded99 = res.CloudRead.P50-res.DirectRead.P50, res.CloudRead.P99-res.DirectRead.P99
 	res.OpenAdded50, res.OpenAdded99 = res.CloudOpen.P50-res.DirectOpen.P50, res.CloudOpen.P99-res.DirectOpen.P99

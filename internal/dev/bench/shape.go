@@ -64,6 +64,8 @@ type clusterOptions struct {
 	portBase int
 	binDir   string
 	startup  time.Duration
+	// temporalDynamicConfig is the Temporal server's dynamic config file (empty: the shape's own).
+	temporalDynamicConfig string
 }
 
 func clusterFlags(fs *flag.FlagSet, o *clusterOptions) {
@@ -73,6 +75,8 @@ func clusterFlags(fs *flag.FlagSet, o *clusterOptions) {
 	fs.IntVar(&o.portBase, "cluster-port-base", 27000, "the cluster shape listens on ports from here up to here + 280 (API at + 80, Temporal at + 233)")
 	fs.StringVar(&o.binDir, "cluster-bin-dir", "bin/dev", "where devstack and the binaries it starts are (make dev-build temporal-build)")
 	fs.DurationVar(&o.startup, "cluster-startup", 5*time.Minute, "how long the cluster shape may take to come up")
+	fs.StringVar(&o.temporalDynamicConfig, "cluster-temporal-dynamic-config", "", "the cluster's Temporal server's dynamic config file "+
+		"[docker/temporal/dynamicconfig/lockernet.yaml]; docker/temporal/dynamicconfig/stock.yaml is Temporal's own defaults")
 }
 
 // clusterStack is a cluster shape the bench started.
@@ -153,6 +157,10 @@ func startCluster(ctx context.Context, base config.Config, o clusterOptions) (*c
 		"LOCKERNET_TEMPORAL_PORT": strconv.Itoa(o.portBase + 233), "LOCKERNET_TEMPORAL_UI_PORT": strconv.Itoa(o.portBase + 280),
 		"LOCKERNET_LOG_LEVEL": "warn",
 	}
+	if o.temporalDynamicConfig != "" {
+		set["LOCKERNET_TEMPORAL_DYNAMIC_CONFIG"] = o.temporalDynamicConfig
+		logf("cluster: Temporal's dynamic config from %s", o.temporalDynamicConfig)
+	}
 	// The make run stack's own settings must not leak into the cluster: no Temporal address
 	// (the shape starts its own server), no debug listener.
 	var env []string
@@ -200,6 +208,9 @@ func startCluster(ctx context.Context, base config.Config, o clusterOptions) (*c
 	logf("cluster: up in %s", time.Since(t0).Round(100*time.Millisecond))
 	cl.notes = append(cl.notes, fmt.Sprintf("Started by the bench as `bin/dev/devstack -cluster` on database `%s` (Temporal in `%s_temporal`), "+
 		"nginx on %s, Temporal on %s; up in %s; stopped after its scenarios.", db, db, p(80), p(233), time.Since(t0).Round(100*time.Millisecond)))
+	if o.temporalDynamicConfig != "" {
+		cl.notes = append(cl.notes, fmt.Sprintf("Temporal's dynamic config: `%s` (not the shape's own).", o.temporalDynamicConfig))
+	}
 	return cl, nil
 }
 

@@ -210,6 +210,16 @@ func temporalChild(ctx context.Context, cs ClusterSettings, dbURL, binDir, repo 
 	}
 	logger.Info("temporal schema ready", "databases", db+"_temporal, "+db+"_temporal_visibility", "took", time.Since(t0).Round(time.Millisecond))
 
+	dynamicConfig := cs.TemporalDynamicConfig
+	if dynamicConfig == "" {
+		dynamicConfig = filepath.Join(repo, "docker", "temporal", "dynamicconfig", "lockernet.yaml")
+	}
+	if dynamicConfig, err = filepath.Abs(dynamicConfig); err != nil {
+		return child{}, err
+	}
+	if _, err := os.Stat(dynamicConfig); err != nil {
+		return child{}, fmt.Errorf("LOCKERNET_TEMPORAL_DYNAMIC_CONFIG: %w", err)
+	}
 	bind, fport, _ := splitHostPort(cs.TemporalAddress)
 	tp := newTemporalPorts(fport)
 	itoa := strconv.Itoa
@@ -224,7 +234,7 @@ func temporalChild(ctx context.Context, cs ClusterSettings, dbURL, binDir, repo 
 			"HISTORY_GRPC_PORT=" + itoa(tp.history), "MATCHING_GRPC_PORT=" + itoa(tp.matching), "WORKER_GRPC_PORT=" + itoa(tp.worker),
 			"FRONTEND_MEMBERSHIP_PORT=" + itoa(tp.mFrontend), "HISTORY_MEMBERSHIP_PORT=" + itoa(tp.mHistory),
 			"MATCHING_MEMBERSHIP_PORT=" + itoa(tp.mMatching), "WORKER_MEMBERSHIP_PORT=" + itoa(tp.mWorker),
-			"DYNAMIC_CONFIG_FILE_PATH=" + filepath.Join(repo, "docker", "temporal", "dynamicconfig", "lockernet.yaml"),
+			"DYNAMIC_CONFIG_FILE_PATH=" + dynamicConfig,
 			"LOG_LEVEL=warn",
 		},
 		health:  fmt.Sprintf("http://%s/api/v1/system-info", net.JoinHostPort(bind, itoa(tp.h))),

@@ -22,7 +22,11 @@ type ClusterSettings struct {
 	// TemporalShards is the Temporal server's history shard count (LOCKERNET_TEMPORAL_SHARDS)
 	// [4]. It is fixed when Temporal's database is first created.
 	TemporalShards int
-	Pools          Pools
+	// TemporalDynamicConfig is the Temporal server's dynamic config file
+	// (LOCKERNET_TEMPORAL_DYNAMIC_CONFIG) [docker/temporal/dynamicconfig/lockernet.yaml];
+	// docker/temporal/dynamicconfig/stock.yaml is Temporal's own defaults (the bench compares them).
+	TemporalDynamicConfig string
+	Pools                 Pools
 	// RepoDir holds docker/ (the dynamic config, the schema script and the nginx.conf compose
 	// mounts) (LOCKERNET_REPO_DIR) [the checkout bin/dev was built in, else the working dir].
 	RepoDir string
@@ -118,6 +122,7 @@ func LoadClusterSettings() (ClusterSettings, error) {
 	}
 	cs.RepoDir = os.Getenv("LOCKERNET_REPO_DIR")
 	cs.SchemaDir = os.Getenv("LOCKERNET_TEMPORAL_SCHEMA_DIR")
+	cs.TemporalDynamicConfig = os.Getenv("LOCKERNET_TEMPORAL_DYNAMIC_CONFIG")
 	return cs, nil
 }
 
