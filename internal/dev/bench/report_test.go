@@ -95,6 +95,21 @@ func TestProxyReportShowsTheFloors(t *testing.T) {
 	assert.Contains(t, md, "| "+floorCommit+" | 600 | 1 | 0.90 ms |")
 }
 
+// With the activity-shape floor measured, the report shows it beside the bare start and
+// what the cloud adds beyond it.
+func TestProxyReportShowsTheActivityShapeFloor(t *testing.T) {
+	p := &proxyResult{Rate: 10, Duration: time.Minute, Gateway: "GW-0001",
+		Bare:        summary{Name: "bare", Count: 600, P50: 4 * time.Millisecond, P99: 9 * time.Millisecond},
+		Shape:       summary{Name: "shape", Count: 600, P50: 9 * time.Millisecond, P99: 20 * time.Millisecond},
+		ReadAdded50: 12 * time.Millisecond, ReadAdded99: 30 * time.Millisecond, OpenAdded50: 14 * time.Millisecond, OpenAdded99: 31 * time.Millisecond}
+	var b strings.Builder
+	p.markdown(func(format string, a ...any) { b.WriteString(fmt.Sprintf(format, a...) + "\n") }, nil)
+	md := b.String()
+	assert.Contains(t, md, "| shape | 600 | 0 | 9.00 ms |")
+	assert.Contains(t, md, "beyond the activity-shape floor (what is the service's own, not the engine's): read p50 3.00 ms, p99 10.00 ms; open p50 5.00 ms, p99 11.00 ms.")
+	assert.Contains(t, md, "read **missed**")
+}
+
 // The engine section sets ours against stock from the same run, marks a variant that is not
 // durable, and shows the profiles at the knee.
 func TestEngineReportComparesOursWithStock(t *testing.T) {
