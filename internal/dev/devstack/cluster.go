@@ -179,6 +179,17 @@ func temporalChild(ctx context.Context, cs ClusterSettings, dbURL, binDir, repo 
 	if host == "" || db == "" {
 		return child{}, fmt.Errorf("DATABASE_URL needs a host and a database name for Temporal's databases")
 	}
+	// Checked before anything is created: a wrong path names its setting at once.
+	dynamicConfig := cs.TemporalDynamicConfig
+	if dynamicConfig == "" {
+		dynamicConfig = filepath.Join(repo, "docker", "temporal", "dynamicconfig", "lockernet.yaml")
+	}
+	if dynamicConfig, err = filepath.Abs(dynamicConfig); err != nil {
+		return child{}, err
+	}
+	if _, err := os.Stat(dynamicConfig); err != nil {
+		return child{}, fmt.Errorf("LOCKERNET_TEMPORAL_DYNAMIC_CONFIG: %w", err)
+	}
 	user := u.User.Username()
 	password, _ := u.User.Password()
 	schemaDir := cs.SchemaDir
@@ -210,16 +221,6 @@ func temporalChild(ctx context.Context, cs ClusterSettings, dbURL, binDir, repo 
 	}
 	logger.Info("temporal schema ready", "databases", db+"_temporal, "+db+"_temporal_visibility", "took", time.Since(t0).Round(time.Millisecond))
 
-	dynamicConfig := cs.TemporalDynamicConfig
-	if dynamicConfig == "" {
-		dynamicConfig = filepath.Join(repo, "docker", "temporal", "dynamicconfig", "lockernet.yaml")
-	}
-	if dynamicConfig, err = filepath.Abs(dynamicConfig); err != nil {
-		return child{}, err
-	}
-	if _, err := os.Stat(dynamicConfig); err != nil {
-		return child{}, fmt.Errorf("LOCKERNET_TEMPORAL_DYNAMIC_CONFIG: %w", err)
-	}
 	bind, fport, _ := splitHostPort(cs.TemporalAddress)
 	tp := newTemporalPorts(fport)
 	itoa := strconv.Itoa
