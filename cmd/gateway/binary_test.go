@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,19 +15,54 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
-// lockedWriter lets a test read what a goroutine logs.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// runningGateway is a gateway process and what it logs.
+type runningGateway struct {
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *syncbuf.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+// startGateway starts bin listening on addr with the further args and the
+// environment variables env (besides the secret), and waits until it is healthy.
+// The process is killed when the test ends, if it has not stopped by then.
+func startGateway(t *testing.T, bin, addr string, args []string, env ...string) *runningGateway {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
+	cmd.Env = append(append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret), env...)
+	gw := &runningGateway{cmd: cmd, exited: make(chan error, 1), logs: &syncbuf.Buffer{}}
+	cmd.Stderr = gw.logs
+	require.NoError(t, cmd.Start())
+	go func() { gw.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+	return gw
+}
+
+// stop sends the gateway SIGTERM: it must exit cleanly within 30 s.
+func (gw *runningGateway) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, gw.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-gw.exited:
+		require.NoError(t, err, "logs: %s", gw.logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not stop on SIGTERM")
+	}
 }
 
 func buildGateway(t *testing.T, tags ...string) string {
@@ -72,28 +106,9 @@ func TestBinaries(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
 		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
-			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret, "LOCKERNET_GATEWAY_SIMULATED=true")
-		var logs strings.Builder
-		cmd.Stderr = &lockedWriter{w: &logs}
-		require.NoError(t, cmd.Start())
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-			}
-		})
-
-		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms"},
+			"LOCKERNET_GATEWAY_SIMULATED=true")
 
 		open := func() int {
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/lockers/201/open", nil)
@@ -123,42 +138,17 @@ func TestBinaries(t *testing.T) {
 		assert.Equal(t, 1, stats.Opens["201"])
 		assert.GreaterOrEqual(t, stats.Requests, 2)
 
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "logs: %s", logs.String())
-		case <-time.After(30 * time.Second):
-			t.Fatal("the gateway did not stop on SIGTERM")
-		}
-		assert.Contains(t, logs.String(), "gateway stopped")
-		assert.NotContains(t, logs.String(), envSecret)
+		gw.stop(t)
+		assert.Contains(t, gw.logs.String(), "gateway stopped")
+		assert.NotContains(t, gw.logs.String(), envSecret)
 	})
 
 	t.Run("simcontrol build drives the kerong emulator through the driver", func(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
 		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank", "-simulated", "-kerong-emulator",
-			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "2s", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret)
-		var logs strings.Builder
-		cmd.Stderr = &lockedWriter{w: &logs}
-		require.NoError(t, cmd.Start())
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-			}
-		})
-		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank", "-simulated", "-kerong-emulator",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "2s", "-open-retry-delay", "10ms"})
 
 		local := func(method, path string) (int, string) {
 			req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, nil)
@@ -221,13 +211,7 @@ func TestBinaries(t *testing.T) {
 		assert.True(t, doors["201"].Open)
 		assert.False(t, doors["202"].Open, "the jammed lock stayed shut")
 
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "logs: %s", logs.String())
-		case <-time.After(30 * time.Second):
-			t.Fatal("the gateway did not stop on SIGTERM")
-		}
+		gw.stop(t)
 	})
 
 }
