@@ -18,6 +18,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 )
 
@@ -93,11 +94,7 @@ func runServesAndStops(t *testing.T, model kerong.Model) {
 	require.NoError(t, os.WriteFile(secretFile, []byte("  "+fileSecret+"\n"), 0o600))
 
 	// GW-0002's bank on a Kerong board (address 1) of the model behind a pseudo-terminal.
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: model}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
+	emu, pt := emutest.ServePTY(t, kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: model}})
 	ctlURL := "kerong+serial://" + pt.Path + "?baud=19200&board=1&model=" + string(model)
 	layoutPath := kerongLayoutOf(t, kerong.KindOf(model), ctlURL)
 

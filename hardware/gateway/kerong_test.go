@@ -17,6 +17,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 // kerongGateway is a gateway whose one bank is driven through the Kerong driver over
@@ -37,18 +38,13 @@ func newKerongGateway(t *testing.T, cfg kerongemu.Config) *kerongGateway {
 // given the parameters params too.
 func newKerongGatewayOf(t *testing.T, cfg kerongemu.Config, kind, params string) *kerongGateway {
 	t.Helper()
-	emu, err := kerongemu.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
+	emu, pt := emutest.ServePTY(t, cfg)
 
 	layout, err := gateway.Preset(gateway.PresetOneBank)
 	require.NoError(t, err)
 	ctlURL := "kerong+serial://" + pt.Path + "?board=1&timeout=100ms&opentimeout=300ms&rereads=1" + params
 	layout.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: ctlURL}
-	buses := kerong.NewBuses()
-	t.Cleanup(buses.Close)
+	buses := emutest.Buses(t)
 	ctl, err := buses.Controller("CTL-1", ctlURL)
 	require.NoError(t, err)
 	const secret = "kerong-test-secret"

@@ -11,6 +11,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 var cu48Boards = map[int]kerong.Model{1: kerong.ModelCU48, 2: kerong.ModelCU48}
@@ -51,8 +52,7 @@ func TestCU48TwoBoardsOnOneBus(t *testing.T) {
 // the other way round.
 func TestCU48AndCU16DoNotShareABus(t *testing.T) {
 	t.Parallel()
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	bs := emutest.Buses(t)
 	_, err := bs.Controller("CTL-1", "kerong+serial:///dev/ttyUSB0?board=1&model=cu48")
 	require.NoError(t, err)
 	_, err = bs.Controller("CTL-2", "kerong+serial:///dev/ttyUSB0?board=2")

@@ -14,6 +14,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 // bus is an emulated bus with boards 1 and 2 on a pseudo-terminal, and the
@@ -52,14 +53,8 @@ func newBusOf(t *testing.T, cfg kerongemu.Config, params string) *bus {
 // buses to drive it; all are closed when the test ends.
 func serveEmu(t *testing.T, cfg kerongemu.Config) (*kerongemu.Emulator, *kerongemu.PTY, *kerong.Buses) {
 	t.Helper()
-	emu, err := kerongemu.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
-	return emu, p, bs
+	emu, p := emutest.ServePTY(t, cfg)
+	return emu, p, emutest.Buses(t)
 }
 
 // serveOne is serveEmu with one controller on it, made from the URL query query.
@@ -335,8 +330,7 @@ func checkTCPAndReconnect(t *testing.T, cfg kerongemu.Config, params string, loc
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	emu.ListenTCP(ln)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	bs := emutest.Buses(t)
 	ctl, err := bs.Controller("CTL-1", "kerong+tcp://"+ln.Addr().String()+"?board=0"+params)
 	require.NoError(t, err)
 	require.NoError(t, ctl.Open(ctx(t), lock))
@@ -358,8 +352,7 @@ func checkTCPAndReconnect(t *testing.T, cfg kerongemu.Config, params string, loc
 
 func TestSerialPortMissing(t *testing.T) {
 	t.Parallel()
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	bs := emutest.Buses(t)
 	ctl, err := bs.Controller("CTL-1", "kerong+serial:///dev/nonexistent-tty?board=1")
 	require.NoError(t, err)
 	_, err = ctl.Doors(ctx(t))
