@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -62,12 +61,8 @@ func newKerongGatewayOf(t *testing.T, cfg kerongemu.Config, kind, params string)
 		req, err := http.NewRequestWithContext(t.Context(), method, hs.URL+path, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, body
+		r := send(t, req)
+		return r.status, r.body
 	}
 	return &kerongGateway{emu: emu, ctl: ctl, ctlURL: ctlURL, do: do}
 }

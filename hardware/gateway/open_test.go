@@ -88,10 +88,7 @@ func setFaultsHTTP(t *testing.T, gw *gatewaytest.Gateway, body string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, gw.SimURL+"/sim/faults", stringsReader(body))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "set faults %s", body)
+	require.Equal(t, http.StatusOK, send(t, req).status, "set faults %s", body)
 }
 
 func simStats(t *testing.T, gw *gatewaytest.Gateway) simctl.Stats {
