@@ -90,8 +90,6 @@ func jsonNumber(n int) string {
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
-func decodeJSONBody(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
-
 // badBody is a request body the gateway refuses: the answer's status and error code,
 // and the field the error names (none when empty).
 type badBody struct {

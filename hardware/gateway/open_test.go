@@ -93,12 +93,9 @@ func setFaultsHTTP(t *testing.T, gw *gatewaytest.Gateway, body string) {
 
 func simStats(t *testing.T, gw *gatewaytest.Gateway) simctl.Stats {
 	t.Helper()
-	resp, err := http.Get(gw.SimURL + "/sim/stats")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw.SimURL+"/sim/stats", nil)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	var st simctl.Stats
-	require.NoError(t, decodeJSONBody(resp, &st))
-	return st
+	return decode[simctl.Stats](t, send(t, req))
 }
 
 // TestSimFaultModes drives each §9 mode through the simulator's HTTP control
