@@ -45,7 +45,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -58,6 +57,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
+	lnconfig "github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
@@ -178,21 +178,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return c, nil
 }
 
-func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
-	case "text":
-		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
-	}
-	return nil, fmt.Errorf("log format %q: want json or text", format)
-}
-
 func readSecret(c config) (string, error) {
 	switch {
 	case c.secret != "" && c.secretFile != "":
@@ -220,7 +205,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return &usageError{err: err}
 	}
-	logger, err := newLogger(c.logFormat, c.logLevel, stderr)
+	logger, err := lnconfig.NewLogger(c.logFormat, c.logLevel, stderr, telemetry.LogHandler)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -317,6 +318,30 @@ func (c Config) Logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// NewLogger builds the logger of a command that takes its log format ("json" or
+// "text") and level as flags: it writes to w, through the handler wrap makes of
+// the format's handler when wrap is not nil.
+func NewLogger(format, level string, w io.Writer, wrap func(slog.Handler) slog.Handler) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("log format %q: want json or text", format)
+	}
+	if wrap != nil {
+		h = wrap(h)
+	}
+	return slog.New(h), nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
