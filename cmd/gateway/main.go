@@ -95,6 +95,21 @@ type config struct {
 	sim                                      simOptions
 }
 
+// envDefault is a flag's default taken from the environment variable env: the
+// value parse makes of it, or def when env is unset. A value parse refuses is
+// added to errs (and the flag defaults to what parse returned with the error).
+func envDefault[T any](getenv func(string) string, env string, def T, parse func(string) (T, error), errs *[]error) T {
+	v := getenv(env)
+	if v == "" {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %w", env, err))
+	}
+	return x
+}
+
 // parseConfig reads flags over environment variables over defaults.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
@@ -108,33 +123,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		fs.StringVar(p, name, def, usage+" (env "+env+")")
 	}
 	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
-			}
-			def = d
-		}
-		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+		fs.DurationVar(p, name, envDefault(getenv, env, def, time.ParseDuration, &envErrs), usage+" (env "+env+")")
 	}
 	integer := func(p *int, name, env string, def int, usage string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
-			}
-			def = n
-		}
-		fs.IntVar(p, name, def, usage+" (env "+env+")")
+		fs.IntVar(p, name, envDefault(getenv, env, def, strconv.Atoi, &envErrs), usage+" (env "+env+")")
 	}
-	simDef := false
-	if v := getenv("LOCKERNET_GATEWAY_SIMULATED"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("LOCKERNET_GATEWAY_SIMULATED: %w", err))
-		}
-		simDef = b
-	}
+	simDef := envDefault(getenv, "LOCKERNET_GATEWAY_SIMULATED", false, strconv.ParseBool, &envErrs)
 	fs.BoolVar(&c.simulated, "simulated", simDef,
 		"run a layout with simulated lock controllers (simcontrol builds); required, so a production gateway never opens pretend doors by accident (env LOCKERNET_GATEWAY_SIMULATED)")
 	pol := gateway.DefaultOpenPolicy()
