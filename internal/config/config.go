@@ -238,30 +238,17 @@ func (c *Config) loadGateway() error {
 	if c.APIGatewayWorker && c.GatewayTaskQueue == c.TaskQueue {
 		return errors.New("LOCKERNET_API_GATEWAY_WORKER needs LOCKERNET_GATEWAY_TASK_QUEUE to differ from LOCKERNET_TASK_QUEUE")
 	}
-	ints := []struct {
-		name string
-		def  string
-		dst  *int
-	}{
+	if err := loadSettings([]setting[int]{
 		{"LOCKERNET_GATEWAY_RATE_LIMIT", "120", &c.GatewayRateLimit},
 		{"LOCKERNET_GATEWAY_DISPATCH_ATTEMPTS", "3", &c.GatewayDispatchAttempts},
 		{"LOCKERNET_MAX_WAITERS", "1000", &c.MaxWaiters},
 		{"LOCKERNET_TOWER_RATE_LIMIT", "600", &c.TowerRateLimit},
 		{"LOCKERNET_APP_RATE_LIMIT", "300", &c.AppRateLimit},
 		{"LOCKERNET_TOKEN_RATE_LIMIT", "60", &c.TokenRateLimit},
+	}, strconv.Atoi, func(n int) bool { return n >= 1 }, "a positive integer"); err != nil {
+		return err
 	}
-	for _, v := range ints {
-		n, err := strconv.Atoi(env(v.name, v.def))
-		if err != nil || n < 1 {
-			return fmt.Errorf("parse %s: must be a positive integer", v.name)
-		}
-		*v.dst = n
-	}
-	durations := []struct {
-		name string
-		def  string
-		dst  *time.Duration
-	}{
+	if err := loadSettings([]setting[time.Duration]{
 		{"LOCKERNET_GATEWAY_CALL_TIMEOUT", "10s", &c.GatewayCallTimeout},
 		{"LOCKERNET_GATEWAY_HARDWARE_TIMEOUT", "65s", &c.GatewayHardwareTimeout},
 		{"LOCKERNET_IDEMPOTENCY_TTL", "720h", &c.IdempotencyTTL},
@@ -271,13 +258,8 @@ func (c *Config) loadGateway() error {
 		{"LOCKERNET_GATEWAY_SYNC_TICK", "1s", &c.GatewaySyncTick},
 		{"LOCKERNET_GATEWAY_PRUNE_INTERVAL", "10m", &c.GatewayPruneInterval},
 		{"LOCKERNET_EXPIRY_SWEEP_INTERVAL", "30s", &c.ExpirySweepInterval},
-	}
-	for _, v := range durations {
-		d, err := time.ParseDuration(env(v.name, v.def))
-		if err != nil || d <= 0 {
-			return fmt.Errorf("parse %s: must be a positive duration such as 10s", v.name)
-		}
-		*v.dst = d
+	}, time.ParseDuration, func(d time.Duration) bool { return d > 0 }, "a positive duration such as 10s"); err != nil {
+		return err
 	}
 	times := []struct {
 		name string
@@ -350,6 +332,26 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("parse LOCKERNET_LOG_LEVEL: %w", err)
 	}
 	return l, nil
+}
+
+// setting is an environment variable read into dst, def when it is unset.
+type setting[T any] struct {
+	name string
+	def  string
+	dst  *T
+}
+
+// loadSettings reads each setting with parse; a value parse refuses or valid rejects
+// is an error saying the variable must be what.
+func loadSettings[T any](settings []setting[T], parse func(string) (T, error), valid func(T) bool, what string) error {
+	for _, v := range settings {
+		x, err := parse(env(v.name, v.def))
+		if err != nil || !valid(x) {
+			return fmt.Errorf("parse %s: must be %s", v.name, what)
+		}
+		*v.dst = x
+	}
+	return nil
 }
 
 func env(name, def string) string {
