@@ -118,10 +118,7 @@ func BatchPayloadLen(n int) int { return batchHeader + eventLen*n }
 // EncodeBatch signs b with eventKey (from EventKey). The events must have consecutive
 // sequence numbers starting at 1 or later.
 func EncodeBatch(b Batch, eventKey []byte) (BatchEnvelope, error) {
-	if err := checkKey(eventKey); err != nil {
-		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
-	}
-	tower, err := towerIDBytes(b.TowerID)
+	tower, err := keyAndTower(eventKey, b.TowerID)
 	if err != nil {
 		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
 	}

@@ -75,10 +75,7 @@ const TokenPayloadLen = tokenV1Length
 // EncodeToken returns the hex payload and payload_auth of t signed with tokenKey (from
 // TokenKey). The tower id may be given in either case; it is encoded as bytes.
 func EncodeToken(t Token, tokenKey []byte) (payloadHex, payloadAuthHex string, err error) {
-	if err := checkKey(tokenKey); err != nil {
-		return "", "", fmt.Errorf("encode token: %w", err)
-	}
-	tower, err := towerIDBytes(t.TowerID)
+	tower, err := keyAndTower(tokenKey, t.TowerID)
 	if err != nil {
 		return "", "", fmt.Errorf("encode token: %w", err)
 	}
