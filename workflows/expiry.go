@@ -30,11 +30,17 @@ func awaitEnd(ctx workflow.Context, expiresAt time.Time, signal, summary string)
 func withExpiryActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{"InvalidInput"},
-		},
+		RetryPolicy:         shortRetry(30*time.Second, "InvalidInput"),
 	})
+}
+
+// shortRetry is the retry policy of short activities: 200 ms between the first
+// attempts, doubling up to maxInterval, the error types nonRetryable final.
+func shortRetry(maxInterval time.Duration, nonRetryable ...string) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:        200 * time.Millisecond,
+		BackoffCoefficient:     2,
+		MaximumInterval:        maxInterval,
+		NonRetryableErrorTypes: nonRetryable,
+	}
 }

@@ -141,12 +141,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	sendCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// One send: the call's deadline plus room to record it.
 		StartToCloseTimeout: timeout + 15*time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        10 * time.Second,
-			NonRetryableErrorTypes: []string{"InvalidInput", activities.ErrTypeGatewayMisconfigured},
-		},
+		RetryPolicy:         shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
 	})
 
 	var (
@@ -172,12 +167,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		// The send heartbeats while it is out: a worker that dies mid-send is noticed in
 		// seconds, and the retry finds the send begun (SendUnknown).
 		HeartbeatTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        10 * time.Second,
-			NonRetryableErrorTypes: []string{"InvalidInput", activities.ErrTypeGatewayMisconfigured},
-		},
+		RetryPolicy:      shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
 	})
 	for {
 		send++
@@ -436,12 +426,7 @@ func (wf *gatewayRequestImpl) finishInput(o gatewayreq.Outcome, answered, unreac
 func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome, answered, unreachable bool) (gatewayreq.Result, error) {
 	actx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        200 * time.Millisecond,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			NonRetryableErrorTypes: []string{"InvalidInput"},
-		},
+		RetryPolicy:         shortRetry(30*time.Second, "InvalidInput"),
 	})
 	var res activities.FinishGatewayRequestResult
 	err := workflow.ExecuteLocalActivity(actx, a.FinishGatewayRequest, wf.finishInput(o, answered, unreachable)).Get(ctx, &res)

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,19 +15,94 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
-// lockedWriter lets a test read what a goroutine logs.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// runningGateway is a gateway process and what it logs.
+type runningGateway struct {
+	addr   string
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *syncbuf.Buffer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+// startGateway starts bin listening on addr with the further args and the
+// environment variables env (besides the secret), and waits until it is healthy.
+// The process is killed when the test ends, if it has not stopped by then.
+func startGateway(t *testing.T, bin, addr string, args []string, env ...string) *runningGateway {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
+	cmd.Env = append(append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret), env...)
+	gw := &runningGateway{addr: addr, cmd: cmd, exited: make(chan error, 1), logs: &syncbuf.Buffer{}}
+	cmd.Stderr = gw.logs
+	require.NoError(t, cmd.Start())
+	go func() { gw.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+	return gw
+}
+
+// call sends the gateway an authorised request without a body, and returns the
+// answer's status and body.
+func (gw *runningGateway) call(t *testing.T, method, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://"+gw.addr+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+envSecret)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// simStats is what the simulator control's /sim/stats answers.
+type simStats struct {
+	Opens    map[string]int `json:"opens"`
+	Requests int            `json:"requests"`
+}
+
+// simGet reads the simulator control's path at simAddr into v.
+func simGet(t *testing.T, simAddr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + simAddr + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
+// simFault posts body to the simulator control's /sim/faults at simAddr, and
+// returns the answer's status.
+func simFault(t *testing.T, simAddr, body string) int {
+	t.Helper()
+	resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// stop sends the gateway SIGTERM: it must exit cleanly within 30 s.
+func (gw *runningGateway) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, gw.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-gw.exited:
+		require.NoError(t, err, "logs: %s", gw.logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not stop on SIGTERM")
+	}
 }
 
 func buildGateway(t *testing.T, tags ...string) string {
@@ -72,110 +146,36 @@ func TestBinaries(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
 		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank",
-			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret, "LOCKERNET_GATEWAY_SIMULATED=true")
-		var logs strings.Builder
-		cmd.Stderr = &lockedWriter{w: &logs}
-		require.NoError(t, cmd.Start())
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-			}
-		})
+		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "100ms", "-open-retry-delay", "10ms"},
+			"LOCKERNET_GATEWAY_SIMULATED=true")
 
-		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+		status, body := gw.call(t, http.MethodPost, "/lockers/201/open")
+		assert.Equal(t, http.StatusOK, status, body)
 
-		open := func() int {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/lockers/201/open", nil)
-			require.NoError(t, err)
-			req.Header.Set("Authorization", "Bearer "+envSecret)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			resp.Body.Close()
-			return resp.StatusCode
-		}
-		assert.Equal(t, http.StatusOK, open())
+		require.Equal(t, http.StatusOK, simFault(t, simAddr, `{"mode": "hardware_fault"}`))
+		status, body = gw.call(t, http.MethodPost, "/lockers/201/open")
+		assert.Equal(t, http.StatusInternalServerError, status, body)
 
-		resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(`{"mode": "hardware_fault"}`))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, http.StatusInternalServerError, open())
-
-		resp, err = http.Get("http://" + simAddr + "/sim/stats")
-		require.NoError(t, err)
-		var stats struct {
-			Opens    map[string]int `json:"opens"`
-			Requests int            `json:"requests"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
-		resp.Body.Close()
+		var stats simStats
+		simGet(t, simAddr, "/sim/stats", &stats)
 		assert.Equal(t, 1, stats.Opens["201"])
 		assert.GreaterOrEqual(t, stats.Requests, 2)
 
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "logs: %s", logs.String())
-		case <-time.After(30 * time.Second):
-			t.Fatal("the gateway did not stop on SIGTERM")
-		}
-		assert.Contains(t, logs.String(), "gateway stopped")
-		assert.NotContains(t, logs.String(), envSecret)
+		gw.stop(t)
+		assert.Contains(t, gw.logs.String(), "gateway stopped")
+		assert.NotContains(t, gw.logs.String(), envSecret)
 	})
 
 	t.Run("simcontrol build drives the kerong emulator through the driver", func(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
 		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-		cmd := exec.Command(bin, "-addr", addr, "-sim-addr", simAddr, "-layout", "one-bank", "-simulated", "-kerong-emulator",
-			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "2s", "-open-retry-delay", "10ms")
-		cmd.Env = append(os.Environ(), "LOCKERNET_GATEWAY_SECRET="+envSecret)
-		var logs strings.Builder
-		cmd.Stderr = &lockedWriter{w: &logs}
-		require.NoError(t, cmd.Start())
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-			}
-		})
-		require.Eventually(t, func() bool {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, 30*time.Second, 50*time.Millisecond, "gateway did not come up")
+		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank", "-simulated", "-kerong-emulator",
+			"-db", filepath.Join(t.TempDir(), "gw.db"), "-open-attempt-timeout", "2s", "-open-retry-delay", "10ms"})
 
-		local := func(method, path string) (int, string) {
-			req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, nil)
-			require.NoError(t, err)
-			req.Header.Set("Authorization", "Bearer "+envSecret)
-			resp, err := http.DefaultClient.Do(req)
-			require.NoError(t, err)
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
-		}
-		sim := func(body string) {
-			resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(body))
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.Equal(t, http.StatusOK, resp.StatusCode, body)
-		}
+		local := func(method, path string) (int, string) { return gw.call(t, method, path) }
+		sim := func(body string) { require.Equal(t, http.StatusOK, simFault(t, simAddr, body), body) }
 		status, body := local(http.MethodGet, "/system")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Contains(t, body, `"kind":"kerong-cu16"`)
@@ -195,39 +195,21 @@ func TestBinaries(t *testing.T) {
 		status, body = local(http.MethodPost, "/lockers/204/open")
 		assert.Equal(t, http.StatusInternalServerError, status, body)
 		assert.Contains(t, body, "REQUEST_OUTCOME_UNKNOWN")
-		resp, err := http.Post("http://"+simAddr+"/sim/faults", "application/json", strings.NewReader(`{"mode": "melted"}`))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		assert.Equal(t, http.StatusBadRequest, simFault(t, simAddr, `{"mode": "melted"}`))
 		sim(`{"mode": "none"}`)
 
-		resp, err = http.Get("http://" + simAddr + "/sim/stats")
-		require.NoError(t, err)
-		var stats struct {
-			Opens    map[string]int `json:"opens"`
-			Requests int            `json:"requests"`
-		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&stats))
-		resp.Body.Close()
+		var stats simStats
+		simGet(t, simAddr, "/sim/stats", &stats)
 		assert.Equal(t, map[string]int{"201": 1, "202": 1, "203": 1, "204": 0, "205": 0, "206": 0, "207": 0, "208": 0}, stats.Opens,
 			"one pulse per open that reached the board, none twice")
 		assert.GreaterOrEqual(t, stats.Requests, 5)
 
-		resp, err = http.Get("http://" + simAddr + "/sim/doors")
-		require.NoError(t, err)
 		var doors map[string]struct{ Open bool }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&doors))
-		resp.Body.Close()
+		simGet(t, simAddr, "/sim/doors", &doors)
 		assert.True(t, doors["201"].Open)
 		assert.False(t, doors["202"].Open, "the jammed lock stayed shut")
 
-		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "logs: %s", logs.String())
-		case <-time.After(30 * time.Second):
-			t.Fatal("the gateway did not stop on SIGTERM")
-		}
+		gw.stop(t)
 	})
 
 }

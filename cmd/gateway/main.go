@@ -45,7 +45,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -58,6 +57,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
+	lnconfig "github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/telemetry"
 )
 
@@ -95,6 +95,21 @@ type config struct {
 	sim                                      simOptions
 }
 
+// envDefault is a flag's default taken from the environment variable env: the
+// value parse makes of it, or def when env is unset. A value parse refuses is
+// added to errs (and the flag defaults to what parse returned with the error).
+func envDefault[T any](getenv func(string) string, env string, def T, parse func(string) (T, error), errs *[]error) T {
+	v := getenv(env)
+	if v == "" {
+		return def
+	}
+	x, err := parse(v)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: %w", env, err))
+	}
+	return x
+}
+
 // parseConfig reads flags over environment variables over defaults.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
@@ -108,33 +123,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		fs.StringVar(p, name, def, usage+" (env "+env+")")
 	}
 	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
-			}
-			def = d
-		}
-		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+		fs.DurationVar(p, name, envDefault(getenv, env, def, time.ParseDuration, &envErrs), usage+" (env "+env+")")
 	}
 	integer := func(p *int, name, env string, def int, usage string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				envErrs = append(envErrs, fmt.Errorf("%s: %w", env, err))
-			}
-			def = n
-		}
-		fs.IntVar(p, name, def, usage+" (env "+env+")")
+		fs.IntVar(p, name, envDefault(getenv, env, def, strconv.Atoi, &envErrs), usage+" (env "+env+")")
 	}
-	simDef := false
-	if v := getenv("LOCKERNET_GATEWAY_SIMULATED"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			envErrs = append(envErrs, fmt.Errorf("LOCKERNET_GATEWAY_SIMULATED: %w", err))
-		}
-		simDef = b
-	}
+	simDef := envDefault(getenv, "LOCKERNET_GATEWAY_SIMULATED", false, strconv.ParseBool, &envErrs)
 	fs.BoolVar(&c.simulated, "simulated", simDef,
 		"run a layout with simulated lock controllers (simcontrol builds); required, so a production gateway never opens pretend doors by accident (env LOCKERNET_GATEWAY_SIMULATED)")
 	pol := gateway.DefaultOpenPolicy()
@@ -178,21 +172,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	return c, nil
 }
 
-func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, opts))), nil
-	case "text":
-		return slog.New(telemetry.LogHandler(slog.NewTextHandler(w, opts))), nil
-	}
-	return nil, fmt.Errorf("log format %q: want json or text", format)
-}
-
 func readSecret(c config) (string, error) {
 	switch {
 	case c.secret != "" && c.secretFile != "":
@@ -220,7 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return &usageError{err: err}
 	}
-	logger, err := newLogger(c.logFormat, c.logLevel, stderr)
+	logger, err := lnconfig.NewLogger(c.logFormat, c.logLevel, stderr, telemetry.LogHandler)
 	if err != nil {
 		return err
 	}

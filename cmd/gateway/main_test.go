@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,6 +18,8 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
+	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 )
 
 func env(m map[string]string) func(string) string {
@@ -93,11 +94,7 @@ func runServesAndStops(t *testing.T, model kerong.Model) {
 	require.NoError(t, os.WriteFile(secretFile, []byte("  "+fileSecret+"\n"), 0o600))
 
 	// GW-0002's bank on a Kerong board (address 1) of the model behind a pseudo-terminal.
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: model}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
+	emu, pt := emutest.ServePTY(t, kerongemu.Config{Boards: []int{1}, Models: map[int]kerong.Model{1: model}})
 	ctlURL := "kerong+serial://" + pt.Path + "?baud=19200&board=1&model=" + string(model)
 	layoutPath := kerongLayoutOf(t, kerong.KindOf(model), ctlURL)
 
@@ -105,10 +102,10 @@ func runServesAndStops(t *testing.T, model kerong.Model) {
 	defer cancel()
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
-	var logs bytes.Buffer
+	var logs syncbuf.Buffer
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret-file", secretFile, "-layout", layoutPath},
-			env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &lockedWriter{w: &logs}, func(a string) { addrc <- a })
+			env(map[string]string{"LOCKERNET_DATA_DIR": dir}), &logs, func(a string) { addrc <- a })
 	}()
 	var addr string
 	select {
@@ -196,16 +193,6 @@ func TestRunErrors(t *testing.T) {
 	// reports the controller offline) until it fails for the reason under test.
 	layoutPath := kerongLayout(t, "kerong+tcp://127.0.0.1:1?board=1")
 
-	badLayout := func(kind, addr string) string {
-		l, err := gateway.Preset(gateway.PresetOneBank)
-		require.NoError(t, err)
-		l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: addr}
-		b, err := json.Marshal(l)
-		require.NoError(t, err)
-		path := filepath.Join(t.TempDir(), "layout.json")
-		require.NoError(t, os.WriteFile(path, b, 0o600))
-		return path
-	}
 	l, err := gateway.Preset(gateway.PresetOneBank)
 	require.NoError(t, err)
 	l.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: "kerong-cu16", Address: "kerong+tcp://127.0.0.1:1?board=1"}
@@ -229,13 +216,13 @@ func TestRunErrors(t *testing.T) {
 		{"short secret", []string{"-secret", "s3cret"}, "at least 32 random bytes"},
 		{"31 bytes of hex", []string{"-secret", strings.Repeat("ab", 31)}, "at least 32 random bytes"},
 		{"a passphrase", []string{"-secret", "correct horse battery staple, twice over!"}, "at least 32 random bytes"},
-		{"controller of no known kind", []string{"-secret", goodSecret, "-layout", badLayout("modbus", "modbus://10.0.0.1")}, `kind "modbus"`},
-		{"bad controller URL", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=99")}, "board"},
-		{"CU48 kind, CU16 address", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=1")},
+		{"controller of no known kind", []string{"-secret", goodSecret, "-layout", kerongLayoutOf(t, "modbus", "modbus://10.0.0.1")}, `kind "modbus"`},
+		{"bad controller URL", []string{"-secret", goodSecret, "-layout", kerongLayoutOf(t, "kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=99")}, "board"},
+		{"CU48 kind, CU16 address", []string{"-secret", goodSecret, "-layout", kerongLayoutOf(t, "kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=1")},
 			"name different models"},
-		{"CU16 kind, CU48 address", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=1&model=cu48")},
+		{"CU16 kind, CU48 address", []string{"-secret", goodSecret, "-layout", kerongLayoutOf(t, "kerong-cu16", "kerong+serial:///dev/ttyUSB0?board=1&model=cu48")},
 			"name different models"},
-		{"CU48 board address 10", []string{"-secret", goodSecret, "-layout", badLayout("kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=10&model=cu48")},
+		{"CU48 board address 10", []string{"-secret", goodSecret, "-layout", kerongLayoutOf(t, "kerong-cu48", "kerong+serial:///dev/ttyUSB0?board=10&model=cu48")},
 			"0 to 9"},
 		{"channel beyond the boards", []string{"-secret", goodSecret, "-layout", badChannel}, "channel 17"},
 	}

@@ -24,11 +24,7 @@ func createAppKey(ctx context.Context, env *adminEnv, args []string) error {
 	if *org == "" {
 		return errors.New("create-app-key needs -org")
 	}
-	st, err := env.store(ctx)
-	if err != nil {
-		return err
-	}
-	o, err := organization(ctx, st, *org)
+	st, o, err := env.storeAndOrganization(ctx, *org)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,19 @@ func organization(ctx context.Context, st *store.Store, ref string) (store.Organ
 	return o, nil
 }
 
+// storeAndOrganization opens the database and resolves -org in it.
+func (e *adminEnv) storeAndOrganization(ctx context.Context, ref string) (*store.Store, store.Organization, error) {
+	st, err := e.store(ctx)
+	if err != nil {
+		return nil, store.Organization{}, err
+	}
+	o, err := organization(ctx, st, ref)
+	if err != nil {
+		return nil, store.Organization{}, err
+	}
+	return st, o, nil
+}
+
 func createGatewayKey(ctx context.Context, env *adminEnv, args []string) error {
 	fs := flag.NewFlagSet("create-gateway-key", flag.ContinueOnError)
 	org := fs.String("org", "", "organization name or id (it must exist)")
@@ -57,11 +70,7 @@ func createGatewayKey(ctx context.Context, env *adminEnv, args []string) error {
 	if *limit < 0 || *limit > 1_000_000 {
 		return errors.New("-rate-limit must be between 1 and 1000000")
 	}
-	st, err := env.store(ctx)
-	if err != nil {
-		return err
-	}
-	o, err := organization(ctx, st, *org)
+	st, o, err := env.storeAndOrganization(ctx, *org)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,17 @@ func (f *lockerFixture) inService(locker int64) (map[string]any, error) {
 
 func (f *lockerFixture) status(locker int64) string {
 	f.t.Helper()
-	r := f.e.Do(http.MethodGet, "/api/v1/towers/"+tower+"/lockers", f.a, nil)
+	st, ok := f.statuses("/api/v1/towers/"+tower+"/lockers", f.a)[locker]
+	if !ok {
+		f.t.Fatalf("no locker %d", locker)
+	}
+	return st
+}
+
+// statuses lists the lockers at path, asked with tok, and gives each one's status.
+func (f *lockerFixture) statuses(path, tok string) map[int64]string {
+	f.t.Helper()
+	r := f.e.Do(http.MethodGet, path, tok, nil)
 	require.Equal(f.t, http.StatusOK, r.Status)
 	var ls []struct {
 		ID     int64 `json:"id"`
@@ -70,13 +80,11 @@ func (f *lockerFixture) status(locker int64) string {
 		} `json:"status"`
 	}
 	r.JSON(f.t, &ls)
+	out := map[int64]string{}
 	for _, l := range ls {
-		if l.ID == locker {
-			return l.Status.Name
-		}
+		out[l.ID] = l.Status.Name
 	}
-	f.t.Fatalf("no locker %d", locker)
-	return ""
+	return out
 }
 
 func (f *lockerFixture) token(tok, typ string, locker int64) (tokenResp, testenv.Response) {
@@ -105,20 +113,7 @@ func (f *lockerFixture) open(tk tokenResp, withItem bool) towersim.OpenResponse 
 
 func (f *lockerFixture) assigned(tok string) map[int64]string {
 	f.t.Helper()
-	r := f.e.Do(http.MethodGet, "/api/v1/users/me/assigned-lockers", tok, nil)
-	require.Equal(f.t, http.StatusOK, r.Status)
-	var ls []struct {
-		ID     int64 `json:"id"`
-		Status struct {
-			Name string `json:"name"`
-		} `json:"status"`
-	}
-	r.JSON(f.t, &ls)
-	out := map[int64]string{}
-	for _, l := range ls {
-		out[l.ID] = l.Status.Name
-	}
-	return out
+	return f.statuses("/api/v1/users/me/assigned-lockers", tok)
 }
 
 // outcome waits for a workflow to complete and returns its result's Outcome.
@@ -320,13 +315,5 @@ func TestLockerServiceState(t *testing.T) {
 
 func clientToken(t *testing.T, e *testenv.Env, id, secret string) string {
 	t.Helper()
-	resp, err := http.PostForm(e.URL+"/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}})
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
-	return tok.AccessToken
+	return testenv.ClientToken(t, e.URL+"/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {id}, "client_secret": {secret}}, nil)
 }

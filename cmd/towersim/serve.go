@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/lockernet/lockernet/hardware/towersim"
+	"github.com/lockernet/lockernet/internal/config"
 )
 
 // shutdownGrace is how long in-flight requests get after SIGINT/SIGTERM.
@@ -40,7 +40,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	case *syncEvery < 0:
 		return usageError{errors.New("-sync-interval must not be negative")}
 	}
-	logger, err := newLogger(*logFormat, *logLevel, stderr)
+	logger, err := config.NewLogger(*logFormat, *logLevel, stderr, nil)
 	if err != nil {
 		return usageError{err}
 	}
@@ -98,19 +98,4 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	<-syncDone
 	logger.Info("tower simulator stopped")
 	return nil
-}
-
-func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log level %q: %w", level, err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("log format %q: want json or text", format)
 }

@@ -90,21 +90,29 @@ func (b *bank) door(channel int) lockctl.Door {
 // refreshDoors reads every bank's door sensors concurrently, each within the
 // sensor timeout; a bank that does not answer keeps its last known doors.
 func (h *hardware) refreshDoors(ctx context.Context) {
+	h.eachBank(ctx, func(rctx context.Context, _ int, b *bank) {
+		doors, err := b.ctl.Doors(rctx)
+		if ctx.Err() != nil {
+			return // the caller left; this says nothing about the controller
+		}
+		b.noteResult(err)
+		if err == nil {
+			b.mu.Lock()
+			b.doors = doors
+			b.mu.Unlock()
+		}
+	})
+}
+
+// eachBank calls read for every bank concurrently, with a context ending after the
+// sensor timeout, and waits until every call has returned.
+func (h *hardware) eachBank(ctx context.Context, read func(rctx context.Context, i int, b *bank)) {
 	var wg sync.WaitGroup
-	for _, b := range h.banks {
+	for i, b := range h.banks {
 		wg.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, h.timeout)
 			defer cancel()
-			doors, err := b.ctl.Doors(rctx)
-			if ctx.Err() != nil {
-				return // the caller left; this says nothing about the controller
-			}
-			b.noteResult(err)
-			if err == nil {
-				b.mu.Lock()
-				b.doors = doors
-				b.mu.Unlock()
-			}
+			read(rctx, i, b)
 		})
 	}
 	wg.Wait()
@@ -121,26 +129,20 @@ type controllerStatus struct {
 // timeout.
 func (h *hardware) status(ctx context.Context) []controllerStatus {
 	out := make([]controllerStatus, len(h.banks))
-	var wg sync.WaitGroup
-	for i, b := range h.banks {
-		wg.Go(func() {
-			rctx, cancel := context.WithTimeout(ctx, h.timeout)
-			defer cancel()
-			st, err := b.ctl.Status(rctx)
-			if ctx.Err() == nil {
-				b.noteResult(err)
+	h.eachBank(ctx, func(rctx context.Context, i int, b *bank) {
+		st, err := b.ctl.Status(rctx)
+		if ctx.Err() == nil {
+			b.noteResult(err)
+		}
+		b.mu.Lock()
+		if err == nil {
+			b.firmware = st.FirmwareVersion
+			if !st.Online {
+				b.online = false
 			}
-			b.mu.Lock()
-			if err == nil {
-				b.firmware = st.FirmwareVersion
-				if !st.Online {
-					b.online = false
-				}
-			}
-			out[i] = controllerStatus{bank: b, online: b.online, firmware: b.firmware}
-			b.mu.Unlock()
-		})
-	}
-	wg.Wait()
+		}
+		out[i] = controllerStatus{bank: b, online: b.online, firmware: b.firmware}
+		b.mu.Unlock()
+	})
 	return out
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -33,6 +34,17 @@ func callWithSecret(t *testing.T, gw *gatewaytest.Gateway, secret, method, path 
 	t.Helper()
 	resp, data, err := gw.DoWithSecret(t.Context(), secret, method, path, body)
 	require.NoError(t, err, "%s %s", method, path)
+	return reply{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// send sends req as it is and reads the answer.
+func send(t *testing.T, req *http.Request) reply {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
 	return reply{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
@@ -78,4 +90,26 @@ func jsonNumber(n int) string {
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
-func decodeJSONBody(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+// badBody is a request body the gateway refuses: the answer's status and error code,
+// and the field the error names (none when empty).
+type badBody struct {
+	name   string
+	body   []byte
+	status int
+	code   string
+	field  string
+}
+
+// checkBadBodies sends each body to path with method, each in a subtest, and checks
+// how the gateway refuses it.
+func checkBadBodies(t *testing.T, gw *gatewaytest.Gateway, method, path string, bad []badBody) {
+	t.Helper()
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			e := requireError(t, call(t, gw, method, path, tc.body), tc.status, tc.code)
+			if tc.field != "" {
+				assert.Equal(t, tc.field, e.Details["field"])
+			}
+		})
+	}
+}

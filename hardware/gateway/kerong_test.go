@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 // kerongGateway is a gateway whose one bank is driven through the Kerong driver over
@@ -37,18 +37,13 @@ func newKerongGateway(t *testing.T, cfg kerongemu.Config) *kerongGateway {
 // given the parameters params too.
 func newKerongGatewayOf(t *testing.T, cfg kerongemu.Config, kind, params string) *kerongGateway {
 	t.Helper()
-	emu, err := kerongemu.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
+	emu, pt := emutest.ServePTY(t, cfg)
 
 	layout, err := gateway.Preset(gateway.PresetOneBank)
 	require.NoError(t, err)
 	ctlURL := "kerong+serial://" + pt.Path + "?board=1&timeout=100ms&opentimeout=300ms&rereads=1" + params
 	layout.Banks[0].Controller = gateway.ControllerSpec{ID: "CTL-1", Kind: kind, Address: ctlURL}
-	buses := kerong.NewBuses()
-	t.Cleanup(buses.Close)
+	buses := emutest.Buses(t)
 	ctl, err := buses.Controller("CTL-1", ctlURL)
 	require.NoError(t, err)
 	const secret = "kerong-test-secret"
@@ -66,12 +61,8 @@ func newKerongGatewayOf(t *testing.T, cfg kerongemu.Config, kind, params string)
 		req, err := http.NewRequestWithContext(t.Context(), method, hs.URL+path, nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, body
+		r := send(t, req)
+		return r.status, r.body
 	}
 	return &kerongGateway{emu: emu, ctl: ctl, ctlURL: ctlURL, do: do}
 }

@@ -88,20 +88,14 @@ func setFaultsHTTP(t *testing.T, gw *gatewaytest.Gateway, body string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, gw.SimURL+"/sim/faults", stringsReader(body))
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "set faults %s", body)
+	require.Equal(t, http.StatusOK, send(t, req).status, "set faults %s", body)
 }
 
 func simStats(t *testing.T, gw *gatewaytest.Gateway) simctl.Stats {
 	t.Helper()
-	resp, err := http.Get(gw.SimURL + "/sim/stats")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw.SimURL+"/sim/stats", nil)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	var st simctl.Stats
-	require.NoError(t, decodeJSONBody(resp, &st))
-	return st
+	return decode[simctl.Stats](t, send(t, req))
 }
 
 // TestSimFaultModes drives each §9 mode through the simulator's HTTP control

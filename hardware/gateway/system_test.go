@@ -174,12 +174,7 @@ func TestAuth(t *testing.T) {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw.URL+"/", nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	requireError(t, reply{status: resp.StatusCode, header: resp.Header, body: data}, http.StatusUnauthorized, gateway.CodeAuthFailed)
+	requireError(t, send(t, req), http.StatusUnauthorized, gateway.CodeAuthFailed)
 
 	// Nothing happened.
 	assert.Equal(t, 0, gw.Sim.OpenAttempts())
@@ -189,10 +184,7 @@ func TestAuth(t *testing.T) {
 	req, err = http.NewRequestWithContext(t.Context(), http.MethodGet, gw.URL+"/health", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "bearer "+gw.Secret)
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, http.StatusOK, send(t, req).status)
 
 	// Probes need no secret.
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -211,10 +203,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, gw.URL+"/healthz", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Request-Id", "req-42")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, "req-42", resp.Header.Get("X-Request-Id"))
+	assert.Equal(t, "req-42", send(t, req).header.Get("X-Request-Id"))
 	assert.Len(t, callWithSecret(t, gw, "", http.MethodGet, "/readyz", nil).header.Get("X-Request-Id"), 36)
 	requireError(t, call(t, gw, http.MethodPut, "/lockers/101", nil), http.StatusMethodNotAllowed, gateway.CodeMethodNotAllowed)
 	requireError(t, call(t, gw, http.MethodDelete, "/lockers", nil), http.StatusMethodNotAllowed, gateway.CodeMethodNotAllowed)
@@ -235,12 +224,7 @@ func TestBodyLimit(t *testing.T) {
 	require.NoError(t, err)
 	req.ContentLength = -1
 	req.Header.Set("Authorization", "Bearer "+gw.Secret)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	requireError(t, reply{status: resp.StatusCode, header: resp.Header, body: data}, http.StatusRequestEntityTooLarge, gateway.CodePayloadTooLarge)
+	requireError(t, send(t, req), http.StatusRequestEntityTooLarge, gateway.CodePayloadTooLarge)
 
 	assert.Equal(t, 0, gw.Sim.OpenAttempts())
 	assert.Empty(t, decode[[]gateway.TransactionResponse](t, call(t, gw, http.MethodGet, "/transactions", nil)))

@@ -100,13 +100,7 @@ func TestCreateTransactionInput(t *testing.T) {
 		})
 	}
 
-	bad := []struct {
-		name   string
-		body   []byte
-		status int
-		code   string
-		field  string
-	}{
+	checkBadBodies(t, gw, http.MethodPost, "/transactions", []badBody{
 		{"malformed JSON", []byte(`{"lockerTypeId": `), 400, gateway.CodeInvalidJSON, ""},
 		{"trailing garbage", []byte(`{} {}`), 400, gateway.CodeInvalidJSON, ""},
 		{"array body", []byte(`[1, 2]`), 422, gateway.CodeValidation, ""},
@@ -124,15 +118,7 @@ func TestCreateTransactionInput(t *testing.T) {
 		{"empty id", []byte(`{"transactionId": ""}`), 422, gateway.CodeValidation, "transactionId"},
 		{"long id", []byte(`{"transactionId": "` + strings.Repeat("x", 129) + `"}`), 422, gateway.CodeValidation, "transactionId"},
 		{"boolean id", []byte(`{"transactionId": false}`), 422, gateway.CodeValidation, "transactionId"},
-	}
-	for _, tc := range bad {
-		t.Run(tc.name, func(t *testing.T) {
-			e := requireError(t, call(t, gw, http.MethodPost, "/transactions", tc.body), tc.status, tc.code)
-			if tc.field != "" {
-				assert.Equal(t, tc.field, e.Details["field"])
-			}
-		})
-	}
+	})
 }
 
 func TestAssignmentPreferences(t *testing.T) {

@@ -68,6 +68,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -237,30 +238,17 @@ func (c *Config) loadGateway() error {
 	if c.APIGatewayWorker && c.GatewayTaskQueue == c.TaskQueue {
 		return errors.New("LOCKERNET_API_GATEWAY_WORKER needs LOCKERNET_GATEWAY_TASK_QUEUE to differ from LOCKERNET_TASK_QUEUE")
 	}
-	ints := []struct {
-		name string
-		def  string
-		dst  *int
-	}{
+	if err := loadSettings([]setting[int]{
 		{"LOCKERNET_GATEWAY_RATE_LIMIT", "120", &c.GatewayRateLimit},
 		{"LOCKERNET_GATEWAY_DISPATCH_ATTEMPTS", "3", &c.GatewayDispatchAttempts},
 		{"LOCKERNET_MAX_WAITERS", "1000", &c.MaxWaiters},
 		{"LOCKERNET_TOWER_RATE_LIMIT", "600", &c.TowerRateLimit},
 		{"LOCKERNET_APP_RATE_LIMIT", "300", &c.AppRateLimit},
 		{"LOCKERNET_TOKEN_RATE_LIMIT", "60", &c.TokenRateLimit},
+	}, strconv.Atoi, func(n int) bool { return n >= 1 }, "a positive integer"); err != nil {
+		return err
 	}
-	for _, v := range ints {
-		n, err := strconv.Atoi(env(v.name, v.def))
-		if err != nil || n < 1 {
-			return fmt.Errorf("parse %s: must be a positive integer", v.name)
-		}
-		*v.dst = n
-	}
-	durations := []struct {
-		name string
-		def  string
-		dst  *time.Duration
-	}{
+	if err := loadSettings([]setting[time.Duration]{
 		{"LOCKERNET_GATEWAY_CALL_TIMEOUT", "10s", &c.GatewayCallTimeout},
 		{"LOCKERNET_GATEWAY_HARDWARE_TIMEOUT", "65s", &c.GatewayHardwareTimeout},
 		{"LOCKERNET_IDEMPOTENCY_TTL", "720h", &c.IdempotencyTTL},
@@ -270,13 +258,8 @@ func (c *Config) loadGateway() error {
 		{"LOCKERNET_GATEWAY_SYNC_TICK", "1s", &c.GatewaySyncTick},
 		{"LOCKERNET_GATEWAY_PRUNE_INTERVAL", "10m", &c.GatewayPruneInterval},
 		{"LOCKERNET_EXPIRY_SWEEP_INTERVAL", "30s", &c.ExpirySweepInterval},
-	}
-	for _, v := range durations {
-		d, err := time.ParseDuration(env(v.name, v.def))
-		if err != nil || d <= 0 {
-			return fmt.Errorf("parse %s: must be a positive duration such as 10s", v.name)
-		}
-		*v.dst = d
+	}, time.ParseDuration, func(d time.Duration) bool { return d > 0 }, "a positive duration such as 10s"); err != nil {
+		return err
 	}
 	times := []struct {
 		name string
@@ -319,12 +302,56 @@ func (c Config) Logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 }
 
+// NewLogger builds the logger of a command that takes its log format ("json" or
+// "text") and level as flags: it writes to w, through the handler wrap makes of
+// the format's handler when wrap is not nil.
+func NewLogger(format, level string, w io.Writer, wrap func(slog.Handler) slog.Handler) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	case "text":
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("log format %q: want json or text", format)
+	}
+	if wrap != nil {
+		h = wrap(h)
+	}
+	return slog.New(h), nil
+}
+
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
 		return 0, fmt.Errorf("parse LOCKERNET_LOG_LEVEL: %w", err)
 	}
 	return l, nil
+}
+
+// setting is an environment variable read into dst, def when it is unset.
+type setting[T any] struct {
+	name string
+	def  string
+	dst  *T
+}
+
+// loadSettings reads each setting with parse; a value parse refuses or valid rejects
+// is an error saying the variable must be what.
+func loadSettings[T any](settings []setting[T], parse func(string) (T, error), valid func(T) bool, what string) error {
+	for _, v := range settings {
+		x, err := parse(env(v.name, v.def))
+		if err != nil || !valid(x) {
+			return fmt.Errorf("parse %s: must be %s", v.name, what)
+		}
+		*v.dst = x
+	}
+	return nil
 }
 
 func env(name, def string) string {

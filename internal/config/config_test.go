@@ -11,6 +11,24 @@ import (
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 
+// loadCase sets the environment variables env and loads the configuration. With
+// wantErr set, loading must fail with an error naming it, and ok is false; without,
+// loading must succeed.
+func loadCase(t *testing.T, env map[string]string, wantErr string) (c Config, ok bool) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	c, err := Load()
+	if wantErr != "" {
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), wantErr)
+		return c, false
+	}
+	require.NoError(t, err)
+	return c, true
+}
+
 func TestEnvironmentSettings(t *testing.T) {
 	tests := []struct {
 		name, environment, prefix string
@@ -28,15 +46,13 @@ func TestEnvironmentSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_ENVIRONMENT", tt.environment)
-			t.Setenv("LOCKERNET_TOWER_ID_PREFIX", tt.prefix)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_ENVIRONMENT":     tt.environment,
+				"LOCKERNET_TOWER_ID_PREFIX": tt.prefix,
+			}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.wantEnvironment, c.Environment)
 			assert.Equal(t, tt.wantPrefix, c.TowerIDPrefix)
 		})
@@ -59,15 +75,13 @@ func TestPoolSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_DB_MAX_CONNS", tt.maxConns)
-			t.Setenv("LOCKERNET_DB_ACQUIRE_TIMEOUT", tt.acquire)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_DB_MAX_CONNS":       tt.maxConns,
+				"LOCKERNET_DB_ACQUIRE_TIMEOUT": tt.acquire,
+			}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.wantMaxConns, c.DBMaxConns)
 			assert.Equal(t, tt.wantAcquire, c.DBAcquireTimeout)
 		})
@@ -88,14 +102,10 @@ func TestWebhookScheduleSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE", tt.schedule)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			c, ok := loadCase(t, map[string]string{"LOCKERNET_WEBHOOK_RETRY_SCHEDULE": tt.schedule}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.want, c.WebhookSchedule)
 		})
 	}
@@ -124,25 +134,21 @@ func TestTrustedProxies(t *testing.T) {
 	tests := []struct {
 		name, value string
 		want        []string
-		wantErr     bool
+		wantErr     string
 	}{
 		{name: "default: loopback only", value: "", want: []string{"127.0.0.0/8", "::1/128"}},
 		{name: "addresses and prefixes", value: "10.0.0.7, 172.16.0.0/12,fd00::/8", want: []string{"10.0.0.7/32", "172.16.0.0/12", "fd00::/8"}},
 		{name: "a prefix with host bits", value: "192.168.1.9/24", want: []string{"192.168.1.0/24"}},
 		{name: "none", value: "none", want: nil},
-		{name: "a name", value: "proxy.internal", wantErr: true},
-		{name: "a bad prefix", value: "10.0.0.0/33", wantErr: true},
+		{name: "a name", value: "proxy.internal", wantErr: "LOCKERNET_TRUSTED_PROXIES"},
+		{name: "a bad prefix", value: "10.0.0.0/33", wantErr: "LOCKERNET_TRUSTED_PROXIES"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_TRUSTED_PROXIES", tt.value)
-			c, err := Load()
-			if tt.wantErr {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), "LOCKERNET_TRUSTED_PROXIES")
+			c, ok := loadCase(t, map[string]string{"LOCKERNET_TRUSTED_PROXIES": tt.value}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			got, err := ParseTrustedProxies(c.TrustedProxies)
 			require.NoError(t, err)
 			var s []string

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestRetentionSettings(t *testing.T) {
@@ -37,20 +36,18 @@ func TestRetentionSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_RETENTION_TOWER_EVENTS", tt.tower)
-			t.Setenv("LOCKERNET_RETENTION_TRANSACTIONS", tt.txs)
-			t.Setenv("LOCKERNET_RETENTION_WEBHOOK_EVENTS", tt.webhooks)
-			t.Setenv("LOCKERNET_RETENTION_GATEWAY_REQUESTS", tt.gw)
-			t.Setenv("LOCKERNET_RETENTION_RESERVATIONS", tt.res)
-			t.Setenv("LOCKERNET_RETENTION_TOKENS", tt.tokens)
-			t.Setenv("LOCKERNET_IDEMPOTENCY_TTL", tt.ttl)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_RETENTION_TOWER_EVENTS":     tt.tower,
+				"LOCKERNET_RETENTION_TRANSACTIONS":     tt.txs,
+				"LOCKERNET_RETENTION_WEBHOOK_EVENTS":   tt.webhooks,
+				"LOCKERNET_RETENTION_GATEWAY_REQUESTS": tt.gw,
+				"LOCKERNET_RETENTION_RESERVATIONS":     tt.res,
+				"LOCKERNET_RETENTION_TOKENS":           tt.tokens,
+				"LOCKERNET_IDEMPOTENCY_TTL":            tt.ttl,
+			}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, Retention{TowerEvents: tt.wantTower, Transactions: tt.wantTxs, WebhookEvents: tt.wantWebhook,
 				GatewayRequests: tt.wantGW, Reservations: tt.wantRes, Tokens: tt.wantTokens}, c.Retention)
 			assert.Equal(t, time.Hour, c.HistoryInterval)
@@ -79,17 +76,15 @@ func TestHistoryMoveSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv("LOCKERNET_HISTORY_MOVE_AFTER", tt.after)
-			t.Setenv("LOCKERNET_HISTORY_MOVE_INTERVAL", tt.every)
-			t.Setenv("LOCKERNET_RETENTION_RESERVATIONS", tt.res)
-			t.Setenv("LOCKERNET_RETENTION_TOKENS", tt.tokens)
-			c, err := Load()
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_HISTORY_MOVE_AFTER":     tt.after,
+				"LOCKERNET_HISTORY_MOVE_INTERVAL":  tt.every,
+				"LOCKERNET_RETENTION_RESERVATIONS": tt.res,
+				"LOCKERNET_RETENTION_TOKENS":       tt.tokens,
+			}, tt.wantErr)
+			if !ok {
 				return
 			}
-			require.NoError(t, err)
 			assert.Equal(t, tt.wantAfter, c.HistoryMoveAfter)
 			assert.Equal(t, tt.wantEvery, c.HistoryMoveInterval)
 		})

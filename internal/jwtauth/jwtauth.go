@@ -139,24 +139,23 @@ func (a *Authority) EnsureKey(ctx context.Context) error {
 
 // Rotate adds a new signing key and retires the others; they stay published for verification.
 func (a *Authority) Rotate(ctx context.Context) (string, error) {
-	kid, err := a.addKey(ctx)
-	if err != nil {
-		return "", err
-	}
-	if err := a.store.RetireSigningKeysExcept(ctx, kid); err != nil {
-		return "", err
-	}
-	return kid, a.reload(ctx)
+	return a.rotate(ctx, a.store.RetireSigningKeysExcept)
 }
 
 // RotateRevoking adds a new signing key and revokes every other: tokens they signed stop
 // verifying at once on this instance and within refreshEvery on the others. For a leaked key.
 func (a *Authority) RotateRevoking(ctx context.Context) (string, error) {
+	return a.rotate(ctx, a.store.RevokeSigningKeysExcept)
+}
+
+// rotate adds a new signing key, then has the others dealt with by others (given the
+// new key's id), and reloads the keys.
+func (a *Authority) rotate(ctx context.Context, others func(ctx context.Context, kid string) error) (string, error) {
 	kid, err := a.addKey(ctx)
 	if err != nil {
 		return "", err
 	}
-	if err := a.store.RevokeSigningKeysExcept(ctx, kid); err != nil {
+	if err := others(ctx, kid); err != nil {
 		return "", err
 	}
 	return kid, a.reload(ctx)

@@ -74,12 +74,20 @@ func newAuthorityOn(t *testing.T, clock *time.Time, keys *memKeys) *Authority {
 	return a
 }
 
+// issueServiceProvider issues a token of a minute to the service provider "client" of
+// organization 7.
+func issueServiceProvider(t *testing.T, a *Authority) string {
+	t.Helper()
+	tok, _, err := a.Issue(context.Background(), "client", "client", 7, []string{ScopeServiceProvider}, time.Minute)
+	require.NoError(t, err)
+	return tok
+}
+
 func TestVerifiedTokensStillExpire(t *testing.T) {
 	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	a := newAuthority(t, &clock)
 	ctx := context.Background()
-	tok, _, err := a.Issue(ctx, "client", "client", 7, []string{ScopeServiceProvider}, time.Minute)
-	require.NoError(t, err)
+	tok := issueServiceProvider(t, a)
 
 	for range 2 { // the second answer comes from the remembered verification
 		p, err := a.Verify(ctx, tok)
@@ -88,7 +96,7 @@ func TestVerifiedTokensStillExpire(t *testing.T) {
 		assert.Equal(t, []string{ScopeServiceProvider}, p.Scopes)
 	}
 	clock = clock.Add(time.Minute + 6*time.Second) // past the expiry and its 5 s leeway
-	_, err = a.Verify(ctx, tok)
+	_, err := a.Verify(ctx, tok)
 	assert.ErrorIs(t, err, ErrExpiredToken, "a remembered token expires all the same")
 }
 
@@ -96,8 +104,7 @@ func TestForgedTokensAreNeverRemembered(t *testing.T) {
 	clock := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	a := newAuthority(t, &clock)
 	ctx := context.Background()
-	tok, _, err := a.Issue(ctx, "client", "client", 7, []string{ScopeServiceProvider}, time.Minute)
-	require.NoError(t, err)
+	tok := issueServiceProvider(t, a)
 	parts := strings.Split(tok, ".")
 	sig := []byte(parts[2])
 	sig[5] ^= 1
@@ -106,7 +113,7 @@ func TestForgedTokensAreNeverRemembered(t *testing.T) {
 		_, err := a.Verify(ctx, forged)
 		assert.True(t, errors.Is(err, ErrInvalidToken), "got %v", err)
 	}
-	_, err = a.Verify(ctx, tok)
+	_, err := a.Verify(ctx, tok)
 	assert.NoError(t, err, "the genuine token still verifies")
 }
 

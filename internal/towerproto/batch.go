@@ -118,10 +118,7 @@ func BatchPayloadLen(n int) int { return batchHeader + eventLen*n }
 // EncodeBatch signs b with eventKey (from EventKey). The events must have consecutive
 // sequence numbers starting at 1 or later.
 func EncodeBatch(b Batch, eventKey []byte) (BatchEnvelope, error) {
-	if err := checkKey(eventKey); err != nil {
-		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
-	}
-	tower, err := towerIDBytes(b.TowerID)
+	tower, err := keyAndTower(eventKey, b.TowerID)
 	if err != nil {
 		return BatchEnvelope{}, fmt.Errorf("encode batch: %w", err)
 	}
@@ -185,18 +182,8 @@ func DecodeBatch(env BatchEnvelope, eventKey []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("decode batch: %w", err)
 	}
 	p, err := batchPayload(env.Payload)
-	if err != nil {
-		return Batch{}, fmt.Errorf("decode batch: %w", err)
-	}
-	auth, err := decodeHex(env.PayloadAuth, authLen)
-	if err != nil {
-		return Batch{}, fmt.Errorf("decode batch auth: %w", err)
-	}
-	if err := verify(p, auth, eventKey); err != nil {
-		return Batch{}, fmt.Errorf("decode batch: %w", err)
-	}
-	if p[0] != BatchVersion {
-		return Batch{}, fmt.Errorf("decode batch: %w: payload version %#02x", ErrVersion, p[0])
+	if err := verifyPayload("decode batch", p, err, env.PayloadAuth, eventKey, BatchVersion); err != nil {
+		return Batch{}, err
 	}
 
 	start := binary.BigEndian.Uint64(p[batOffStart:])
@@ -272,13 +259,7 @@ func checkSubject(e Event) error {
 // verifying it, so the cloud can pick which tower's key to use.
 func PeekBatchTower(env BatchEnvelope) (string, error) {
 	p, err := batchPayload(env.Payload)
-	if err != nil {
-		return "", fmt.Errorf("peek batch tower: %w", err)
-	}
-	if p[0] != BatchVersion {
-		return "", fmt.Errorf("peek batch tower: %w: payload version %#02x", ErrVersion, p[0])
-	}
-	return hex.EncodeToString(p[batOffTower:batOffEpoch]), nil
+	return peekTower("peek batch tower", p, err, BatchVersion, batOffTower, batOffEpoch)
 }
 
 // batchPayload decodes the hex and checks the structure a version-1 payload must have (its

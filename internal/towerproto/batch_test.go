@@ -284,20 +284,12 @@ func TestPeekBatchTower(t *testing.T) {
 
 func TestEventKindNames(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		kind towerproto.EventKind
-		name string
-	}{
-		{towerproto.EventTokenUsed, "token_used"},
-		{towerproto.EventDoorOpened, "door_opened"},
-		{towerproto.EventDoorClosed, "door_closed"},
-		{towerproto.EventSyncCommands, "sync_commands"},
-	} {
-		assert.Equal(t, tc.name, tc.kind.String())
-		got, err := towerproto.ParseEventKind(tc.name)
-		require.NoError(t, err)
-		assert.Equal(t, tc.kind, got)
-	}
+	checkNames(t, map[towerproto.EventKind]string{
+		towerproto.EventTokenUsed:    "token_used",
+		towerproto.EventDoorOpened:   "door_opened",
+		towerproto.EventDoorClosed:   "door_closed",
+		towerproto.EventSyncCommands: "sync_commands",
+	}, towerproto.ParseEventKind)
 	assert.Equal(t, "EventKind(0)", towerproto.EventKind(0).String())
 	_, err := towerproto.ParseEventKind("door_slammed")
 	assert.ErrorIs(t, err, towerproto.ErrMalformed)

@@ -109,10 +109,7 @@ func CommandPayloadLen(n int) int { return cmdHeader + cmdLen*n }
 // EncodeCommands signs b with commandKey (from CommandKey) and returns the payload and its
 // authenticator as bytes.
 func EncodeCommands(b CommandBatch, commandKey []byte) (payload, auth []byte, err error) {
-	if err := checkKey(commandKey); err != nil {
-		return nil, nil, fmt.Errorf("encode commands: %w", err)
-	}
-	tower, err := towerIDBytes(b.TowerID)
+	tower, err := keyAndTower(commandKey, b.TowerID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode commands: %w", err)
 	}

@@ -59,6 +59,15 @@ func deriveKey(secret []byte, label string) []byte {
 	return key
 }
 
+// keyAndTower checks an encoder's key and returns the bytes of the tower id it
+// encodes.
+func keyAndTower(key []byte, towerID string) ([8]byte, error) {
+	if err := checkKey(key); err != nil {
+		return [8]byte{}, err
+	}
+	return towerIDBytes(towerID)
+}
+
 func checkKey(key []byte) error {
 	if len(key) != KeySize {
 		return fmt.Errorf("%w: want %d bytes, got %d", ErrKey, KeySize, len(key))

@@ -166,10 +166,7 @@ const maxSessionText = 256
 // SealSession encrypts and authenticates s for its tower with sessionKey (from SessionKey).
 // rnd supplies the nonce (crypto/rand.Reader in production).
 func SealSession(s Session, sessionKey []byte, rnd io.Reader) (payloadHex, payloadAuthHex string, err error) {
-	if err := checkKey(sessionKey); err != nil {
-		return "", "", fmt.Errorf("seal session: %w", err)
-	}
-	tower, err := towerIDBytes(s.TowerID)
+	tower, err := keyAndTower(sessionKey, s.TowerID)
 	if err != nil {
 		return "", "", fmt.Errorf("seal session: %w", err)
 	}

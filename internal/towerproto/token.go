@@ -75,10 +75,7 @@ const TokenPayloadLen = tokenV1Length
 // EncodeToken returns the hex payload and payload_auth of t signed with tokenKey (from
 // TokenKey). The tower id may be given in either case; it is encoded as bytes.
 func EncodeToken(t Token, tokenKey []byte) (payloadHex, payloadAuthHex string, err error) {
-	if err := checkKey(tokenKey); err != nil {
-		return "", "", fmt.Errorf("encode token: %w", err)
-	}
-	tower, err := towerIDBytes(t.TowerID)
+	tower, err := keyAndTower(tokenKey, t.TowerID)
 	if err != nil {
 		return "", "", fmt.Errorf("encode token: %w", err)
 	}
@@ -112,18 +109,8 @@ func DecodeToken(payloadHex, payloadAuthHex string, tokenKey []byte) (Token, err
 		return Token{}, fmt.Errorf("decode token: %w", err)
 	}
 	p, err := tokenPayload(payloadHex)
-	if err != nil {
-		return Token{}, fmt.Errorf("decode token: %w", err)
-	}
-	auth, err := decodeHex(payloadAuthHex, authLen)
-	if err != nil {
-		return Token{}, fmt.Errorf("decode token auth: %w", err)
-	}
-	if err := verify(p, auth, tokenKey); err != nil {
-		return Token{}, fmt.Errorf("decode token: %w", err)
-	}
-	if p[0] != TokenVersion {
-		return Token{}, fmt.Errorf("decode token: %w: payload version %#02x", ErrVersion, p[0])
+	if err := verifyPayload("decode token", p, err, payloadAuthHex, tokenKey, TokenVersion); err != nil {
+		return Token{}, err
 	}
 
 	var t Token
@@ -148,13 +135,39 @@ func DecodeToken(payloadHex, payloadAuthHex string, tokenKey []byte) (Token, err
 // so a verifier can pick which tower's key to use. Never act on anything else unverified.
 func PeekTokenTower(payloadHex string) (towerID string, err error) {
 	p, err := tokenPayload(payloadHex)
+	return peekTower("peek token tower", p, err, TokenVersion, tokOffTower, tokOffLocker)
+}
+
+// verifyPayload checks the payload p, which a payload decoder returned with err,
+// against its hex payload_auth with key, and then that it is of the given version
+// (the version is only trusted once the MAC holds); what names the decode in errors.
+func verifyPayload(what string, p []byte, err error, authHex string, key []byte, version byte) error {
 	if err != nil {
-		return "", fmt.Errorf("peek token tower: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if p[0] != TokenVersion {
-		return "", fmt.Errorf("peek token tower: %w: payload version %#02x", ErrVersion, p[0])
+	auth, err := decodeHex(authHex, authLen)
+	if err != nil {
+		return fmt.Errorf("%s auth: %w", what, err)
 	}
-	return hex.EncodeToString(p[tokOffTower:tokOffLocker]), nil
+	if err := verify(p, auth, key); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if p[0] != version {
+		return fmt.Errorf("%s: %w: payload version %#02x", what, ErrVersion, p[0])
+	}
+	return nil
+}
+
+// peekTower is the tower id, bytes from to to, of the payload p of the given version,
+// which a payload decoder returned with err; what names the peek in errors.
+func peekTower(what string, p []byte, err error, version byte, from, to int) (string, error) {
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if p[0] != version {
+		return "", fmt.Errorf("%s: %w: payload version %#02x", what, ErrVersion, p[0])
+	}
+	return hex.EncodeToString(p[from:to]), nil
 }
 
 // tokenPayload decodes the hex and checks the length a version-1 payload must have. Other

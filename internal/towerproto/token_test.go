@@ -288,21 +288,28 @@ func TestPeekTokenTower(t *testing.T) {
 	assert.ErrorIs(t, err, towerproto.ErrVersion)
 }
 
+// checkNames checks that each value's String is its name, and that parse reads the
+// name back as the value.
+func checkNames[V interface {
+	comparable
+	String() string
+}](t *testing.T, names map[V]string, parse func(string) (V, error)) {
+	t.Helper()
+	for v, name := range names {
+		assert.Equal(t, name, v.String())
+		got, err := parse(name)
+		require.NoError(t, err)
+		assert.Equal(t, v, got)
+	}
+}
+
 func TestTokenTypeNames(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		typ  towerproto.TokenType
-		name string
-	}{
-		{towerproto.TokenDropoff, "dropoff"},
-		{towerproto.TokenPickup, "pickup"},
-		{towerproto.TokenRelease, "release"},
-	} {
-		assert.Equal(t, tc.name, tc.typ.String())
-		got, err := towerproto.ParseTokenType(tc.name)
-		require.NoError(t, err)
-		assert.Equal(t, tc.typ, got)
-	}
+	checkNames(t, map[towerproto.TokenType]string{
+		towerproto.TokenDropoff: "dropoff",
+		towerproto.TokenPickup:  "pickup",
+		towerproto.TokenRelease: "release",
+	}, towerproto.ParseTokenType)
 	assert.Equal(t, "TokenType(9)", towerproto.TokenType(9).String())
 	_, err := towerproto.ParseTokenType("Pickup")
 	assert.ErrorIs(t, err, towerproto.ErrMalformed)

@@ -14,6 +14,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 // bus is an emulated bus with boards 1 and 2 on a pseudo-terminal, and the
@@ -27,16 +28,17 @@ type bus struct {
 
 func newBus(t *testing.T, params string) *bus {
 	t.Helper()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1, 2}})
+	return newBusOf(t, kerongemu.Config{Boards: []int{1, 2}}, "&baud=19200&timeout=100ms&opentimeout=300ms"+params)
+}
+
+// newBusOf is a bus of boards 1 and 2 emulated as cfg says, driven by the
+// controllers of boards 1 and 2 with the URL parameters params.
+func newBusOf(t *testing.T, cfg kerongemu.Config, params string) *bus {
+	t.Helper()
+	emu, p, bs := serveEmu(t, cfg)
+	ctl1, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=1"+params)
 	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
-	ctl1, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?baud=19200&board=1&timeout=100ms&opentimeout=300ms"+params)
-	require.NoError(t, err)
-	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+p.Path+"?baud=19200&board=2&timeout=100ms&opentimeout=300ms"+params)
+	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+p.Path+"?board=2"+params)
 	require.NoError(t, err)
 	// A running gateway has read its doors: both boards have answered on this link.
 	for _, ctl := range []*kerong.Controller{ctl1, ctl2} {
@@ -47,6 +49,23 @@ func newBus(t *testing.T, params string) *bus {
 	return &bus{emu: emu, pty: p, buses: bs, ctl1: ctl1, ctl2: ctl2}
 }
 
+// serveEmu is an emulator made from cfg, served on a pseudo-terminal, and the
+// buses to drive it; all are closed when the test ends.
+func serveEmu(t *testing.T, cfg kerongemu.Config) (*kerongemu.Emulator, *kerongemu.PTY, *kerong.Buses) {
+	t.Helper()
+	emu, p := emutest.ServePTY(t, cfg)
+	return emu, p, emutest.Buses(t)
+}
+
+// serveOne is serveEmu with one controller on it, made from the URL query query.
+func serveOne(t *testing.T, cfg kerongemu.Config, query string) (*kerongemu.Emulator, *kerong.Controller) {
+	t.Helper()
+	emu, p, bs := serveEmu(t, cfg)
+	ctl, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+query)
+	require.NoError(t, err)
+	return emu, ctl
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -55,77 +74,101 @@ func ctx(t *testing.T) context.Context {
 
 func TestOpenThenDoorReadsOpenOverPTY(t *testing.T) {
 	t.Parallel()
-	b := newBus(t, "")
+	checkOpenThenDoorReads(t, newBus(t, ""), 16, []int{3}, 4)
+}
+
+// checkOpenThenDoorReads opens the locks opened of board 1 (a board of size locks)
+// one by one, and reads each door open and the door shut stays shut; the last lock
+// opened is then shut by hand with an item inside, and a lock past size is unknown.
+func checkOpenThenDoorReads(t *testing.T, b *bus, size int, opened []int, shut int) {
+	t.Helper()
+	last := opened[len(opened)-1]
 	doors, err := b.ctl1.Doors(ctx(t))
 	require.NoError(t, err)
-	require.Len(t, doors, 16)
-	assert.False(t, doors[3].Open)
+	require.Len(t, doors, size)
+	assert.False(t, doors[last].Open)
 
-	require.NoError(t, b.ctl1.Open(ctx(t), 3))
-	assert.Equal(t, 1, b.emu.Pulses(1, 3))
+	for _, ch := range opened {
+		require.NoError(t, b.ctl1.Open(ctx(t), ch))
+		assert.Equal(t, 1, b.emu.Pulses(1, ch), "lock %d", ch)
+	}
 	doors, err = b.ctl1.Doors(ctx(t))
 	require.NoError(t, err)
-	assert.True(t, doors[3].Open, "the door sprang open")
-	assert.False(t, doors[4].Open)
+	for _, ch := range opened {
+		assert.True(t, doors[ch].Open, "lock %d: the door sprang open", ch)
+	}
+	assert.False(t, doors[shut].Open)
 
-	b.emu.CloseDoor(1, 3, true)
+	b.emu.CloseDoor(1, last, true)
 	doors, err = b.ctl1.Doors(ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, lockctl.Door{Open: false, ItemInside: true}, doors[3], "closed by hand with an item inside")
+	assert.Equal(t, lockctl.Door{Open: false, ItemInside: true}, doors[last], "closed by hand with an item inside")
 
 	st, err := b.ctl1.Status(ctx(t))
 	require.NoError(t, err)
 	assert.True(t, st.Online)
 
-	err = b.ctl1.Open(ctx(t), 17)
+	err = b.ctl1.Open(ctx(t), size+1)
 	assert.ErrorIs(t, err, lockctl.ErrUnknownChannel)
 }
 
 func TestTwoBoardsOnOneBus(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, "")
-	// Both banks at once: the bus takes one request at a time.
-	errc := make(chan error, 2)
-	go func() { errc <- b.ctl1.Open(ctx(t), 5) }()
-	go func() { errc <- b.ctl2.Open(ctx(t), 5) }()
-	require.NoError(t, <-errc)
-	require.NoError(t, <-errc)
-	assert.Equal(t, 1, b.emu.Pulses(1, 5))
-	assert.Equal(t, 1, b.emu.Pulses(2, 5))
+	checkTwoBoardsOnOneBus(t, b, 5, 16)
+	_, err := b.buses.Controller("CTL-3", "kerong+serial://"+b.pty.Path+"?board=2")
+	assert.ErrorContains(t, err, "already another controller's")
+}
 
-	require.NoError(t, b.ctl2.Open(ctx(t), 16))
+// checkTwoBoardsOnOneBus opens lock both of both banks at once (the bus takes one
+// request at a time), then lock one of board 2 alone.
+func checkTwoBoardsOnOneBus(t *testing.T, b *bus, both, one int) {
+	t.Helper()
+	errc := make(chan error, 2)
+	go func() { errc <- b.ctl1.Open(ctx(t), both) }()
+	go func() { errc <- b.ctl2.Open(ctx(t), both) }()
+	require.NoError(t, <-errc)
+	require.NoError(t, <-errc)
+	assert.Equal(t, 1, b.emu.Pulses(1, both))
+	assert.Equal(t, 1, b.emu.Pulses(2, both))
+
+	require.NoError(t, b.ctl2.Open(ctx(t), one))
 	d1, err := b.ctl1.Doors(ctx(t))
 	require.NoError(t, err)
 	d2, err := b.ctl2.Doors(ctx(t))
 	require.NoError(t, err)
-	assert.False(t, d1[16].Open, "board 1's lock 16 was not asked")
-	assert.True(t, d2[16].Open)
-
-	_, err = b.buses.Controller("CTL-3", "kerong+serial://"+b.pty.Path+"?board=2")
-	assert.ErrorContains(t, err, "already another controller's")
+	assert.False(t, d1[one].Open, "board 1's lock %d was not asked", one)
+	assert.True(t, d2[one].Open)
 }
 
 func TestBoardsOfOneBank(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{3, 4}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
-	ctl, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=4,3")
-	require.NoError(t, err)
-	require.NoError(t, ctl.Open(ctx(t), 18), "channel 18 is lock 2 of the second board named")
+	checkBoardsOfOneBank(t, kerongemu.Config{Boards: []int{3, 4}}, "", 16)
+}
+
+// checkBoardsOfOneBank drives boards 4 and 3 (of size locks each, as cfg and params
+// say) as one bank: lock 2 of board 3 is the bank's channel size+2.
+func checkBoardsOfOneBank(t *testing.T, cfg kerongemu.Config, params string, size int) {
+	t.Helper()
+	emu, ctl := serveOne(t, cfg, "?board=4,3"+params)
+	require.NoError(t, ctl.Open(ctx(t), size+2), "channel %d is lock 2 of the second board named", size+2)
 	assert.Equal(t, 1, emu.Pulses(3, 2))
 	doors, err := ctl.Doors(ctx(t))
 	require.NoError(t, err)
-	assert.Len(t, doors, 32)
-	assert.True(t, doors[18].Open)
+	assert.Len(t, doors, 2*size)
+	assert.True(t, doors[size+2].Open)
 }
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
+	checkFaults(t, func(t *testing.T) *bus { return newBus(t, "") }, 7, false)
+}
+
+// checkFaults opens lock of board 1 under each fault of the emulator and checks the
+// outcome and the pulses; board 2 on the same bus is unaffected. With recovers, board
+// 1 is then driven again once the fault is gone (after late, if it owed answers).
+func checkFaults(t *testing.T, newBus func(t *testing.T) *bus, lock int, recovers bool) {
+	t.Helper()
 	tests := []struct {
 		fault  kerongemu.Fault
 		want   error // nil: the open succeeds
@@ -146,25 +189,33 @@ func TestFaults(t *testing.T) {
 		{kerongemu.Fault{Kind: kerongemu.FaultJammed}, lockctl.ErrHardwareFault, 1},
 		{kerongemu.Fault{Kind: kerongemu.FaultNoise}, nil, 1},
 		{kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 100 * time.Millisecond}, nil, 1},
-		// Slower than the unlock's answer timeout: the door reads back open.
+		// Slower than the unlock's answer timeout: the door reads back open (the late
+		// answer of the unlock is the read-back's: it was sent after the pulse).
 		{kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 500 * time.Millisecond, Count: 1}, nil, 1},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s/%d", tc.fault.Kind, tc.fault.Count), func(t *testing.T) {
 			t.Parallel()
-			b := newBus(t, "")
+			b := newBus(t)
 			require.NoError(t, b.emu.SetFault(1, tc.fault))
-			err := b.ctl1.Open(ctx(t), 7)
+			err := b.ctl1.Open(ctx(t), lock)
 			if tc.want == nil {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tc.want)
 				assert.Equal(t, errors.Is(tc.want, lockctl.ErrUnreachable), lockctl.Retryable(err))
 			}
-			assert.Equal(t, tc.pulses, b.emu.Pulses(1, 7), "pulses")
+			assert.Equal(t, tc.pulses, b.emu.Pulses(1, lock), "pulses")
 			// Board 2 on the same bus is unaffected.
-			require.NoError(t, b.ctl2.Open(ctx(t), 7))
-			assert.Equal(t, 1, b.emu.Pulses(2, 7))
+			require.NoError(t, b.ctl2.Open(ctx(t), lock))
+			assert.Equal(t, 1, b.emu.Pulses(2, lock))
+			if !recovers {
+				return
+			}
+			require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{}))
+			require.Eventually(t, func() bool { return b.ctl1.Open(ctx(t), lock+1) == nil }, 3*time.Second, 50*time.Millisecond)
+			assert.Equal(t, 1, b.emu.Pulses(1, lock+1))
+			assert.Equal(t, tc.pulses, b.emu.Pulses(1, lock), "no later pulse of lock %d", lock)
 		})
 	}
 }
@@ -174,18 +225,30 @@ func TestFaults(t *testing.T) {
 func TestLostAnswerNeverPulsesTwice(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, "&rereads=0")
-	// The unlock pulses and its answer is lost; the read back is lost too.
+	loseUnlockAndReadBack(t, b)
+
+	// A later open of the lock finds the door open: no pulse.
+	checkNoSecondPulse(t, b)
+}
+
+// loseUnlockAndReadBack opens lock 2 of board 1, which pulses; the unlock's answer is
+// lost and the read-back's too.
+func loseUnlockAndReadBack(t *testing.T, b *bus) {
+	t.Helper()
 	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultNoAnswer, Count: 2}))
 	err := b.ctl1.Open(ctx(t), 2)
 	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
 	assert.False(t, lockctl.Retryable(err), "not to be retried as a fresh open")
 	assert.Equal(t, 1, b.emu.Pulses(1, 2))
+}
 
-	// A later open of the lock finds the door open: no pulse.
+// checkNoSecondPulse opens lock 2 of board 1, whose door is open: no pulse. Once the
+// door was shut again, an open pulses as usual.
+func checkNoSecondPulse(t *testing.T, b *bus) {
+	t.Helper()
 	require.NoError(t, b.ctl1.Open(ctx(t), 2))
 	assert.Equal(t, 1, b.emu.Pulses(1, 2), "never pulsed twice")
 
-	// Once the door was shut again, an open pulses as usual.
 	b.emu.CloseDoor(1, 2, false)
 	require.NoError(t, b.ctl1.Open(ctx(t), 2))
 	assert.Equal(t, 2, b.emu.Pulses(1, 2))
@@ -194,6 +257,15 @@ func TestLostAnswerNeverPulsesTwice(t *testing.T) {
 func TestReadsAreRetriedBounded(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, "&rereads=2")
+	checkReadsAreRetriedBounded(t, b)
+	_, err := b.ctl1.Status(ctx(t))
+	require.ErrorIs(t, err, lockctl.ErrUnreachable)
+}
+
+// checkReadsAreRetriedBounded drives b, whose controllers were made with rereads=2,
+// and leaves board 1 absent.
+func checkReadsAreRetriedBounded(t *testing.T, b *bus) {
+	t.Helper()
 	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultCorruptChecksum, Count: 2}))
 	_, err := b.ctl1.Doors(ctx(t))
 	require.NoError(t, err, "the third try gets a good answer")
@@ -207,8 +279,6 @@ func TestReadsAreRetriedBounded(t *testing.T) {
 	assert.True(t, st.Online)
 
 	require.NoError(t, b.emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}))
-	_, err = b.ctl1.Status(ctx(t))
-	require.ErrorIs(t, err, lockctl.ErrUnreachable)
 }
 
 func TestContextEndsBeforeThePulse(t *testing.T) {
@@ -236,30 +306,7 @@ func TestContextEndsBeforeThePulse(t *testing.T) {
 
 func TestTCPAndReconnect(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{0}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	emu.ListenTCP(ln)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
-	ctl, err := bs.Controller("CTL-1", "kerong+tcp://"+ln.Addr().String()+"?board=0&timeout=200ms")
-	require.NoError(t, err)
-	require.NoError(t, ctl.Open(ctx(t), 1))
-
-	emu.DropLinks() // the cable is pulled and plugged back
-	time.Sleep(50 * time.Millisecond)
-	doors, err := ctl.Doors(ctx(t))
-	if err != nil {
-		// The drop was noticed by this read: the next one reconnects.
-		require.ErrorIs(t, err, lockctl.ErrUnreachable)
-		doors, err = ctl.Doors(ctx(t))
-	}
-	require.NoError(t, err)
-	assert.True(t, doors[1].Open)
-	require.NoError(t, ctl.Open(ctx(t), 2))
-	assert.Equal(t, 1, emu.Pulses(0, 2))
+	bs := checkTCPAndReconnect(t, kerongemu.Config{Boards: []int{0}}, "&timeout=200ms", 1)
 
 	// A port nobody listens on: unreachable, not a fault.
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
@@ -272,10 +319,40 @@ func TestTCPAndReconnect(t *testing.T) {
 	require.ErrorIs(t, err, lockctl.ErrUnreachable)
 }
 
+// checkTCPAndReconnect drives board 0 of an emulator made from cfg over TCP: lock
+// is opened, the link dropped, and the door read back open over a new link; then
+// lock+1 opens. It returns the buses, still open.
+func checkTCPAndReconnect(t *testing.T, cfg kerongemu.Config, params string, lock int) *kerong.Buses {
+	t.Helper()
+	emu, err := kerongemu.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(emu.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	emu.ListenTCP(ln)
+	bs := emutest.Buses(t)
+	ctl, err := bs.Controller("CTL-1", "kerong+tcp://"+ln.Addr().String()+"?board=0"+params)
+	require.NoError(t, err)
+	require.NoError(t, ctl.Open(ctx(t), lock))
+
+	emu.DropLinks() // the cable is pulled and plugged back
+	time.Sleep(50 * time.Millisecond)
+	doors, err := ctl.Doors(ctx(t))
+	if err != nil {
+		// The drop was noticed by this read: the next one reconnects.
+		require.ErrorIs(t, err, lockctl.ErrUnreachable)
+		doors, err = ctl.Doors(ctx(t))
+	}
+	require.NoError(t, err)
+	assert.True(t, doors[lock].Open)
+	require.NoError(t, ctl.Open(ctx(t), lock+1))
+	assert.Equal(t, 1, emu.Pulses(0, lock+1))
+	return bs
+}
+
 func TestSerialPortMissing(t *testing.T) {
 	t.Parallel()
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	bs := emutest.Buses(t)
 	ctl, err := bs.Controller("CTL-1", "kerong+serial:///dev/nonexistent-tty?board=1")
 	require.NoError(t, err)
 	_, err = ctl.Doors(ctx(t))
@@ -312,6 +389,20 @@ func TestParseURL(t *testing.T) {
 func TestQueuedPastItsDeadlineSendsNothing(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, "")
+	checkQueuedPastItsDeadline(t, b)
+	// The next open of the lock reads its door first (after the late answer) and
+	// finds it open: no second pulse.
+	require.NoError(t, b.ctl1.Open(ctx(t), 2))
+	assert.Equal(t, 1, b.emu.Pulses(1, 2))
+}
+
+// checkQueuedPastItsDeadline opens lock 1 of board 1 while board 2's slow unlock
+// holds the bus, with less time than that takes: nothing is sent, and the retry
+// pulses once. Then lock 2 of board 1 is opened with a shorter time than its slow
+// answer takes: the outcome is unknown, and lock 2 has pulsed once when the caller
+// is done.
+func checkQueuedPastItsDeadline(t *testing.T, b *bus) {
+	t.Helper()
 	require.NoError(t, b.emu.SetFault(2, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 250 * time.Millisecond, Count: 1}))
 	done := make(chan error, 1)
 	go func() { done <- b.ctl2.Open(ctx(t), 1) }()
@@ -336,10 +427,6 @@ func TestQueuedPastItsDeadlineSendsNothing(t *testing.T) {
 	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, lockctl.Retryable(err))
-	// The next open of the lock reads its door first (after the late answer) and
-	// finds it open: no second pulse.
-	require.NoError(t, b.ctl1.Open(ctx(t), 2))
-	assert.Equal(t, 1, b.emu.Pulses(1, 2))
 }
 
 // openRequest opens a lock as the gateway's open policy does: up to three attempts,
@@ -365,20 +452,9 @@ func openRequest(t *testing.T, ctl *kerong.Controller, channel int, attempt time
 // pulse, whatever the late answers say; the next request reads the door first.
 func TestLateReadBackNeverPulsesTwice(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1}, DoorCloseAfter: 100 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
-	ctl, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=1&timeout=150ms&opentimeout=100ms&rereads=2")
-	require.NoError(t, err)
-	_, err = ctl.Doors(ctx(t))
-	require.NoError(t, err)
-	require.NoError(t, emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 300 * time.Millisecond}))
+	emu, ctl := slowBoard(t, kerongemu.Config{Boards: []int{1}, DoorCloseAfter: 100 * time.Millisecond}, "")
 
-	err = openRequest(t, ctl, 1, 2*time.Second)
+	err := openRequest(t, ctl, 1, 2*time.Second)
 	require.ErrorIs(t, err, lockctl.ErrOutcomeUnknown)
 	require.NoError(t, emu.SetFault(1, kerongemu.Fault{}))
 	require.Eventually(t, func() bool { return emu.Pulses(1, 1) == 1 }, 2*time.Second, 10*time.Millisecond, "the board pulses late")
@@ -390,31 +466,37 @@ func TestLateReadBackNeverPulsesTwice(t *testing.T) {
 	assert.Equal(t, 2, emu.Pulses(1, 1))
 }
 
+// slowBoard is board 1 of an emulator made from cfg, driven with a frame timeout of
+// 150 ms, an unlock's answer awaited 100 ms and two rereads (and params), which has
+// read its doors once; the board then answers each frame 300 ms late.
+func slowBoard(t *testing.T, cfg kerongemu.Config, params string) (*kerongemu.Emulator, *kerong.Controller) {
+	t.Helper()
+	emu, ctl := serveOne(t, cfg, "?board=1&timeout=150ms&opentimeout=100ms&rereads=2"+params)
+	_, err := ctl.Doors(ctx(t))
+	require.NoError(t, err)
+	require.NoError(t, emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 300 * time.Millisecond}))
+	return emu, ctl
+}
+
 // A slow bus with many opens at once, as in a cluster drill: every board takes longer
 // to act and answer than an unlock's answer is awaited, doors close by themselves
 // soon after they open, and each open request retries as the gateway's policy does.
 // No door is pulsed twice for one request.
 func TestSlowBusManyOpensPulseOncePerRequest(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1, 2}, DoorCloseAfter: 400 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	checkSlowBusManyOpens(t, nil, "", 1, 16)
+}
+
+// checkSlowBusManyOpens drives boards 1 and 2 (of the models given, of size locks
+// each) with params: locks step, 2·step, … 16·step of both are opened at once.
+func checkSlowBusManyOpens(t *testing.T, models map[int]kerong.Model, params string, step, size int) {
+	t.Helper()
 	// The drill's figures, twenty times faster: a board takes 500 ms per frame, a
 	// door closes 500 ms after it opened, an attempt lasts 1 s and an unlock's answer
 	// is awaited longer than that.
-	const params = "&timeout=200ms&opentimeout=1250ms&rereads=2"
-	ctl1, err := bs.Controller("CTL-1", "kerong+serial://"+p.Path+"?board=1"+params)
-	require.NoError(t, err)
-	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+p.Path+"?board=2"+params)
-	require.NoError(t, err)
-	for _, ctl := range []*kerong.Controller{ctl1, ctl2} {
-		_, err := ctl.Doors(ctx(t))
-		require.NoError(t, err)
-	}
+	b := newBusOf(t, kerongemu.Config{Boards: []int{1, 2}, Models: models, DoorCloseAfter: 400 * time.Millisecond},
+		params+"&timeout=200ms&opentimeout=1250ms&rereads=2")
+	emu, ctl1, ctl2 := b.emu, b.ctl1, b.ctl2
 	require.NoError(t, emu.SetFault(-1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: 500 * time.Millisecond}))
 
 	const locks = 16
@@ -426,8 +508,8 @@ func TestSlowBusManyOpensPulseOncePerRequest(t *testing.T) {
 	for lock := 1; lock <= locks; lock++ {
 		for board, ctl := range map[int]*kerong.Controller{1: ctl1, 2: ctl2} {
 			go func() {
-				err := openRequest(t, ctl, lock, time.Second)
-				results <- result{board, lock, err}
+				err := openRequest(t, ctl, lock*step, time.Second)
+				results <- result{board, lock * step, err}
 			}()
 		}
 	}
@@ -448,7 +530,7 @@ func TestSlowBusManyOpensPulseOncePerRequest(t *testing.T) {
 	require.NoError(t, emu.SetFault(-1, kerongemu.Fault{}))
 	time.Sleep(time.Second)
 	for board := 1; board <= 2; board++ {
-		for lock := 1; lock <= locks; lock++ {
+		for lock := 1; lock <= size; lock++ {
 			assert.LessOrEqual(t, emu.Pulses(board, lock), 1, "board %d lock %d: pulses", board, lock)
 		}
 	}

@@ -23,10 +23,10 @@ func (s *Sim) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sim/faults", s.handleSetFaults)
 	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.Faults())
+		WriteJSON(w, http.StatusOK, s.Faults())
 	})
 	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.Stats())
+		WriteJSON(w, http.StatusOK, s.Stats())
 	})
 	mux.HandleFunc("DELETE /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
 		s.ResetStats()
@@ -42,14 +42,14 @@ func (s *Sim) ControlHandler() http.Handler {
 
 func (s *Sim) handleSetFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
-	if !decodeBody(w, r, &f) {
+	if !DecodeBody(w, r, &f) {
 		return
 	}
 	if err := s.SetFaults(f); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_FAULTS", err.Error(), nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Faults())
+	WriteJSON(w, http.StatusOK, s.Faults())
 }
 
 type doorJSON struct {
@@ -63,7 +63,7 @@ func (s *Sim) handleDoors(w http.ResponseWriter, _ *http.Request) {
 		d, _ := s.Door(id)
 		out[strconv.Itoa(id)] = doorJSON{Open: d.Open, ItemInside: d.ItemInside}
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Sim) handleCloseDoor(w http.ResponseWriter, r *http.Request) {
@@ -75,18 +75,20 @@ func (s *Sim) handleCloseDoor(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ItemInside bool `json:"itemInside"`
 	}
-	if !decodeBody(w, r, &body) {
+	if !DecodeBody(w, r, &body) {
 		return
 	}
 	if !s.CloseDoor(id, body.ItemInside) {
 		writeError(w, http.StatusNotFound, "LOCKER_NOT_FOUND", "no such locker", nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
+	WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
 }
 
-// decodeBody reads an optional JSON object body; an empty body leaves v as is.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+// DecodeBody reads the optional JSON object body of a /sim/* request (64 KiB at
+// most); an empty body leaves v as is. When it returns false it has answered the
+// request with an error.
+func DecodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxControlBody))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -106,7 +108,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers a /sim/* request with v as JSON.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

@@ -127,12 +127,10 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 	if !known {
 		return fmt.Errorf("open channel %d: %w", channel, lockctl.ErrUnknownChannel)
 	}
+	if err := busFault(ctx, f, fmt.Sprintf("open channel %d", channel)); err != nil {
+		return err
+	}
 	switch f.Kind {
-	case ControllerUnreachable:
-		return fmt.Errorf("open channel %d: no answer on the bus: %w", channel, lockctl.ErrUnreachable)
-	case ControllerHang:
-		<-ctx.Done()
-		return fmt.Errorf("open channel %d: %w", channel, ctx.Err())
 	case ControllerHardwareFault:
 		return fmt.Errorf("open channel %d: lock coil open circuit: %w", channel, lockctl.ErrHardwareFault)
 	case ControllerFlaky:
@@ -199,17 +197,26 @@ func (c *Controller) Status(ctx context.Context) (lockctl.Status, error) {
 	return lockctl.Status{Online: true, FirmwareVersion: c.cfg.FirmwareVersion}, nil
 }
 
-// commFault applies the faults that affect every command (not only opens).
-func (c *Controller) commFault(ctx context.Context, what string) error {
-	c.mu.Lock()
-	f := c.fault
-	c.mu.Unlock()
+// busFault is the error of the command what under the fault f when f takes the bus
+// down (no answer, or a hang until ctx ends), and nil under any other fault.
+func busFault(ctx context.Context, f Fault, what string) error {
 	switch f.Kind {
 	case ControllerUnreachable:
 		return fmt.Errorf("%s: no answer on the bus: %w", what, lockctl.ErrUnreachable)
 	case ControllerHang:
 		<-ctx.Done()
 		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	return nil
+}
+
+// commFault applies the faults that affect every command (not only opens).
+func (c *Controller) commFault(ctx context.Context, what string) error {
+	c.mu.Lock()
+	f := c.fault
+	c.mu.Unlock()
+	if err := busFault(ctx, f, what); err != nil {
+		return err
 	}
 	if err := sleep(ctx, c.cfg.Latency); err != nil {
 		return fmt.Errorf("%s: %w", what, err)

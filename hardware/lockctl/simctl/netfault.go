@@ -93,6 +93,11 @@ func resetConn(c net.Conn) {
 	_ = c.Close()
 }
 
+// WriteError answers a /sim/* request with the simulator's error body.
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeError(w, status, code, msg, nil)
+}
+
 func writeError(w http.ResponseWriter, status int, code, msg string, details map[string]any) {
 	if details == nil {
 		details = map[string]any{}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,19 +278,8 @@ func do(t *testing.T, method, url, token string, body any) response {
 
 func clientToken(t *testing.T, api string, c seed.Credentials) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, api+"/oauth/token", strings.NewReader("grant_type=client_credentials&scope=service_provider"))
-	require.NoError(t, err)
-	req.SetBasicAuth(c.ServiceProvider.ClientID, c.ServiceProvider.ClientSecret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
-	return tok.AccessToken
+	return testenv.ClientToken(t, api+"/oauth/token", url.Values{"grant_type": {"client_credentials"}, "scope": {"service_provider"}},
+		func(req *http.Request) { req.SetBasicAuth(c.ServiceProvider.ClientID, c.ServiceProvider.ClientSecret) })
 }
 
 // buildClusterBinaries builds what make dev-build and make temporal-build put in bin/dev

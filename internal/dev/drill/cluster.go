@@ -3,7 +3,6 @@ package drill
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -96,14 +95,9 @@ func newClusterSystem(ctx context.Context, o options) (sys *system, err error) {
 		"LOCKERNET_TEMPORAL_PORT=" + strconv.Itoa(tport), "LOCKERNET_TEMPORAL_UI_PORT=" + port(addrs[10]),
 	}
 	for i, serial := range []string{"GW-0001", "GW-0002"} {
-		layout, ids := drillLayout(serial, (i+1)*1000, o.clusterLockers)
-		path := filepath.Join(s.dir, serial+"-layout.json")
-		b, err := json.MarshalIndent(layout, "", "  ")
+		path, ids, err := writeDrillLayout(s.dir, serial, (i+1)*1000, o.clusterLockers)
 		if err != nil {
 			return nil, err
-		}
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, fmt.Errorf("write gateway layout: %w", err)
 		}
 		n := strconv.Itoa(i + 1)
 		env = append(env, "LOCKERNET_GW"+n+"_ADDR="+gwAddrs[i][0], "LOCKERNET_GW"+n+"_SIM_ADDR="+gwAddrs[i][1], "LOCKERNET_GW"+n+"_LAYOUT="+path)

@@ -76,11 +76,9 @@ func drillKillWorker(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	select {
-	case <-ctx.Done():
+	if !waitPast(ctx, tKill.Add(o.kwRestartAfter)) {
 		r.err = ctx.Err()
 		return r
-	case <-time.After(time.Until(tKill.Add(o.kwRestartAfter))):
 	}
 	tStart := time.Now()
 	if err := sys.worker.start(ctx, 90*time.Second); err != nil {

@@ -134,6 +134,21 @@ type towerLoad struct {
 	next    atomic.Int64
 }
 
+// startLoad is what a drill under mixed load starts from: a tower load on n fresh
+// lockers with holds of hold, the cloud API client, the door actuations counted
+// before the load, and a pool of gateway lockers to open.
+func startLoad(ctx context.Context, sys *system, n int, hold time.Duration) (*towerLoad, *cloud, doors.Actuations, *lockerPool, error) {
+	load, err := newTowerLoad(ctx, sys, n, hold)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	baseline, err := sys.actuations(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return load, sys.cloud(), baseline, newLockerPool(sys), nil
+}
+
 // newTowerLoad makes n fresh tower lockers and the tower API client of the load.
 func newTowerLoad(ctx context.Context, sys *system, n int, hold time.Duration) (*towerLoad, error) {
 	lockers, err := sys.freshTowerLockers(ctx, n)

@@ -78,18 +78,11 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	}
 	defer sys.done(r)
 
-	load, err := newTowerLoad(ctx, sys, o.pgLockers, o.pgHold)
+	load, c, baseline, pool, err := startLoad(ctx, sys, o.pgLockers, o.pgHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	c := sys.cloud()
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	pool := newLockerPool(sys)
 
 	var (
 		mu        sync.Mutex
@@ -275,11 +268,9 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	}
 	settleAt := latest(expiries).Add(15 * time.Second)
 	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	select {
-	case <-ctx.Done():
+	if !waitPast(ctx, settleAt) {
 		r.err = ctx.Err()
 		return r
-	case <-time.After(time.Until(settleAt)):
 	}
 	if err := checkHolds(ctx, r, sys, calls); err != nil {
 		r.err = err

@@ -56,18 +56,11 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	defer sys.done(r)
 
 	n := int((o.rsBefore+o.rsAfter).Seconds()*o.rsFlowRate) + 10
-	load, err := newTowerLoad(ctx, sys, n, o.rsHold)
+	load, c, baseline, pool, err := startLoad(ctx, sys, n, o.rsHold)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	c := sys.cloud()
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	pool := newLockerPool(sys)
 	bins, err := findBinaries(o.binDir)
 	if err != nil {
 		r.err = err
@@ -118,10 +111,8 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		if bm1, backupErr = take(backupDir + "-1"); backupErr != nil {
 			return
 		}
-		select {
-		case <-lctx.Done():
+		if !waitPast(lctx, bm1.TemporalTakenAt.Add(o.rsGap)) {
 			return
-		case <-time.After(time.Until(bm1.TemporalTakenAt.Add(o.rsGap))):
 		}
 		if bm2, backupErr = take(backupDir + "-2"); backupErr != nil {
 			return
@@ -357,11 +348,9 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	if len(kept) > 0 {
 		settleAt := latestExpiry(append(append([]towerCall{}, kept...), probes...)).Add(15 * time.Second)
 		logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-		select {
-		case <-ctx.Done():
+		if !waitPast(ctx, settleAt) {
 			r.err = ctx.Err()
 			return r
-		case <-time.After(time.Until(settleAt)):
 		}
 		var late []time.Duration
 		for _, call := range pending {

@@ -225,14 +225,9 @@ func (s *system) prepareGateway(ctx context.Context, n int, serial string, locat
 	if err != nil {
 		return nil, err
 	}
-	layout, ids := drillLayout(serial, n*1000, s.opts.lockersPerGateway)
-	layoutPath := filepath.Join(s.dir, serial+"-layout.json")
-	b, err := json.MarshalIndent(layout, "", "  ")
+	layoutPath, ids, err := writeDrillLayout(s.dir, serial, n*1000, s.opts.lockersPerGateway)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(layoutPath, b, 0o600); err != nil {
-		return nil, fmt.Errorf("write gateway layout: %w", err)
 	}
 	secret := credential.NewSecret()
 	secretPath := filepath.Join(s.dir, serial+".secret")
@@ -254,6 +249,21 @@ func (s *system) prepareGateway(ctx context.Context, n int, serial string, locat
 
 // drillLayout is a gateway of count lockers in banks of 16, one simulated controller per
 // bank; locker ids start after base.
+// writeDrillLayout writes the drill's layout of the gateway serial (see drillLayout)
+// to dir, and returns the file's path and the gateway's locker ids.
+func writeDrillLayout(dir, serial string, base, count int) (string, []int, error) {
+	layout, ids := drillLayout(serial, base, count)
+	path := filepath.Join(dir, serial+"-layout.json")
+	b, err := json.MarshalIndent(layout, "", "  ")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", nil, fmt.Errorf("write gateway layout: %w", err)
+	}
+	return path, ids, nil
+}
+
 func drillLayout(serial string, base, count int) (gateway.Layout, []int) {
 	desc := func(s string) *string { return &s }
 	l := gateway.Layout{

@@ -73,11 +73,9 @@ func drillWebhooks(ctx context.Context, o options) (r *result) {
 		r.err = err
 		return r
 	}
-	select {
-	case <-ctx.Done():
+	if !waitPast(ctx, t0.Add(o.whDownFor)) {
 		r.err = ctx.Err()
 		return r
-	case <-time.After(time.Until(t0.Add(o.whDownFor))):
 	}
 	refusedWhileDown := rc.attempts.Load()
 	rc.down.Store(false)

@@ -202,14 +202,28 @@ func (e *Env) Token(scopes ...string) string {
 	if len(scopes) > 0 {
 		form.Set("scope", strings.Join(scopes, " "))
 	}
-	resp, err := http.PostForm(e.URL+"/oauth/token", form)
-	require.NoError(e.t, err)
+	return ClientToken(e.t, e.URL+"/oauth/token", form, nil)
+}
+
+// ClientToken posts form, a client-credentials grant, to tokenURL (authenticated by
+// setAuth, when not nil) and returns the access token of the answer, which must be
+// 200 OK.
+func ClientToken(t testing.TB, tokenURL string, form url.Values, setAuth func(*http.Request)) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, tokenURL, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if setAuth != nil {
+		setAuth(req)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
 	defer resp.Body.Close()
-	require.Equal(e.t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var tok struct {
 		AccessToken string `json:"access_token"`
 	}
-	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&tok))
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
 	return tok.AccessToken
 }
 

@@ -1,10 +1,7 @@
 package kerongemu
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -130,24 +127,24 @@ func (c *Control) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sim/faults", func(w http.ResponseWriter, r *http.Request) {
 		var f simctl.Faults
-		if !decodeBody(w, r, &f) {
+		if !simctl.DecodeBody(w, r, &f) {
 			return
 		}
 		mu.lock()
 		defer mu.unlock()
 		if err := c.SetFaults(f); err != nil {
-			writeError(w, http.StatusBadRequest, "INVALID_FAULTS", err.Error())
+			simctl.WriteError(w, http.StatusBadRequest, "INVALID_FAULTS", err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, c.faults)
+		simctl.WriteJSON(w, http.StatusOK, c.faults)
 	})
 	mux.HandleFunc("GET /sim/faults", func(w http.ResponseWriter, _ *http.Request) {
 		mu.lock()
 		defer mu.unlock()
-		writeJSON(w, http.StatusOK, c.faults)
+		simctl.WriteJSON(w, http.StatusOK, c.faults)
 	})
 	mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, c.Stats())
+		simctl.WriteJSON(w, http.StatusOK, c.Stats())
 	})
 	mux.HandleFunc("DELETE /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
 		c.ResetStats()
@@ -163,26 +160,26 @@ func (c *Control) Handler() http.Handler {
 			open, item, _ := p.Bus.Door(p.Address, p.Lock)
 			out[strconv.Itoa(id)] = doorJSON{Open: open, ItemInside: item}
 		}
-		writeJSON(w, http.StatusOK, out)
+		simctl.WriteJSON(w, http.StatusOK, out)
 	})
 	mux.HandleFunc("POST /sim/lockers/{lockerId}/close", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.Atoi(r.PathValue("lockerId"))
 		p, ok := c.Lockers[id]
 		if err != nil || !ok {
-			writeError(w, http.StatusNotFound, "LOCKER_NOT_FOUND", "no such locker")
+			simctl.WriteError(w, http.StatusNotFound, "LOCKER_NOT_FOUND", "no such locker")
 			return
 		}
 		var body struct {
 			ItemInside bool `json:"itemInside"`
 		}
-		if !decodeBody(w, r, &body) {
+		if !simctl.DecodeBody(w, r, &body) {
 			return
 		}
 		p.Bus.CloseDoor(p.Address, p.Lock, body.ItemInside)
-		writeJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
+		simctl.WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such simulator operation")
+		simctl.WriteError(w, http.StatusNotFound, "NOT_FOUND", "no such simulator operation")
 	})
 	return mux
 }
@@ -232,39 +229,3 @@ type chanMutex chan struct{}
 
 func (m chanMutex) lock()   { m <- struct{}{} }
 func (m chanMutex) unlock() { <-m }
-
-const maxControlBody = 64 << 10
-
-// decodeBody reads an optional JSON object body; an empty body leaves v as is.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxControlBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "body larger than 64 KiB")
-		return false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "INVALID_BODY", "cannot read body")
-		return false
-	case len(data) == 0:
-		return true
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_JSON", "body is not the expected JSON object: "+err.Error())
-		return false
-	}
-	return true
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{
-		"error": code, "message": msg, "details": map[string]any{},
-		"timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-	})
-}

@@ -14,20 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/lockctl"
-	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 )
 
 func TestControl(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{1, 2}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	emu, pt := emutest.ServePTY(t, kerongemu.Config{Boards: []int{1, 2}})
+	bs := emutest.Buses(t)
 	ctl1, err := bs.Controller("CTL-1", "kerong+serial://"+pt.Path+"?board=1&timeout=100ms&opentimeout=300ms")
 	require.NoError(t, err)
 	ctl2, err := bs.Controller("CTL-2", "kerong+serial://"+pt.Path+"?board=2&timeout=100ms&opentimeout=300ms")

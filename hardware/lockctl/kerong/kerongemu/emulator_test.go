@@ -17,6 +17,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu"
+	"github.com/lockernet/lockernet/hardware/lockctl/kerong/kerongemu/emutest"
 )
 
 // readFrame reads n bytes from f within a second.
@@ -37,11 +38,7 @@ func readFrame(t *testing.T, f *os.File, n int) []byte {
 // answers its own model's frames and ignores the other's.
 func TestMixedModelsOnOnePTY(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{3, 4}, Models: map[int]kerong.Model{4: kerong.ModelCU48}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	p, err := emu.ServePTY()
-	require.NoError(t, err)
+	emu, p := emutest.ServePTY(t, kerongemu.Config{Boards: []int{3, 4}, Models: map[int]kerong.Model{4: kerong.ModelCU48}})
 	f, err := os.OpenFile(p.Path, os.O_RDWR, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = f.Close() })
@@ -127,13 +124,8 @@ func TestMixedModelsOverTCP(t *testing.T) {
 // the simulator's modes as bus faults.
 func TestControlOverCU48(t *testing.T) {
 	t.Parallel()
-	emu, err := kerongemu.New(kerongemu.Config{Boards: []int{5}, Models: map[int]kerong.Model{5: kerong.ModelCU48}})
-	require.NoError(t, err)
-	t.Cleanup(emu.Close)
-	pt, err := emu.ServePTY()
-	require.NoError(t, err)
-	bs := kerong.NewBuses()
-	t.Cleanup(bs.Close)
+	emu, pt := emutest.ServePTY(t, kerongemu.Config{Boards: []int{5}, Models: map[int]kerong.Model{5: kerong.ModelCU48}})
+	bs := emutest.Buses(t)
 	ctl, err := bs.Controller("CTL-1", "kerong+serial://"+pt.Path+"?board=5&model=cu48")
 	require.NoError(t, err)
 	board := kerongemu.Board{Bus: emu, Address: 5}
