@@ -14,7 +14,7 @@ import (
 )
 
 // openStore opens a fresh, migrated, empty database.
-func openStore(t *testing.T) *store.Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
 	require.NoError(t, err)
@@ -22,8 +22,8 @@ func openStore(t *testing.T) *store.Store {
 	return st
 }
 
-// seeded opens a fresh database with the demo data.
-func seeded(t *testing.T) (*store.Store, seed.Result) {
+// seeded opens a fresh database with the demo data (for a test or a benchmark).
+func seeded(t testing.TB) (*store.Store, seed.Result) {
 	t.Helper()
 	st := openStore(t)
 	key := make([]byte, keyring.KeySize)
