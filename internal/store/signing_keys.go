@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // InsertSigningKey stores a new signing key.
@@ -45,20 +47,9 @@ func (s *Store) SigningKeys(ctx context.Context, keep time.Duration) ([]SigningK
 		FROM signing_keys
 		WHERE revoked_at IS NULL AND (retired_at IS NULL OR retired_at > now() - make_interval(secs => $1))
 		ORDER BY created_at DESC, kid`, keep.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("list signing keys: %w", translate(err))
-	}
-	defer rows.Close()
-	var keys []SigningKey
-	for rows.Next() {
+	return scanAll(rows, err, "list signing keys", "signing key", nil, func(row pgx.Row) (SigningKey, error) {
 		var k SigningKey
-		if err := rows.Scan(&k.KID, &k.Algorithm, &k.PublicKey, &k.PrivateKeySealed, &k.CreatedAt, &k.RetiredAt); err != nil {
-			return nil, fmt.Errorf("scan signing key: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list signing keys: %w", translate(err))
-	}
-	return keys, nil
+		err := row.Scan(&k.KID, &k.Algorithm, &k.PublicKey, &k.PrivateKeySealed, &k.CreatedAt, &k.RetiredAt)
+		return k, err
+	})
 }
