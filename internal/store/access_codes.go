@@ -244,7 +244,8 @@ type AccessCodeFilter struct {
 
 // ListAccessCodes lists active, unexpired codes, newest first.
 func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]AccessCode, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+accessCodeColumns+`
+	return listRows(ctx, s, "access codes", func(r pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(r) },
+		`SELECT `+accessCodeColumns+`
 		FROM access_codes c JOIN locations l ON l.id = c.location_id
 		WHERE c.organization_id = $1 AND c.status = 'active' AND c.expires_at > now()
 		  AND ($2::bigint IS NULL OR l.sub_organization_id = $2)
@@ -252,14 +253,6 @@ func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]Acce
 		  AND ($4 = 0 OR c.location_id = $4)
 		  AND ($5 = '' OR c.locker_name = $5)
 		ORDER BY c.created_at DESC, c.id DESC`, f.OrgID, f.ScopeSubOrg, f.MadeBySubOrg, f.LocationID, f.LockerName)
-	if err != nil {
-		return nil, fmt.Errorf("list access codes: %w", translate(err))
-	}
-	codes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list access codes: %w", translate(err))
-	}
-	return codes, nil
 }
 
 // CodeAttempt is a claimed attempt at a code: counted as a wrong guess unless released.

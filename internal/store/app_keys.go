@@ -55,17 +55,10 @@ func scanAppKey(row pgx.Row) (AppKey, error) {
 // ListAppKeys lists the live keys of the organization; with subOrg set, only that
 // sub-organization's.
 func (s *Store) ListAppKeys(ctx context.Context, orgID int64, subOrg *int64) ([]AppKey, error) {
-	rows, err := s.db.Query(ctx, appKeySelect+`
+	return listRows(ctx, s, "app keys", func(r pgx.CollectableRow) (AppKey, error) { return scanAppKey(r) },
+		appKeySelect+`
 		WHERE organization_id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR sub_organization_id = $2)
 		ORDER BY created_at, id`, orgID, subOrg)
-	if err != nil {
-		return nil, fmt.Errorf("list app keys: %w", translate(err))
-	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppKey, error) { return scanAppKey(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list app keys: %w", translate(err))
-	}
-	return keys, nil
 }
 
 // DeleteAppKey deletes a live key of the organization; ErrNotFound otherwise.

@@ -105,20 +105,12 @@ func (s *Store) RecordEventsReset(ctx context.Context, r EventsReset) (EventsRes
 
 // EventsResets lists reset reports, newest first; towerID "" lists every tower's.
 func (s *Store) EventsResets(ctx context.Context, towerID string, limit int) ([]EventsReset, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT id, tower_id, organization_id, client_id, user_id, reason, repeats, created_at, last_at
-		FROM tower_event_resets WHERE ($1 = '' OR tower_id = $1) ORDER BY id DESC LIMIT $2`, strings.ToLower(towerID), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list events resets: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventsReset, error) {
+	return listRows(ctx, s, "events resets", func(r pgx.CollectableRow) (EventsReset, error) {
 		var e EventsReset
 		return e, r.Scan(&e.ID, &e.TowerID, &e.OrganizationID, &e.ClientID, &e.UserID, &e.Reason, &e.Repeats, &e.CreatedAt, &e.LastAt)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list events resets: %w", translate(err))
-	}
-	return out, nil
+	}, `
+		SELECT id, tower_id, organization_id, client_id, user_id, reason, repeats, created_at, last_at
+		FROM tower_event_resets WHERE ($1 = '' OR tower_id = $1) ORDER BY id DESC LIMIT $2`, strings.ToLower(towerID), limit)
 }
 
 // TowerLocation is what the SDK's tower object shows of a tower's location.

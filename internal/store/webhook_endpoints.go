@@ -65,16 +65,9 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e WebhookEndpoint) (W
 
 // WebhookEndpoints lists the endpoints sc manages, oldest first.
 func (s *Store) WebhookEndpoints(ctx context.Context, sc WebhookScope) ([]WebhookEndpoint, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints e WHERE `+scopeClause+`
+	return listRows(ctx, s, "webhook endpoints", func(r pgx.CollectableRow) (WebhookEndpoint, error) { return scanEndpoint(r) },
+		`SELECT `+endpointColumns+` FROM webhook_endpoints e WHERE `+scopeClause+`
 		ORDER BY created_at, id LIMIT 1000`, sc.OrgID, sc.SubOrgID)
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookEndpoint, error) { return scanEndpoint(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", translate(err))
-	}
-	return out, nil
 }
 
 // WebhookEndpoint returns one endpoint sc manages (ErrNotFound otherwise).
