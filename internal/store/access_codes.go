@@ -221,14 +221,21 @@ func (s *Store) ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error
 	if err != nil || expired {
 		return expired, err
 	}
+	return false, s.notDueIfActive(ctx, "access_codes", id, "expire access code")
+}
+
+// notDueIfActive is what an expiry that changed nothing answers: ErrNotDue while the row in
+// table is still active (its expiry not reached by the database clock yet), nil when it had
+// already ended. what names the operation in errors.
+func (s *Store) notDueIfActive(ctx context.Context, table string, id uuid.UUID, what string) error {
 	var active bool
-	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM access_codes WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
-		return false, fmt.Errorf("expire access code: %w", translate(err))
+	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
 	}
 	if active {
-		return false, ErrNotDue
+		return ErrNotDue
 	}
-	return false, nil
+	return nil
 }
 
 // AccessCodeFilter selects active codes; zero fields filter nothing.

@@ -63,14 +63,7 @@ func (s *Store) ListAppKeys(ctx context.Context, orgID int64, subOrg *int64) ([]
 
 // DeleteAppKey deletes a live key of the organization; ErrNotFound otherwise.
 func (s *Store) DeleteAppKey(ctx context.Context, orgID int64, id uuid.UUID) error {
-	tag, err := s.db.Exec(ctx, `UPDATE app_api_keys SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, id, orgID)
-	if err != nil {
-		return fmt.Errorf("delete app key: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete app key: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "delete app key", `UPDATE app_api_keys SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, id, orgID)
 }
 
 // SubOrganizationOf reports whether the sub-organization belongs to the organization.

@@ -166,13 +166,9 @@ func (s *Store) TowerConfiguration(ctx context.Context, towerID string) (TowerCo
 // recordCommandsApplied notes the highest command number a tower reported applied (it never
 // moves back, and never past the head).
 func (s *Store) recordCommandsApplied(ctx context.Context, towerID string, number int64) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "record applied commands", `
 		UPDATE tower_command_heads SET acked = least(head, $2), acked_at = now()
 		WHERE tower_id = $1 AND acked < least(head, $2)`, towerID, number)
-	if err != nil {
-		return fmt.Errorf("record applied commands: %w", translate(err))
-	}
-	return nil
 }
 
 // ackStoredEvents advances how far the tower's events of an epoch are stored without a gap

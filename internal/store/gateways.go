@@ -45,12 +45,8 @@ func scanGateway(row pgx.Row) (Gateway, error) {
 
 // RecordGatewayKeys records whether the gateway honours Idempotency-Key (its answers say so).
 func (s *Store) RecordGatewayKeys(ctx context.Context, gatewayID int64, honoured bool) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateways SET honours_idempotency_keys = $2
+	return s.exec(ctx, "record gateway idempotency keys", `UPDATE gateways SET honours_idempotency_keys = $2
 		WHERE id = $1 AND honours_idempotency_keys <> $2`, gatewayID, honoured)
-	if err != nil {
-		return fmt.Errorf("record gateway idempotency keys: %w", translate(err))
-	}
-	return nil
 }
 
 // UpsertGateway registers the gateway with this serial at a location of its organization,
@@ -191,12 +187,8 @@ func (s *Store) ClaimDueGatewaySyncs(ctx context.Context, limit int, lease time.
 // ScheduleGatewaySync sets when the gateway is synced next, unless a refresh was asked for
 // while the claimed sync ran (then it stays due).
 func (s *Store) ScheduleGatewaySync(ctx context.Context, gatewayID int64, after time.Duration) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateways SET sync_due_at = now() + make_interval(secs => $2)
+	return s.exec(ctx, "schedule gateway sync", `UPDATE gateways SET sync_due_at = now() + make_interval(secs => $2)
 		WHERE id = $1 AND sync_due_at > now()`, gatewayID, after.Seconds())
-	if err != nil {
-		return fmt.Errorf("schedule gateway sync: %w", translate(err))
-	}
-	return nil
 }
 
 // GatewayLocker is one locker of the read-only mirror of a gateway's lockers.

@@ -26,27 +26,16 @@ type TowerSession struct {
 
 // RecordTowerSession keeps the record of an issued session.
 func (s *Store) RecordTowerSession(ctx context.Context, t TowerSession) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "record tower session", `
 		INSERT INTO tower_sessions (id, tower_id, organization_id, client_id, user_id, claims, permission, firmware_version, issued_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		t.ID, strings.ToLower(t.TowerID), t.OrganizationID, t.ClientID, t.UserID, t.Claims, t.Permission, t.FirmwareVersion, t.IssuedAt, t.ExpiresAt)
-	if err != nil {
-		return fmt.Errorf("record tower session: %w", translate(err))
-	}
-	return nil
 }
 
 // SetClientSDKClaims sets the session claims a client may ask for; nil restores the
 // service's default. ErrNotFound for an unknown client.
 func (s *Store) SetClientSDKClaims(ctx context.Context, clientID string, claims []string) error {
-	tag, err := s.db.Exec(ctx, `UPDATE api_clients SET sdk_claims = $2 WHERE client_id = $1`, clientID, claims)
-	if err != nil {
-		return fmt.Errorf("set client sdk claims: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set client sdk claims: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "set client sdk claims", `UPDATE api_clients SET sdk_claims = $2 WHERE client_id = $1`, clientID, claims)
 }
 
 // ClientSDKClaims returns the claims a client may ask for (nil when it uses the default)

@@ -74,6 +74,26 @@ func scanAll[T any](rows pgx.Rows, err error, what, item string, out []T, scan f
 	return out, nil
 }
 
+// exec runs a statement; what names it in errors ("<what>: ...").
+func (s *Store) exec(ctx context.Context, what, sql string, args ...any) error {
+	if _, err := s.db.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
+	}
+	return nil
+}
+
+// execOne runs a statement that must change a row: ErrNotFound when it changed none.
+func (s *Store) execOne(ctx context.Context, what, sql string, args ...any) error {
+	tag, err := s.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
 // Options tune the pool; zero values take the defaults.
 type Options struct {
 	MaxConns int32

@@ -141,15 +141,8 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, sc WebhookScope, id u
 // RotateWebhookSecret makes sealed the endpoint's secret; the old one keeps signing until
 // until.
 func (s *Store) RotateWebhookSecret(ctx context.Context, sc WebhookScope, id uuid.UUID, sealed []byte, until time.Time) error {
-	tag, err := s.db.Exec(ctx, `
+	return s.execOne(ctx, "rotate webhook secret", `
 		UPDATE webhook_endpoints e SET previous_secret_sealed = secret_sealed, previous_secret_until = $5,
 		    secret_sealed = $4, updated_at = now()
 		WHERE `+scopeClause+` AND e.id = $3`, sc.OrgID, sc.SubOrgID, id, sealed, until)
-	if err != nil {
-		return fmt.Errorf("rotate webhook secret: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("rotate webhook secret: %w", ErrNotFound)
-	}
-	return nil
 }
