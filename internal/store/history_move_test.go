@@ -86,10 +86,8 @@ func cancel(t *testing.T, st *store.Store, demo seed.Result, tower seed.Tower, r
 // locker still names, not a token an open link still valid wraps. A token's use goes with it.
 func TestMoveClosedToHistoryTakesOnlyEligibleRows(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 
 	active := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
 	cancelledOld := reserve(t, st, demo, tower, tower.LockerIDs[1], time.Hour)
@@ -195,10 +193,8 @@ func TestMoveClosedToHistoryConcurrentRuns(t *testing.T) {
 // late) answers as it did for the closed live row.
 func TestHistoryReadersAnswerTheSameAfterTheMove(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 	other := org + 1000 // an organization that is not the row's
 
 	cancelled := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
@@ -345,10 +341,8 @@ func TestLateTokenUseOfMovedToken(t *testing.T) {
 // foreign key of the open links returns.
 func TestReservationTokenHistoryMigration(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 	r := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
 	cancel(t, st, demo, tower, r)
 	tok := issueDropoff(t, st, demo, tower.LockerIDs[1])

@@ -35,10 +35,8 @@ func rawStatuses(t *testing.T, st *store.Store, id uuid.UUID) (reservation strin
 
 func TestExpireReservation(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, orgID, tower := seededTower(t, 0)
 	ctx := context.Background()
-	orgID := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 
 	t.Run("not due before the expiry, idempotent after", func(t *testing.T) {
 		t.Parallel()
@@ -140,10 +138,8 @@ func TestExpireReservation(t *testing.T) {
 
 func TestReserveLocker(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, orgID, tower := seededTower(t, 1)
 	ctx := context.Background()
-	orgID := demo.Credentials.OrganizationID
-	tower := demo.Towers[1]
 	params := func(lockerID int64) store.ReserveParams {
 		return store.ReserveParams{ID: uuid.New(), OrgID: orgID, ClientID: seed.ClientID, TowerID: tower.ID, LockerID: lockerID, Duration: time.Minute}
 	}

@@ -35,6 +35,14 @@ func seeded(t testing.TB) (*store.Store, seed.Result) {
 	return st, res
 }
 
+// seededTower is seeded's database and demo data with the demo organization's id and its
+// tower i.
+func seededTower(t *testing.T, i int) (*store.Store, seed.Result, int64, seed.Tower) {
+	t.Helper()
+	st, demo := seeded(t)
+	return st, demo, demo.Credentials.OrganizationID, demo.Towers[i]
+}
+
 // addTowerLocation creates a location with one tower (the tower API only sees those).
 func addTowerLocation(t *testing.T, st *store.Store, orgID int64, name, towerID string, lat, lon float64) int64 {
 	t.Helper()
