@@ -116,14 +116,12 @@ func TestAuthorizeGatewayKeyConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	began := time.Now()
 	for range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
 			if assert.NoError(t, err) && a.Allowed {
 				allowed.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	refill := int64(time.Since(began) / (6 * time.Second))
