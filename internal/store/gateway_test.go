@@ -368,8 +368,7 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	require.Len(t, due, 1)
 
 	// Another organization cannot read it.
-	other, err := st.EnsureOrganization(ctx, "Someone Else")
-	require.NoError(t, err)
+	other := ensureOrg(t, st, "Someone Else")
 	_, err = st.GatewayRequest(ctx, other.ID, r.ID)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 }

@@ -43,6 +43,14 @@ func seededTower(t *testing.T, i int) (*store.Store, seed.Result, int64, seed.To
 	return st, demo, demo.Credentials.OrganizationID, demo.Towers[i]
 }
 
+// ensureOrg creates the organization (or finds the one of that name).
+func ensureOrg(t *testing.T, st *store.Store, name string) store.Organization {
+	t.Helper()
+	o, err := st.EnsureOrganization(context.Background(), name)
+	require.NoError(t, err)
+	return o
+}
+
 // addTowerLocation creates a location with one tower (the tower API only sees those).
 func addTowerLocation(t *testing.T, st *store.Store, orgID int64, name, towerID string, lat, lon float64) int64 {
 	t.Helper()
