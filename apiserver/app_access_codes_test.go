@@ -158,23 +158,27 @@ func TestAccessCodeLifecycle(t *testing.T) {
 	})
 }
 
+// concurrentStatuses makes n calls at once and returns their statuses.
+func concurrentStatuses(n int, call func() int) []int {
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range statuses {
+		wg.Go(func() { statuses[i] = call() })
+	}
+	wg.Wait()
+	return statuses
+}
+
 func TestAccessCodeSingleUseRace(t *testing.T) {
 	t.Parallel()
 	c := startCodeEnv(t)
 	code := c.create(t, "A02", true, time.Now().Add(time.Hour))
 	id, digits := code["id"].(string), code["access_code"].(string)
 
-	var wg sync.WaitGroup
-	statuses := make([]int, 20)
-	for i := range statuses {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			statuses[i] = testenv.DoWithHeaders(t, http.MethodPost, c.URL+"/locker/open", map[string]string{"x-api-key": c.admin},
-				map[string]any{"location_id": c.location, "access_code": digits}).Status
-		}()
-	}
-	wg.Wait()
+	statuses := concurrentStatuses(20, func() int {
+		return testenv.DoWithHeaders(t, http.MethodPost, c.URL+"/locker/open", map[string]string{"x-api-key": c.admin},
+			map[string]any{"location_id": c.location, "access_code": digits}).Status
+	})
 	ok, refused := 0, 0
 	for _, s := range statuses {
 		switch s {
@@ -236,15 +240,21 @@ func TestAccessCodeBadInput(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, c.call(t, "", http.MethodPost, "/locker/open", map[string]any{"location_id": c.location, "access_code": "123456"}).Status)
 }
 
+// guessable creates a reusable code for the locker, valid for an hour, and returns its
+// digits and six digits that are not them.
+func (c *codeEnv) guessable(t *testing.T, locker string) (digits, wrong string) {
+	t.Helper()
+	digits = c.create(t, locker, false, time.Now().Add(time.Hour))["access_code"].(string)
+	if digits == "000000" {
+		return digits, "000001"
+	}
+	return digits, "000000"
+}
+
 func TestAccessCodeGuessLimit(t *testing.T) {
 	t.Parallel()
 	c := startCodeEnv(t)
-	code := c.create(t, "A06", false, time.Now().Add(time.Hour))
-	digits := code["access_code"].(string)
-	wrong := "000000"
-	if digits == wrong {
-		wrong = "000001"
-	}
+	digits, wrong := c.guessable(t, "A06")
 	for i := 0; i < 10; i++ {
 		r := c.open(t, c.admin, wrong)
 		require.Equal(t, http.StatusForbidden, r.Status, "attempt %d: %s", i+1, r.Body)
@@ -339,23 +349,11 @@ func TestAccessCodeGatewayDown(t *testing.T) {
 func TestAccessCodeGuessLimitIsAtomicAndPerEndUser(t *testing.T) {
 	t.Parallel()
 	c := startCodeEnv(t)
-	code := c.create(t, "A04", false, time.Now().Add(time.Hour))
-	digits := code["access_code"].(string)
-	wrong := "000000"
-	if digits == wrong {
-		wrong = "000001"
-	}
-	var wg sync.WaitGroup
-	statuses := make([]int, 40)
-	for i := range statuses {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			statuses[i] = c.call(t, c.admin, http.MethodPost, "/locker/open",
-				map[string]any{"location_id": c.location, "access_code": wrong, "end_user_id": "guesser"}).Status
-		}()
-	}
-	wg.Wait()
+	digits, wrong := c.guessable(t, "A04")
+	statuses := concurrentStatuses(40, func() int {
+		return c.call(t, c.admin, http.MethodPost, "/locker/open",
+			map[string]any{"location_id": c.location, "access_code": wrong, "end_user_id": "guesser"}).Status
+	})
 	counts := map[int]int{}
 	for _, st := range statuses {
 		counts[st]++

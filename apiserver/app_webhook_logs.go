@@ -88,12 +88,8 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 		if err != nil {
 			return nil, s.appError(ctx, "webhook endpoint", err)
 		}
-		page := WebhookDeliveryPage{Data: []WebhookDeliveryBody{}}
-		list, page.NextCursor = nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
-		for _, d := range list {
-			page.Data = append(page.Data, deliveryBody(d))
-		}
-		return &struct{ Body WebhookDeliveryPage }{Body: page}, nil
+		list, next := nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
+		return &struct{ Body WebhookDeliveryPage }{Body: WebhookDeliveryPage{Data: bodies(list, deliveryBody), NextCursor: next}}, nil
 	})
 
 	huma.Register(api, op(huma.Operation{
@@ -153,14 +149,13 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 		if err != nil {
 			return nil, s.appError(ctx, "webhook events", err)
 		}
-		page := WebhookEventPage{Data: []WebhookEventBody{}}
-		list, page.NextCursor = nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
-		for _, e := range list {
-			p := webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data)
-			page.Data = append(page.Data, WebhookEventBody(p))
-		}
-		return &struct{ Body WebhookEventPage }{Body: page}, nil
+		list, next := nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
+		return &struct{ Body WebhookEventPage }{Body: WebhookEventPage{Data: bodies(list, eventBody), NextCursor: next}}, nil
 	})
+}
+
+func eventBody(e store.WebhookEvent) WebhookEventBody {
+	return WebhookEventBody(webhook.NewPayload(e.ID, e.Type, e.CreatedAt, e.OrgID, e.SubOrgID, e.Data))
 }
 
 func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {

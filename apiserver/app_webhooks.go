@@ -122,11 +122,7 @@ func (s *Server) registerWebhooks(api huma.API) {
 		if err != nil {
 			return nil, s.appError(ctx, "webhook endpoints", err)
 		}
-		out := make([]WebhookEndpointBody, len(list))
-		for i, e := range list {
-			out[i] = endpointBody(e)
-		}
-		return &struct{ Body []WebhookEndpointBody }{Body: out}, nil
+		return &struct{ Body []WebhookEndpointBody }{Body: bodies(list, endpointBody)}, nil
 	})
 
 	huma.Register(api, op(huma.Operation{

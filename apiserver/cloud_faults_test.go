@@ -8,7 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
+
+// requireProxiedError requires r proxied to g and ending in state, answered with the cloud
+// error of status and code; it returns the error's body.
+func requireProxiedError(t *testing.T, r testenv.Response, g *testenv.Gateway, state string, status int, code string) map[string]any {
+	t.Helper()
+	requireProxied(t, r, g, state)
+	return requireCloudError(t, r, status, code)
+}
 
 // Every fault mode of the simulator (DESIGN §9) ends in the terminal state and status of
 // DESIGN §6.2, with the gateway's status and error in details.
@@ -31,8 +40,7 @@ func TestCloudFaultModes(t *testing.T) {
 			{http.MethodGet, "/lockers"}, {http.MethodPost, "/lockers/204/open"}, {http.MethodPost, "/transactions"},
 		} {
 			r := c.do(call.method, locPath(gw2, call.path), nil, wait...)
-			requireProxied(t, r, gw2, "dispatch_failed")
-			m := requireCloudError(t, r, http.StatusServiceUnavailable, "DISPATCH_FAILED")
+			m := requireProxiedError(t, r, gw2, "dispatch_failed", http.StatusServiceUnavailable, "DISPATCH_FAILED")
 			assert.Equal(t, r.Header.Get("X-Request-Id"), m["requestId"])
 			details := m["details"].(map[string]any)
 			assert.Nil(t, details["gatewayStatus"], "nothing answered")
@@ -50,8 +58,7 @@ func TestCloudFaultModes(t *testing.T) {
 
 		// A read is re-sent once after no answer.
 		r := c.do(http.MethodGet, locPath(gw1, "/lockers"), nil, wait...)
-		requireProxied(t, r, gw1, "gateway_unresponsive")
-		m := requireCloudError(t, r, http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
+		m := requireProxiedError(t, r, gw1, "gateway_unresponsive", http.StatusGatewayTimeout, "GATEWAY_UNRESPONSIVE")
 		assert.Equal(t, float64(2), m["details"].(map[string]any)["attempts"])
 		assert.NotContains(t, string(r.Body), "127.0.0.1", "a fixed cause, never the gateway's internal address")
 		assert.Equal(t, before+2, simStats(t, gw1).Requests)
@@ -75,8 +82,7 @@ func TestCloudFaultModes(t *testing.T) {
 		before := simStats(t, gw2).Requests
 
 		r := c.do(http.MethodGet, locPath(gw2, "/lockers/config"), nil, wait...)
-		requireProxied(t, r, gw2, "rejected")
-		m := requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		m := requireProxiedError(t, r, gw2, "rejected", http.StatusBadGateway, "GATEWAY_REJECTED")
 		details := m["details"].(map[string]any)
 		assert.Equal(t, float64(500), details["gatewayStatus"])
 		assert.Equal(t, "INTERNAL_ERROR", details["gatewayError"])
@@ -96,8 +102,7 @@ func TestCloudFaultModes(t *testing.T) {
 		faultUntilEnd(t, gw1, simctl.Faults{Mode: simctl.ModeHardwareFault})
 
 		r := c.do(http.MethodPost, locPath(gw1, "/lockers/105/open"), nil, wait...)
-		requireProxied(t, r, gw1, "rejected")
-		m := requireCloudError(t, r, http.StatusBadGateway, "GATEWAY_REJECTED")
+		m := requireProxiedError(t, r, gw1, "rejected", http.StatusBadGateway, "GATEWAY_REJECTED")
 		details := m["details"].(map[string]any)
 		assert.Equal(t, float64(500), details["gatewayStatus"])
 		assert.Equal(t, "HARDWARE_FAULT", details["gatewayError"])

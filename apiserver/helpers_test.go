@@ -119,6 +119,13 @@ func demoToken(t *testing.T, e *testenv.Env, scopes ...string) string {
 	return issue(t, e, e.Creds.ServiceProvider.ClientID, e.Creds.OrganizationID, scopes...)
 }
 
+// startDemo starts an env and returns it with a demo service-provider token.
+func startDemo(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{})
+	return e, demoToken(t, e)
+}
+
 // otherOrgToken returns a service-provider token of a second organization.
 func otherOrgToken(t *testing.T, e *testenv.Env, o testenv.OtherOrg) string {
 	t.Helper()

@@ -36,22 +36,30 @@ var ownFormChecks = map[string]bool{"/sdk/v1/login/access-token": true}
 // storedHeaders are the request headers whose values reach Postgres.
 var storedHeaders = []string{"Idempotency-Key"}
 
+// unstorableIn names what of vals cannot be stored: all for a key, valueOf and the key for a
+// value; empty when everything can.
+func unstorableIn(vals url.Values, all, valueOf string) string {
+	for k, vs := range vals {
+		if !storable(k) {
+			return all
+		}
+		for _, v := range vs {
+			if !storable(v) {
+				return valueOf + k
+			}
+		}
+	}
+	return ""
+}
+
 // unstorable names the first part of the request that holds unstorable text, or "".
 func unstorable(w http.ResponseWriter, r *http.Request) string {
 	if !storable(r.URL.Path) {
 		return "path"
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err == nil {
-		for k, vs := range q {
-			if !storable(k) {
-				return "query"
-			}
-			for _, v := range vs {
-				if !storable(v) {
-					return "query parameter " + k
-				}
-			}
+	if q, err := url.ParseQuery(r.URL.RawQuery); err == nil {
+		if where := unstorableIn(q, "query", "query parameter "); where != "" {
+			return where
 		}
 	}
 	for _, h := range storedHeaders {
@@ -81,17 +89,7 @@ func unstorable(w http.ResponseWriter, r *http.Request) string {
 		if err != nil {
 			return "" // the token endpoint answers invalid_request itself
 		}
-		for k, vs := range vals {
-			if !storable(k) {
-				return "form"
-			}
-			for _, v := range vs {
-				if !storable(v) {
-					return "form field " + k
-				}
-			}
-		}
-		return ""
+		return unstorableIn(vals, "form", "form field ")
 	}
 	if !utf8.Valid(buf) || jsonHasNUL(buf) {
 		return "body"

@@ -18,8 +18,7 @@ import (
 // issued or stored. An escaped backslash before "u0000" is ordinary text.
 func TestUnstorableTextIsRefused(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	appKey := e.Creds.AppEngineAPIKey
 	gwKey := e.Creds.GatewayAPIKey
 	loc := locationID(t, e, towerSantaMon)

@@ -61,6 +61,15 @@ func sdkLogin(t *testing.T, e *testenv.Env, username, password string) testenv.R
 		http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, strings.NewReader(form.Encode()))
 }
 
+// startSDKTower starts an env without a worker, adds the tower id with lockers lockers, and
+// returns them with an SDK (tower_access) token.
+func startSDKTower(t *testing.T, id string, lockers int) (*testenv.Env, sdkTower, string) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{NoWorker: true})
+	tw := newSDKTower(t, e, id, lockers)
+	return e, tw, sdkToken(t, e)
+}
+
 func sdkToken(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	r := sdkLogin(t, e, e.Creds.ServiceProvider.ClientID, e.Creds.ServiceProvider.ClientSecret)
@@ -91,9 +100,7 @@ func evenHex(t *testing.T, s *string) []byte {
 
 func TestSDKSessionToken(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	tw := newSDKTower(t, e, "01000000000000ab", 2)
-	tok := sdkToken(t, e)
+	e, tw, tok := startSDKTower(t, "01000000000000ab", 2)
 	path := "/sdk/v1/towers/" + tw.Upper + "/session-token"
 
 	for _, tc := range []struct {
@@ -456,9 +463,7 @@ func TestSDKCommandsAndConfiguration(t *testing.T) {
 
 func TestSDKEventsUpload(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	tw := newSDKTower(t, e, "01000000000000a1", 1)
-	tok := sdkToken(t, e)
+	e, tw, tok := startSDKTower(t, "01000000000000a1", 1)
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	door := func(seq uint64) towerproto.Event {
 		return towerproto.Event{Seq: seq, Kind: towerproto.EventDoorOpened, At: at, LockerID: tw.LockerID}
@@ -540,9 +545,7 @@ func TestSDKEventsUpload(t *testing.T) {
 
 func TestSDKResetEvents(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	tw := newSDKTower(t, e, "01000000000000b2", 1)
-	tok := sdkToken(t, e)
+	e, tw, tok := startSDKTower(t, "01000000000000b2", 1)
 	path := "/sdk/v1/towers/" + tw.Upper + "/reset-events"
 
 	r := e.Do(http.MethodPost, path, tok, map[string]any{"reason": "event log corrupted"})

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/towerproto"
 )
 
@@ -16,9 +15,7 @@ import (
 // every /sdk/v1 body (DESIGN §8), while the other surfaces keep refusing what they do not know.
 func TestSDKBodiesIgnoreUnknownProperties(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{NoWorker: true})
-	tw := newSDKTower(t, e, "01000000000000c3", 1)
-	tok := sdkToken(t, e)
+	e, tw, tok := startSDKTower(t, "01000000000000c3", 1)
 
 	r := e.Do(http.MethodPost, "/sdk/v1/towers/"+tw.Upper+"/session-token", tok,
 		map[string]any{"duration": 60, "claims": []string{"sync_packet"}, "version": "", "appBuild": 412, "device": map[string]any{"os": "android"}})

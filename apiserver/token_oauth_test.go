@@ -250,8 +250,7 @@ func TestDiscovery(t *testing.T) {
 
 func TestLogin(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 
 	t.Run("test-token returns the principal", func(t *testing.T) {
 		t.Parallel()

@@ -6,17 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
 // GET /users/me/assigned-lockers follows a possession through every status, and shows
 // nothing of it to another client or organization.
 func TestLifecycleAssignedLockers(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 	b := secondDemoClient(t, e, "lc-assigned-b")
 	other := otherOrgToken(t, e, e.NewOtherOrg(t))
 	k := lockerID(t, e, towerUnion2, smallHigh)

@@ -53,6 +53,14 @@ func lcUploadOK(t *testing.T, e *testenv.Env, tok, tower string, accepted, dupli
 	assert.JSONEq(t, `{"accepted":`+strconv.Itoa(accepted)+`,"duplicates":`+strconv.Itoa(duplicates)+`}`, string(r.Body))
 }
 
+// lcEventsStart starts an env and returns it with a service-provider token and a tower-access
+// (SDK) token, the two callers of the event-upload tests.
+func lcEventsStart(t *testing.T) (*testenv.Env, string, string) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{})
+	return e, e.Token("service_provider"), e.Token("tower_access")
+}
+
 // lcAnomalyMetric reads lockernet_tower_token_uses_total{outcome="anomaly"}.
 func lcAnomalyMetric(t *testing.T, e *testenv.Env) int {
 	t.Helper()
@@ -71,9 +79,7 @@ func lcAnomalyMetric(t *testing.T, e *testenv.Env) int {
 // nothing; a verified upload applies once, and its replay is recognised.
 func TestLifecycleEventsVerification(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sp := e.Token("service_provider")
-	sdk := e.Token("tower_access")
+	e, sp, sdk := lcEventsStart(t)
 	k := lockerID(t, e, towerUnion1, smallHigh)
 	d := lcMustIssue(t, e, sp, "dropoff", towerUnion1, k, 600)
 	events := lcUse(t, e, d, 1, true)
@@ -167,9 +173,7 @@ func TestLifecycleEventsVerification(t *testing.T) {
 // when both halves are in. Door events without a token change nothing.
 func TestLifecycleEventsOrder(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sp := e.Token("service_provider")
-	sdk := e.Token("tower_access")
+	e, sp, sdk := lcEventsStart(t)
 	k := lockerID(t, e, towerUnion1, smallHigh)
 	const epoch = 42
 
@@ -211,9 +215,7 @@ func TestLifecycleEventsOrder(t *testing.T) {
 // Uses the cloud cannot apply: recorded as anomalies (row + metric), no status changes.
 func TestLifecycleEventsAnomalies(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sp := e.Token("service_provider")
-	sdk := e.Token("tower_access")
+	e, sp, sdk := lcEventsStart(t)
 	k := lockerID(t, e, towerUnion1, smallHigh)
 	d := lcMustIssue(t, e, sp, "dropoff", towerUnion1, k, 600)
 	dec := lcDecode(t, e, d)
@@ -258,9 +260,7 @@ func TestLifecycleEventsAnomalies(t *testing.T) {
 // duplicates), and the two halves of uses (each use still applies once).
 func TestLifecycleEventsConcurrentUploads(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sp := e.Token("service_provider")
-	sdk := e.Token("tower_access")
+	e, sp, sdk := lcEventsStart(t)
 
 	k := lockerID(t, e, towerUnion2, smallHigh)
 	good := lcBatch(t, e, towerUnion2, towerUnion2, 1, lcUse(t, e, lcMustIssue(t, e, sp, "dropoff", towerUnion2, k, 600), 1, true)...)

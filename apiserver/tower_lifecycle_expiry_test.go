@@ -15,9 +15,7 @@ import (
 // expiry does. The expired tokens open nothing afterwards.
 func TestLifecycleDropoffTokenExpiry(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 
 	t.Run("one token", func(t *testing.T) {
 		k := lockerID(t, e, towerUnion2, smallHigh)
@@ -58,9 +56,7 @@ func TestLifecycleDropoffTokenExpiry(t *testing.T) {
 // have, stale. None opens anything or changes anything.
 func TestLifecycleRefusedTokens(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 	b := secondDemoClient(t, e, "lc-refused-b")
 	k := lockerID(t, e, towerUnion1, smallHigh)
 	d := lcMustIssue(t, e, a, "dropoff", towerUnion1, k, 600)

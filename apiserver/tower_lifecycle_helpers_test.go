@@ -26,6 +26,14 @@ import (
 // lcWait is how long a test waits for an outcome driven by real workflows and timers.
 const lcWait = 60 * time.Second
 
+// lcStart starts an env with its tower simulator, and returns them with a service-provider
+// token.
+func lcStart(t *testing.T) (*testenv.Env, *towersim.Simulator, string) {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{})
+	return e, e.TowerSim(t), e.Token("service_provider")
+}
+
 func lcTokenPath(typ, tower string, lockerID int64) string {
 	return fmt.Sprintf("/api/v1/towers/%s/lockers/%d/%s-locker-tokens", tower, lockerID, typ)
 }

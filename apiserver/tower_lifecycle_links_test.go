@@ -57,11 +57,9 @@ func lcOpenLink(t *testing.T, sim *towersim.Simulator, l lcLink, withItem bool) 
 // that the link's token opens the locker.
 func TestLifecycleOpenLinks(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
 	// One simulator per env: a second one would boot the towers again in epoch 1, and its
 	// events would collide with the first one's (tower, epoch, seq).
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 	b := secondDemoClient(t, e, "lc-links-b")
 	loc := locationID(t, e, towerSantaMon)
 	ids := lcDemoTower(t, e, towerSantaMon).LockerIDs

@@ -13,9 +13,7 @@ import (
 // POST .../release: rented → declined for the possessor only; the grace that follows.
 func TestLifecycleRelease(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 	b := secondDemoClient(t, e, "lc-release-b")
 	k := lockerID(t, e, towerUnion1, mediumHigh)
 	release := func(tok string) testenv.Response {
@@ -66,16 +64,21 @@ func TestLifecycleRelease(t *testing.T) {
 	assert.Zero(t, lcCount(t, e, `SELECT count(*) FROM transactions WHERE locker_id = $1`, k), "a release is no drop-off or pickup")
 }
 
+// lcReleasedWithToken rents a medium locker of towerUnion1 to tok, releases it, and issues
+// tok a release token for it during the grace.
+func lcReleasedWithToken(t *testing.T, e *testenv.Env, tok string) (int64, towerTokenResp) {
+	t.Helper()
+	k := lockerID(t, e, towerUnion1, mediumHigh)
+	lcMustIssue(t, e, tok, "dropoff", towerUnion1, k, 600)
+	require.Equal(t, http.StatusOK, e.Do(http.MethodPost, lcReleasePath(towerUnion1, k), tok, nil).Status)
+	return k, lcMustIssue(t, e, tok, "release", towerUnion1, k, 600)
+}
+
 // A release token used with the door closed on an item does not free the locker.
 func TestLifecycleReleaseTokenClosedWithItem(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
-	k := lockerID(t, e, towerUnion1, mediumHigh)
-	lcMustIssue(t, e, a, "dropoff", towerUnion1, k, 600)
-	require.Equal(t, http.StatusOK, e.Do(http.MethodPost, lcReleasePath(towerUnion1, k), a, nil).Status)
-	rel := lcMustIssue(t, e, a, "release", towerUnion1, k, 600)
+	e, sim, a := lcStart(t)
+	k, rel := lcReleasedWithToken(t, e, a)
 	lcRequireOpened(t, lcOpen(t, sim, towerUnion1, rel, true))
 	assert.Equal(t, "declined", lockerStatusName(t, e, a, towerUnion1, k))
 	assert.Equal(t, "used", lcTokenStatus(t, e, rel.ID))
@@ -113,13 +116,8 @@ func TestLifecycleReleaseGraceLapses(t *testing.T) {
 // too; otherwise every token of the rental, old or new, would be refused as stale there.
 func TestLifecycleReleaseTokenAfterReRent(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
-	k := lockerID(t, e, towerUnion1, mediumHigh)
-	lcMustIssue(t, e, a, "dropoff", towerUnion1, k, 600)
-	require.Equal(t, http.StatusOK, e.Do(http.MethodPost, lcReleasePath(towerUnion1, k), a, nil).Status)
-	rel := lcMustIssue(t, e, a, "release", towerUnion1, k, 600)
+	e, sim, a := lcStart(t)
+	k, rel := lcReleasedWithToken(t, e, a)
 	d := lcMustIssue(t, e, a, "dropoff", towerUnion1, k, 600)
 	require.Equal(t, "rented", lockerStatusName(t, e, a, towerUnion1, k))
 

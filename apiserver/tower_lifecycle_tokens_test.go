@@ -99,9 +99,7 @@ func TestLifecycleTokenBadInput(t *testing.T) {
 // Which token each status allows, and to whom (DESIGN §4.1, §4.5).
 func TestLifecycleTokenStatusRules(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	sim := e.TowerSim(t)
-	a := e.Token("service_provider")
+	e, sim, a := lcStart(t)
 	b := secondDemoClient(t, e, "lc-second-client")
 	k := lockerID(t, e, towerUnion1, smallHigh)
 	body := map[string]any{"duration": 300}

@@ -39,8 +39,7 @@ func assertFullAvailability(t *testing.T, l location, towers int) {
 
 func TestLocationsInArea(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 
 	t.Run("Los Angeles holds the three tower locations with their availability", func(t *testing.T) {
 		t.Parallel()
@@ -154,8 +153,7 @@ func TestLocationsInArea(t *testing.T) {
 
 func TestListLocations(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	list := func(q string) []string {
 		t.Helper()
 		r := e.Do(http.MethodGet, "/api/v1/locations/"+q, tok, nil)
@@ -187,8 +185,7 @@ func TestListLocations(t *testing.T) {
 
 func TestAvailabilityFollowsReservations(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	union := func() location { t.Helper(); return inArea(t, e, tok, laArea)["Union Station"] }
 
 	low := reserve(t, e, tok, towerUnion2, lockerID(t, e, towerUnion2, mediumLow), 600)
@@ -227,8 +224,7 @@ func TestAvailabilityFollowsReservations(t *testing.T) {
 
 func TestClosestLocation(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	closest := func(q string) testenv.Response {
 		t.Helper()
 		return e.Do(http.MethodGet, "/api/v1/locations/closest?"+q, tok, nil)
@@ -321,8 +317,7 @@ func TestClosestLocation(t *testing.T) {
 
 func TestLocationLockers(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	union := locationID(t, e, towerUnion1)
 
 	r := e.Do(http.MethodGet, fmt.Sprintf("/api/v1/locations/%d/lockers", union), tok, nil)

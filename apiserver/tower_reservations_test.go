@@ -56,8 +56,7 @@ func searchAttributes(t *testing.T, e *testenv.Env, wfID string) map[string]stri
 
 func TestCreateReservation(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	id := lockerID(t, e, towerUnion1, mediumLow)
 	locID := locationID(t, e, towerUnion1)
 
@@ -151,8 +150,7 @@ func TestCreateReservation(t *testing.T) {
 
 func TestReservationBadInput(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	id := lockerID(t, e, towerUnion1, smallHigh)
 	otherTowerLocker := lockerID(t, e, towerSantaMon, smallHigh)
 	path := reservePath(towerUnion1, id)
@@ -216,8 +214,7 @@ func TestReservationBadInput(t *testing.T) {
 
 func TestReservationConflicts(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 
 	t.Run("a reserved locker answers 409 naming its status", func(t *testing.T) {
 		t.Parallel()
@@ -265,8 +262,7 @@ func TestReservationConflicts(t *testing.T) {
 
 func TestCancelReservation(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 
 	t.Run("cancel frees the locker and is repeatable", func(t *testing.T) {
 		t.Parallel()
@@ -324,8 +320,7 @@ func TestCancelReservation(t *testing.T) {
 
 func TestReservationExpires(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	id := lockerID(t, e, towerPasadena, smallHigh)
 	res := reserve(t, e, tok, towerPasadena, id, 2)
 

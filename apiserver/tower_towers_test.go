@@ -9,14 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
 func TestTowers(t *testing.T) {
 	t.Parallel()
-	e := testenv.Start(t, testenv.Options{})
-	tok := demoToken(t, e)
+	e, tok := startDemo(t)
 	ctx := context.Background()
 
 	// A tower whose id has hex letters, at a location of its own (San Diego).

@@ -71,10 +71,13 @@ func locationBody(l store.Location) LocationBody {
 	}
 }
 
-func locationBodies(ls []store.Location) []LocationBody {
-	out := make([]LocationBody, len(ls))
-	for i, l := range ls {
-		out[i] = locationBody(l)
+func locationBodies(ls []store.Location) []LocationBody { return bodies(ls, locationBody) }
+
+// bodies maps a list read from the store to its wire bodies (an empty list, never nil).
+func bodies[T, B any](list []T, body func(T) B) []B {
+	out := make([]B, len(list))
+	for i, v := range list {
+		out[i] = body(v)
 	}
 	return out
 }
@@ -115,10 +118,4 @@ func lockerBody(k store.Locker) LockerBody {
 	}
 }
 
-func lockerBodies(ks []store.Locker) []LockerBody {
-	out := make([]LockerBody, len(ks))
-	for i, k := range ks {
-		out[i] = lockerBody(k)
-	}
-	return out
-}
+func lockerBodies(ks []store.Locker) []LockerBody { return bodies(ks, lockerBody) }

@@ -103,6 +103,31 @@ func (f fixture) handedOff(t *testing.T, item store.OutboxItem) string {
 	return f.waitDispatched(t, item.WorkflowID, id)
 }
 
+// sweptAndTerminated sweeps item as swept does, then terminates the run it started and
+// returns the run id.
+func (f fixture) sweptAndTerminated(t *testing.T, item store.OutboxItem) string {
+	t.Helper()
+	runID := f.swept(t, item)
+	require.NoError(t, f.tc.TerminateWorkflow(context.Background(), item.WorkflowID, runID, "test"))
+	return runID
+}
+
+// assertOnlyRunTerminated asserts the workflow's run is still runID (no second run) and is
+// terminated.
+func (f fixture) assertOnlyRunTerminated(t *testing.T, wfID, runID string) {
+	t.Helper()
+	got, status, _ := f.describe(t, wfID)
+	assert.Equal(t, runID, got, "no second run")
+	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
+}
+
+// endedSignal is item as a signal item: it signals the reservation ended (cancelled).
+func endedSignal(item store.OutboxItem) store.OutboxItem {
+	item.SignalName = workflows.SignalReservationEnded
+	item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
+	return item
+}
+
 func (f fixture) describe(t *testing.T, wfID string) (runID string, status enumspb.WorkflowExecutionStatus, attrs map[string]string) {
 	t.Helper()
 	desc, err := f.tc.DescribeWorkflowExecution(context.Background(), wfID, "")
@@ -172,9 +197,7 @@ func TestDispatcher(t *testing.T) {
 		item := reservationItem("44444444-4444-4444-8444-444444444444")
 		runID := f.swept(t, item)
 
-		item.SignalName = workflows.SignalReservationEnded
-		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
-		f.swept(t, item)
+		f.swept(t, endedSignal(item))
 
 		got, _, _ := f.describe(t, item.WorkflowID)
 		assert.Equal(t, runID, got)
@@ -183,29 +206,21 @@ func TestDispatcher(t *testing.T) {
 
 	t.Run("a signal for a workflow that already closed is dropped, not retried", func(t *testing.T) {
 		item := reservationItem("55555555-5555-4555-8555-555555555555")
-		runID := f.swept(t, item)
-		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
+		runID := f.sweptAndTerminated(t, item)
 
-		item.SignalName = workflows.SignalReservationEnded
-		item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
-		f.swept(t, item)
+		f.swept(t, endedSignal(item))
 
-		got, status, _ := f.describe(t, item.WorkflowID)
-		assert.Equal(t, runID, got, "no second run")
-		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
+		f.assertOnlyRunTerminated(t, item.WorkflowID, runID)
 	})
 
 	t.Run("a start for a workflow that already finished is done, not retried", func(t *testing.T) {
 		item := reservationItem("77777777-7777-4777-8777-777777777777")
-		runID := f.swept(t, item)
-		require.NoError(t, f.tc.TerminateWorkflow(ctx, item.WorkflowID, runID, "test"))
+		runID := f.sweptAndTerminated(t, item)
 
 		// The sweep's repeat of a start the hand-off already made, after the run ended.
 		f.swept(t, item)
 
-		got, status, _ := f.describe(t, item.WorkflowID)
-		assert.Equal(t, runID, got, "no second run")
-		assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, status)
+		f.assertOnlyRunTerminated(t, item.WorkflowID, runID)
 	})
 
 	t.Run("a start Temporal refuses stays in the outbox for a later attempt", func(t *testing.T) {

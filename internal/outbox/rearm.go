@@ -34,37 +34,23 @@ func Rearm(ctx context.Context, st *store.Store) (RearmResult, error) {
 	var res RearmResult
 	var items []store.OutboxItem
 	rs, err := st.ActiveReservations(ctx)
-	if err != nil {
+	if res.Reservations, err = addItems(&items, rs, err, func(r store.Reservation) store.OutboxItem {
+		return ReservationItem(r, r.OrganizationID, "", nil)
+	}); err != nil {
 		return res, err
 	}
-	for _, r := range rs {
-		items = append(items, ReservationItem(r, r.OrganizationID, "", nil))
-	}
-	res.Reservations = len(rs)
 	ts, err := st.ActiveTokens(ctx)
-	if err != nil {
+	if res.Tokens, err = addItems(&items, ts, err, func(t store.LockerToken) store.OutboxItem { return TokenItem(t, "", nil) }); err != nil {
 		return res, err
 	}
-	for _, t := range ts {
-		items = append(items, TokenItem(t, "", nil))
-	}
-	res.Tokens = len(ts)
 	cs, err := st.ActiveAccessCodes(ctx)
-	if err != nil {
+	if res.AccessCodes, err = addItems(&items, cs, err, func(c store.AccessCode) store.OutboxItem { return AccessCodeItem(c, "", nil) }); err != nil {
 		return res, err
 	}
-	for _, c := range cs {
-		items = append(items, AccessCodeItem(c, "", nil))
-	}
-	res.AccessCodes = len(cs)
 	ds, err := st.PendingWebhookDeliveries(ctx)
-	if err != nil {
+	if res.WebhookDeliveries, err = addItems(&items, ds, err, WebhookDeliveryItem); err != nil {
 		return res, err
 	}
-	for _, d := range ds {
-		items = append(items, WebhookDeliveryItem(d))
-	}
-	res.WebhookDeliveries = len(ds)
 	for len(items) > 0 {
 		n := min(rearmBatch, len(items))
 		if err := st.WithTx(ctx, func(tx *store.Store) error { return tx.EnqueueWorkflows(ctx, 0, items[:n]) }); err != nil {
@@ -73,4 +59,16 @@ func Rearm(ctx context.Context, st *store.Store) (RearmResult, error) {
 		items = items[n:]
 	}
 	return res, nil
+}
+
+// addItems appends the outbox item of each of list (read with error err) to items and
+// returns how many it appended.
+func addItems[T any](items *[]store.OutboxItem, list []T, err error, item func(T) store.OutboxItem) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	for _, v := range list {
+		*items = append(*items, item(v))
+	}
+	return len(list), nil
 }

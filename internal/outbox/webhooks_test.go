@@ -100,6 +100,17 @@ func (s *webhookSystem) event(t *testing.T, endpoint uuid.UUID) (string, time.Ti
 	return webhook.EventIDPrefix + id.String(), time.Now()
 }
 
+// events records n test events for the endpoint, as event does, and returns their webhook ids.
+func (s *webhookSystem) events(t *testing.T, endpoint uuid.UUID, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		id, _ := s.event(t, endpoint)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // receiver answers 204 and notes when each webhook id first arrived and how often; a
 // request to /slow hangs until release (the attempt's timeout ends it first otherwise).
 type receiver struct {
@@ -155,6 +166,15 @@ func (r *receiver) waitArrived(t *testing.T, ids ...string) {
 	}, 60*time.Second, 10*time.Millisecond)
 }
 
+// assertOnce asserts each webhook id arrived exactly once.
+func (r *receiver) assertOnce(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		_, n := r.arrived(id)
+		assert.Equal(t, 1, n, id)
+	}
+}
+
 // dropHandoff loses every hand-off, as a process that dies right after its commit does.
 type dropHandoff struct{}
 
@@ -189,16 +209,9 @@ func TestWebhookDeliverySweptWhenHandoffLost(t *testing.T) {
 	t.Parallel()
 	s := startWebhookSystem(t, webhookOptions{sweep: 100 * time.Millisecond, handoff: dropHandoff{}, grace: 300 * time.Millisecond})
 	ep := s.endpoint(t, "/fast")
-	var ids []string
-	for range 3 {
-		id, _ := s.event(t, ep)
-		ids = append(ids, id)
-	}
+	ids := s.events(t, ep, 3)
 	s.recv.waitArrived(t, ids...)
-	for _, id := range ids {
-		_, n := s.recv.arrived(id)
-		assert.Equal(t, 1, n, id)
-	}
+	s.recv.assertOnce(t, ids...)
 }
 
 // The hand-off and the sweep may both start the same delivery (here the sweep takes the rows
@@ -208,20 +221,13 @@ func TestWebhookDeliveryStartedTwiceDeliversOnce(t *testing.T) {
 	t.Parallel()
 	s := startWebhookSystem(t, webhookOptions{sweep: 20 * time.Millisecond, grace: 0})
 	ep := s.endpoint(t, "/fast")
-	var ids []string
-	for range 20 {
-		id, _ := s.event(t, ep)
-		ids = append(ids, id)
-	}
+	ids := s.events(t, ep, 20)
 	s.recv.waitArrived(t, ids...)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Zero(c, outboxRows(t, s.st), "no row left retrying")
 	}, 30*time.Second, 50*time.Millisecond)
 	time.Sleep(500 * time.Millisecond) // a late repeat would arrive by now
-	for _, id := range ids {
-		_, n := s.recv.arrived(id)
-		assert.Equal(t, 1, n, id)
-	}
+	s.recv.assertOnce(t, ids...)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		list, err := s.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
 			Query: "WorkflowType = 'WebhookDelivery'", PageSize: 100})
@@ -243,11 +249,7 @@ func TestSlowEndpointDoesNotDelayAnother(t *testing.T) {
 	s := startWebhookSystem(t, webhookOptions{sweep: time.Second, grace: 5 * time.Second})
 	slow := s.endpoint(t, "/slow")
 	fast := s.endpoint(t, "/fast")
-	var slowIDs []string
-	for range 12 {
-		id, _ := s.event(t, slow)
-		slowIDs = append(slowIDs, id)
-	}
+	slowIDs := s.events(t, slow, 12)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		s.recv.mu.Lock()
 		defer s.recv.mu.Unlock()

@@ -221,14 +221,21 @@ func (s *Store) ExpireAccessCode(ctx context.Context, id uuid.UUID) (bool, error
 	if err != nil || expired {
 		return expired, err
 	}
+	return false, s.notDueIfActive(ctx, "access_codes", id, "expire access code")
+}
+
+// notDueIfActive is what an expiry that changed nothing answers: ErrNotDue while the row in
+// table is still active (its expiry not reached by the database clock yet), nil when it had
+// already ended. what names the operation in errors.
+func (s *Store) notDueIfActive(ctx context.Context, table string, id uuid.UUID, what string) error {
 	var active bool
-	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM access_codes WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
-		return false, fmt.Errorf("expire access code: %w", translate(err))
+	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
 	}
 	if active {
-		return false, ErrNotDue
+		return ErrNotDue
 	}
-	return false, nil
+	return nil
 }
 
 // AccessCodeFilter selects active codes; zero fields filter nothing.
@@ -244,7 +251,8 @@ type AccessCodeFilter struct {
 
 // ListAccessCodes lists active, unexpired codes, newest first.
 func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]AccessCode, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+accessCodeColumns+`
+	return listRows(ctx, s, "access codes", func(r pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(r) },
+		`SELECT `+accessCodeColumns+`
 		FROM access_codes c JOIN locations l ON l.id = c.location_id
 		WHERE c.organization_id = $1 AND c.status = 'active' AND c.expires_at > now()
 		  AND ($2::bigint IS NULL OR l.sub_organization_id = $2)
@@ -252,14 +260,6 @@ func (s *Store) ListAccessCodes(ctx context.Context, f AccessCodeFilter) ([]Acce
 		  AND ($4 = 0 OR c.location_id = $4)
 		  AND ($5 = '' OR c.locker_name = $5)
 		ORDER BY c.created_at DESC, c.id DESC`, f.OrgID, f.ScopeSubOrg, f.MadeBySubOrg, f.LocationID, f.LockerName)
-	if err != nil {
-		return nil, fmt.Errorf("list access codes: %w", translate(err))
-	}
-	codes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list access codes: %w", translate(err))
-	}
-	return codes, nil
 }
 
 // CodeAttempt is a claimed attempt at a code: counted as a wrong guess unless released.

@@ -55,29 +55,15 @@ func scanAppKey(row pgx.Row) (AppKey, error) {
 // ListAppKeys lists the live keys of the organization; with subOrg set, only that
 // sub-organization's.
 func (s *Store) ListAppKeys(ctx context.Context, orgID int64, subOrg *int64) ([]AppKey, error) {
-	rows, err := s.db.Query(ctx, appKeySelect+`
+	return listRows(ctx, s, "app keys", func(r pgx.CollectableRow) (AppKey, error) { return scanAppKey(r) },
+		appKeySelect+`
 		WHERE organization_id = $1 AND deleted_at IS NULL AND ($2::bigint IS NULL OR sub_organization_id = $2)
 		ORDER BY created_at, id`, orgID, subOrg)
-	if err != nil {
-		return nil, fmt.Errorf("list app keys: %w", translate(err))
-	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppKey, error) { return scanAppKey(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list app keys: %w", translate(err))
-	}
-	return keys, nil
 }
 
 // DeleteAppKey deletes a live key of the organization; ErrNotFound otherwise.
 func (s *Store) DeleteAppKey(ctx context.Context, orgID int64, id uuid.UUID) error {
-	tag, err := s.db.Exec(ctx, `UPDATE app_api_keys SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, id, orgID)
-	if err != nil {
-		return fmt.Errorf("delete app key: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete app key: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "delete app key", `UPDATE app_api_keys SET deleted_at = now() WHERE id = $1 AND organization_id = $2 AND deleted_at IS NULL`, id, orgID)
 }
 
 // SubOrganizationOf reports whether the sub-organization belongs to the organization.

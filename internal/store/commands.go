@@ -83,22 +83,14 @@ func (s *Store) appendCommands(ctx context.Context, towerID string, cmds []newCo
 // PendingCommands returns the tower's commands it has not reported applied, oldest first, at
 // most limit of them.
 func (s *Store) PendingCommands(ctx context.Context, towerID string, limit int) ([]TowerCommand, error) {
-	rows, err := s.db.Query(ctx, `
+	return listRows(ctx, s, "pending commands", func(r pgx.CollectableRow) (TowerCommand, error) {
+		var c TowerCommand
+		return c, r.Scan(&c.Number, &c.Kind, &c.Arg1, &c.Arg2, &c.CreatedAt)
+	}, `
 		SELECT c.number, c.kind, c.arg1, c.arg2, c.created_at
 		FROM tower_commands c
 		WHERE c.tower_id = $1 AND c.number > coalesce((SELECT acked FROM tower_command_heads WHERE tower_id = $1), 0)
 		ORDER BY c.number LIMIT $2`, strings.ToLower(towerID), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list pending commands: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TowerCommand, error) {
-		var c TowerCommand
-		return c, r.Scan(&c.Number, &c.Kind, &c.Arg1, &c.Arg2, &c.CreatedAt)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list pending commands: %w", translate(err))
-	}
-	return out, nil
 }
 
 // CommandLogState is where a tower's command log stands.
@@ -174,13 +166,9 @@ func (s *Store) TowerConfiguration(ctx context.Context, towerID string) (TowerCo
 // recordCommandsApplied notes the highest command number a tower reported applied (it never
 // moves back, and never past the head).
 func (s *Store) recordCommandsApplied(ctx context.Context, towerID string, number int64) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "record applied commands", `
 		UPDATE tower_command_heads SET acked = least(head, $2), acked_at = now()
 		WHERE tower_id = $1 AND acked < least(head, $2)`, towerID, number)
-	if err != nil {
-		return fmt.Errorf("record applied commands: %w", translate(err))
-	}
-	return nil
 }
 
 // ackStoredEvents advances how far the tower's events of an epoch are stored without a gap

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -79,7 +78,7 @@ func (s *Store) RecordGatewayTransaction(ctx context.Context, r GatewayRequest, 
 	}
 	// The row's created_at is the request's, the same on every retry, so (request_id,
 	// created_at), the key the partitioned table allows, names one row per request.
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "record gateway transaction", `
 		INSERT INTO transactions (id, organization_id, sub_organization_id, type, status, order_reference, pickup_code_hash,
 		                          pickup_code_last2, location_id, location_name, city, pin_code, tower_name, locker_number,
 		                          request_id, created_at, completed_at)
@@ -88,10 +87,6 @@ func (s *Store) RecordGatewayTransaction(ctx context.Context, r GatewayRequest, 
 		ON CONFLICT (request_id, created_at) WHERE request_id IS NOT NULL DO NOTHING`,
 		uuid.New(), r.OrganizationID, t.Type, t.Status, ref, codeHash, last2, r.GatewaySerial, name,
 		r.ID, r.CreatedAt, r.CompletedAt, r.LocationID)
-	if err != nil {
-		return fmt.Errorf("record gateway transaction: %w", translate(err))
-	}
-	return nil
 }
 
 // gatewayLockerName is the mirror's name of a gateway locker (its number when unknown).

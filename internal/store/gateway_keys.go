@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lockernet/lockernet/internal/credential"
 )
@@ -52,7 +53,7 @@ func (s *Store) CreateGatewayKey(ctx context.Context, k NewGatewayKey) (GatewayK
 
 const gatewayKeyColumns = `id, organization_id, prefix, label, rate_limit, created_at, revoked_at, last_used_at`
 
-func scanGatewayKey(row interface{ Scan(...any) error }) (GatewayKey, error) {
+func scanGatewayKey(row pgx.Row) (GatewayKey, error) {
 	var k GatewayKey
 	err := row.Scan(&k.ID, &k.OrganizationID, &k.Prefix, &k.Label, &k.RateLimit, &k.CreatedAt, &k.RevokedAt, &k.LastUsedAt)
 	return k, err
@@ -73,22 +74,7 @@ func (s *Store) ActiveGatewayKeyByHash(ctx context.Context, hash []byte) (Gatewa
 func (s *Store) GatewayKeys(ctx context.Context, orgID int64) ([]GatewayKey, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+gatewayKeyColumns+` FROM gateway_api_keys
 		WHERE $1 = 0 OR organization_id = $1 ORDER BY created_at, id`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list gateway keys: %w", translate(err))
-	}
-	defer rows.Close()
-	var out []GatewayKey
-	for rows.Next() {
-		k, err := scanGatewayKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan gateway key: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list gateway keys: %w", translate(err))
-	}
-	return out, nil
+	return scanAll(rows, err, "list gateway keys", "gateway key", nil, scanGatewayKey)
 }
 
 // RevokeGatewayKey revokes a key by id. Revoking a revoked key changes nothing and is not

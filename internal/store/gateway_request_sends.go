@@ -68,28 +68,17 @@ func (s *Store) StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, 
 	if body == nil {
 		body = []byte{}
 	}
-	tag, err := s.db.Exec(ctx, `
+	return s.execOne(ctx, "store gateway answer", `
 		UPDATE gateway_requests SET answer_body = $3, answer_send = $2
 		WHERE id = $1 AND `+requestMonth+` AND last_send = $2 AND completed_at IS NULL`, id, send, body)
-	if err != nil {
-		return fmt.Errorf("store gateway answer: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store gateway answer: %w", ErrNotFound)
-	}
-	return nil
 }
 
 // AbandonGatewaySend records that send number send never reached the gateway (connection
 // refused, DNS, TLS): the request is pending again and the same send may go out later.
 func (s *Store) AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "abandon gateway send", `
 		UPDATE gateway_requests SET last_send = $2 - 1, status = 'pending', updated_at = now()
 		WHERE id = $1 AND `+requestMonth+` AND last_send = $2 AND completed_at IS NULL`, id, send)
-	if err != nil {
-		return fmt.Errorf("abandon gateway send: %w", translate(err))
-	}
-	return nil
 }
 
 // GatewayOutcomeChannel is the Postgres NOTIFY channel on which FinishGatewayRequest

@@ -93,7 +93,7 @@ const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gat
 	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
 	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
 
-func scanGatewayRequest(row interface{ Scan(...any) error }) (GatewayRequest, error) {
+func scanGatewayRequest(row pgx.Row) (GatewayRequest, error) {
 	var r GatewayRequest
 	var headers, details []byte
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
@@ -312,22 +312,7 @@ func (s *Store) StalledGatewayRequests(ctx context.Context, olderThan time.Durat
 		WHERE completed_at IS NULL AND status = 'pending' AND attempts = 0
 		  AND created_at < now() - make_interval(secs => $1)
 		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
-	}
-	defer rows.Close()
-	var out []GatewayRequest
-	for rows.Next() {
-		r, err := scanGatewayRequest(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan gateway request: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list stalled gateway requests: %w", translate(err))
-	}
-	return out, nil
+	return scanAll(rows, err, "list stalled gateway requests", "gateway request", nil, scanGatewayRequest)
 }
 
 // Id claims (gateway_request_ids) go in batches of idClaimBatch rows, at most idClaimBatches

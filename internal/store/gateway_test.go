@@ -29,25 +29,42 @@ func gatewayFixture(t *testing.T) (*store.Store, seed.Result, store.Gateway) {
 	return st, res, g
 }
 
+// issuedGatewayKey is gatewayFixture's store with a gateway key issued to the seeded
+// organization: with its own rate limit, or the default one when limit is 0.
+func issuedGatewayKey(t *testing.T, label string, limit int) (*store.Store, string, store.GatewayKey) {
+	t.Helper()
+	st, res, _ := gatewayFixture(t)
+	var override *int
+	if limit != 0 {
+		override = &limit
+	}
+	key, k, err := st.IssueGatewayKey(context.Background(), res.Credentials.OrganizationID, label, override)
+	require.NoError(t, err)
+	return st, key, k
+}
+
+// authorize authorizes one request with key (default limit 120 a minute).
+func authorize(t *testing.T, st *store.Store, key string) store.KeyAuthorization {
+	t.Helper()
+	a, err := st.AuthorizeGatewayKey(context.Background(), credential.Hash(key), 120)
+	require.NoError(t, err)
+	return a
+}
+
 func TestAuthorizeGatewayKeyIsARollingLimit(t *testing.T) {
 	t.Parallel()
-	st, res, _ := gatewayFixture(t)
+	st, key, k := issuedGatewayKey(t, "t", 3)
 	ctx := context.Background()
-	limit := 3
-	key, k, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "t", &limit)
-	require.NoError(t, err)
 
 	for want := 2; want >= 0; want-- {
-		a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-		require.NoError(t, err)
+		a := authorize(t, st, key)
 		assert.True(t, a.Allowed)
 		assert.Equal(t, 3, a.Limit, "the key's override")
 		assert.Equal(t, want, a.Remaining())
 		assert.Equal(t, k.ID, a.KeyID)
 		assert.Equal(t, seed.OrganizationName, a.OrganizationName)
 	}
-	a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-	require.NoError(t, err)
+	a := authorize(t, st, key)
 	assert.False(t, a.Allowed)
 	assert.Equal(t, 0, a.Remaining())
 	assert.True(t, a.RetryAfter() > 0 && a.RetryAfter() <= 20*time.Second, "one request back every 20 s: %s", a.RetryAfter())
@@ -55,39 +72,33 @@ func TestAuthorizeGatewayKeyIsARollingLimit(t *testing.T) {
 
 	// Refused requests are not counted: a minute later (moved back in the state rather than
 	// waited for) the whole allowance is back, not less.
-	_, err = st.Pool().Exec(ctx, `UPDATE gateway_rate_limits SET tat = tat - interval '60 seconds' WHERE key_id = $1`, k.ID)
+	_, err := st.Pool().Exec(ctx, `UPDATE gateway_rate_limits SET tat = tat - interval '60 seconds' WHERE key_id = $1`, k.ID)
 	require.NoError(t, err)
-	a, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-	require.NoError(t, err)
+	a = authorize(t, st, key)
 	assert.True(t, a.Allowed)
 	assert.Equal(t, 2, a.Remaining())
 
 	// Half a minute refills half of it.
 	for range 2 {
-		_, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-		require.NoError(t, err)
+		authorize(t, st, key)
 	}
 	_, err = st.Pool().Exec(ctx, `UPDATE gateway_rate_limits SET tat = tat - interval '40 seconds' WHERE key_id = $1`, k.ID)
 	require.NoError(t, err)
-	a, err = st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-	require.NoError(t, err)
+	a = authorize(t, st, key)
 	assert.True(t, a.Allowed)
 	assert.Equal(t, 1, a.Remaining(), "40 s gave two requests back, this one used one")
 }
 
 func TestAuthorizeGatewayKeyDefaultsAndRefusals(t *testing.T) {
 	t.Parallel()
-	st, res, _ := gatewayFixture(t)
+	st, key, k := issuedGatewayKey(t, "", 0)
 	ctx := context.Background()
-	key, k, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "", nil)
-	require.NoError(t, err)
-	a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-	require.NoError(t, err)
+	a := authorize(t, st, key)
 	assert.Equal(t, 120, a.Limit)
 	assert.Equal(t, 119, a.Remaining())
 	assert.Equal(t, key[:12], a.KeyPrefix)
 
-	_, err = st.AuthorizeGatewayKey(ctx, credential.Hash(credential.NewGatewayKey()), 120)
+	_, err := st.AuthorizeGatewayKey(ctx, credential.Hash(credential.NewGatewayKey()), 120)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	_, err = st.RevokeGatewayKey(ctx, k.ID)
 	require.NoError(t, err)
@@ -99,23 +110,18 @@ func TestAuthorizeGatewayKeyDefaultsAndRefusals(t *testing.T) {
 
 func TestAuthorizeGatewayKeyConcurrently(t *testing.T) {
 	t.Parallel()
-	st, res, _ := gatewayFixture(t)
+	st, key, _ := issuedGatewayKey(t, "t", 10)
 	ctx := context.Background()
-	limit := 10
-	key, _, err := st.IssueGatewayKey(ctx, res.Credentials.OrganizationID, "t", &limit)
-	require.NoError(t, err)
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
 	began := time.Now()
 	for range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
 			if assert.NoError(t, err) && a.Allowed {
 				allowed.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	refill := int64(time.Since(began) / (6 * time.Second))
@@ -127,6 +133,22 @@ func newRequest(res seed.Result, g store.Gateway, kind string) store.NewGatewayR
 	return store.NewGatewayRequest{ID: uuid.New(), OrganizationID: res.Credentials.OrganizationID, LocationID: g.LocationID,
 		GatewayID: g.ID, GatewaySerial: g.Serial, Kind: kind, Class: "hardware", Method: "POST",
 		Path: "/api/customer/v1/locations/1/lockers/101/open", GatewayPath: "/lockers/101/open"}
+}
+
+// createRequest stores r with no idempotency key.
+func createRequest(t *testing.T, st *store.Store, r store.NewGatewayRequest) store.GatewayRequest {
+	t.Helper()
+	got, _, err := st.CreateGatewayRequest(context.Background(), r, nil)
+	require.NoError(t, err)
+	return got
+}
+
+// beginSend begins the request's send number n.
+func beginSend(t *testing.T, st *store.Store, id uuid.UUID, n int) store.GatewaySend {
+	t.Helper()
+	s, err := st.BeginGatewaySend(context.Background(), id, n)
+	require.NoError(t, err)
+	return s
 }
 
 func TestCreateGatewayRequestWithIdempotencyKeys(t *testing.T) {
@@ -292,18 +314,15 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	t.Parallel()
 	st, res, g := gatewayFixture(t)
 	ctx := context.Background()
-	r, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
-	require.NoError(t, err)
+	r := createRequest(t, st, newRequest(res, g, "open-locker"))
 
-	s, err := st.BeginGatewaySend(ctx, r.ID, 1)
-	require.NoError(t, err)
+	s := beginSend(t, st, r.ID, 1)
 	assert.True(t, s.Began)
 	assert.Equal(t, 1, s.Attempts)
 	assert.Equal(t, "GW-0001", s.Gateway.Serial)
 	assert.Equal(t, "http://127.0.0.1:1", s.Gateway.BaseURL)
 
-	s, err = st.BeginGatewaySend(ctx, r.ID, 1)
-	require.NoError(t, err)
+	s = beginSend(t, st, r.ID, 1)
 	assert.False(t, s.Began, "the same send again may have been delivered")
 	assert.Equal(t, 1, s.Attempts)
 
@@ -312,13 +331,11 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	got, err := st.GatewayRequest(ctx, res.Credentials.OrganizationID, r.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "pending", got.Status)
-	s, err = st.BeginGatewaySend(ctx, r.ID, 1)
-	require.NoError(t, err)
+	s = beginSend(t, st, r.ID, 1)
 	assert.True(t, s.Began)
 	assert.Equal(t, 2, s.Attempts)
 
-	s, err = st.BeginGatewaySend(ctx, r.ID, 2)
-	require.NoError(t, err)
+	s = beginSend(t, st, r.ID, 2)
 	assert.True(t, s.Began)
 	got, err = st.GatewayRequest(ctx, res.Credentials.OrganizationID, r.ID)
 	require.NoError(t, err)
@@ -351,8 +368,7 @@ func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {
 	require.Len(t, due, 1)
 
 	// Another organization cannot read it.
-	other, err := st.EnsureOrganization(ctx, "Someone Else")
-	require.NoError(t, err)
+	other := ensureOrg(t, st, "Someone Else")
 	_, err = st.GatewayRequest(ctx, other.ID, r.ID)
 	assert.ErrorIs(t, err, store.ErrNotFound)
 }
@@ -365,14 +381,11 @@ func TestPruneGatewayRequests(t *testing.T) {
 	t.Parallel()
 	st, res, g := gatewayFixture(t)
 	ctx := context.Background()
-	old, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "list-lockers"), nil)
-	require.NoError(t, err)
+	old := createRequest(t, st, newRequest(res, g, "list-lockers"))
 	keyed, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "kept", Hash: []byte("h"), TTL: time.Hour})
 	require.NoError(t, err)
-	pending, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
-	require.NoError(t, err)
-	recent, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "list-lockers"), nil)
-	require.NoError(t, err)
+	pending := createRequest(t, st, newRequest(res, g, "open-locker"))
+	recent := createRequest(t, st, newRequest(res, g, "list-lockers"))
 	for _, id := range []uuid.UUID{old.ID, keyed.ID, recent.ID} {
 		_, err := st.FinishGatewayRequest(ctx, id, 0, gatewayreq.Outcome{Status: "completed", HTTPStatus: 200}, store.GatewaySeenUnknown, false)
 		require.NoError(t, err)
@@ -508,8 +521,7 @@ func TestGatewayRequestSubject(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, codeID, got.Subject)
 
-	cloud, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
-	require.NoError(t, err)
+	cloud := createRequest(t, st, newRequest(res, g, "open-locker"))
 	assert.Empty(t, cloud.Subject, "the cloud API's requests have none")
 
 	policy := gatewayreq.Policy{CallTimeout: time.Second}
@@ -522,16 +534,13 @@ func TestGatewayAnswerBodyIsStoredWithItsSend(t *testing.T) {
 	t.Parallel()
 	st, res, g := gatewayFixture(t)
 	ctx := context.Background()
-	r, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
-	require.NoError(t, err)
-	_, err = st.BeginGatewaySend(ctx, r.ID, 1)
-	require.NoError(t, err)
+	r := createRequest(t, st, newRequest(res, g, "open-locker"))
+	beginSend(t, st, r.ID, 1)
 
 	// Only the send in flight stores its answer.
 	assert.ErrorIs(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{}`)), store.ErrNotFound)
 	require.NoError(t, st.StoreGatewayAnswer(ctx, r.ID, 1, []byte(`{"doorOpen":false}`)))
-	_, err = st.BeginGatewaySend(ctx, r.ID, 2)
-	require.NoError(t, err)
+	beginSend(t, st, r.ID, 2)
 	require.NoError(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{"doorOpen":true}`)))
 
 	// The outcome takes the last answer's body, which is then kept once.
@@ -550,10 +559,8 @@ func TestGatewayAnswerBodyIsStoredWithItsSend(t *testing.T) {
 	assert.ErrorIs(t, st.StoreGatewayAnswer(ctx, r.ID, 2, []byte(`{}`)), store.ErrNotFound)
 
 	// An empty answer is an empty body, not a missing one.
-	r2, _, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), nil)
-	require.NoError(t, err)
-	_, err = st.BeginGatewaySend(ctx, r2.ID, 1)
-	require.NoError(t, err)
+	r2 := createRequest(t, st, newRequest(res, g, "open-locker"))
+	beginSend(t, st, r2.ID, 1)
 	require.NoError(t, st.StoreGatewayAnswer(ctx, r2.ID, 1, nil))
 	done, err = st.FinishGatewayRequest(ctx, r2.ID, res.Credentials.OrganizationID, gatewayreq.Outcome{Status: "completed", HTTPStatus: 204,
 		BodyInStore: true}, store.GatewaySeenAnswered, false)

@@ -36,7 +36,7 @@ type Gateway struct {
 const gatewayColumns = `g.id, g.serial, g.organization_id, g.location_id, g.base_url, g.secret_sealed,
 	g.disabled_at IS NOT NULL, g.online, g.last_seen_at, g.honours_idempotency_keys`
 
-func scanGateway(row interface{ Scan(...any) error }) (Gateway, error) {
+func scanGateway(row pgx.Row) (Gateway, error) {
 	var g Gateway
 	err := row.Scan(&g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL, &g.SecretSealed,
 		&g.Disabled, &g.Online, &g.LastSeenAt, &g.HonoursKeys)
@@ -45,12 +45,8 @@ func scanGateway(row interface{ Scan(...any) error }) (Gateway, error) {
 
 // RecordGatewayKeys records whether the gateway honours Idempotency-Key (its answers say so).
 func (s *Store) RecordGatewayKeys(ctx context.Context, gatewayID int64, honoured bool) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateways SET honours_idempotency_keys = $2
+	return s.exec(ctx, "record gateway idempotency keys", `UPDATE gateways SET honours_idempotency_keys = $2
 		WHERE id = $1 AND honours_idempotency_keys <> $2`, gatewayID, honoured)
-	if err != nil {
-		return fmt.Errorf("record gateway idempotency keys: %w", translate(err))
-	}
-	return nil
 }
 
 // UpsertGateway registers the gateway with this serial at a location of its organization,
@@ -122,22 +118,11 @@ func (s *Store) GatewayLocations(ctx context.Context, orgID int64, onlineWithin 
 		FROM gateways g JOIN locations l ON l.id = g.location_id
 		WHERE g.organization_id = $1 AND g.disabled_at IS NULL
 		ORDER BY l.id`, orgID, onlineWithin.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("list gateway locations: %w", translate(err))
-	}
-	defer rows.Close()
-	out := []GatewayLocation{}
-	for rows.Next() {
+	return scanAll(rows, err, "list gateway locations", "gateway location", []GatewayLocation{}, func(row pgx.Row) (GatewayLocation, error) {
 		var l GatewayLocation
-		if err := rows.Scan(&l.ID, &l.Name, &l.Timezone, &l.GatewaySerial, &l.Online, &l.LastSeenAt); err != nil {
-			return nil, fmt.Errorf("scan gateway location: %w", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list gateway locations: %w", translate(err))
-	}
-	return out, nil
+		err := row.Scan(&l.ID, &l.Name, &l.Timezone, &l.GatewaySerial, &l.Online, &l.LastSeenAt)
+		return l, err
+	})
 }
 
 // RecordGatewayHealth records what a health check or a request outcome showed: online with
@@ -196,33 +181,14 @@ func (s *Store) ClaimDueGatewaySyncs(ctx context.Context, limit int, lease time.
 		    SELECT id FROM gateways WHERE sync_due_at <= now() AND disabled_at IS NULL
 		    ORDER BY sync_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
 		RETURNING `+gatewayColumns, limit, lease.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("claim gateway syncs: %w", translate(err))
-	}
-	defer rows.Close()
-	var out []Gateway
-	for rows.Next() {
-		g, err := scanGateway(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan gateway: %w", err)
-		}
-		out = append(out, g)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim gateway syncs: %w", translate(err))
-	}
-	return out, nil
+	return scanAll(rows, err, "claim gateway syncs", "gateway", nil, scanGateway)
 }
 
 // ScheduleGatewaySync sets when the gateway is synced next, unless a refresh was asked for
 // while the claimed sync ran (then it stays due).
 func (s *Store) ScheduleGatewaySync(ctx context.Context, gatewayID int64, after time.Duration) error {
-	_, err := s.db.Exec(ctx, `UPDATE gateways SET sync_due_at = now() + make_interval(secs => $2)
+	return s.exec(ctx, "schedule gateway sync", `UPDATE gateways SET sync_due_at = now() + make_interval(secs => $2)
 		WHERE id = $1 AND sync_due_at > now()`, gatewayID, after.Seconds())
-	if err != nil {
-		return fmt.Errorf("schedule gateway sync: %w", translate(err))
-	}
-	return nil
 }
 
 // GatewayLocker is one locker of the read-only mirror of a gateway's lockers.
@@ -263,22 +229,11 @@ func (s *Store) GatewayLockers(ctx context.Context, gatewayID int64) ([]GatewayL
 	rows, err := s.db.Query(ctx, `
 		SELECT locker_id, name, locker_type_id, locker_type_name, bank_id, is_low_locker, out_of_service
 		FROM gateway_lockers WHERE gateway_id = $1 ORDER BY locker_id`, gatewayID)
-	if err != nil {
-		return nil, fmt.Errorf("list gateway lockers: %w", translate(err))
-	}
-	defer rows.Close()
-	var out []GatewayLocker
-	for rows.Next() {
+	return scanAll(rows, err, "list gateway lockers", "gateway locker", nil, func(row pgx.Row) (GatewayLocker, error) {
 		var l GatewayLocker
-		if err := rows.Scan(&l.LockerID, &l.Name, &l.LockerTypeID, &l.LockerTypeName, &l.BankID, &l.IsLowLocker, &l.OutOfService); err != nil {
-			return nil, fmt.Errorf("scan gateway locker: %w", err)
-		}
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list gateway lockers: %w", translate(err))
-	}
-	return out, nil
+		err := row.Scan(&l.LockerID, &l.Name, &l.LockerTypeID, &l.LockerTypeName, &l.BankID, &l.IsLowLocker, &l.OutOfService)
+		return l, err
+	})
 }
 
 // GatewayLockerByName resolves a locker name at a location of the organization through the

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"strings"
 	"sync"
@@ -13,8 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/dev/testenv"
-	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -77,27 +74,30 @@ func reserve(t *testing.T, st *store.Store, demo seed.Result, tower seed.Tower, 
 	return r
 }
 
+// cancel cancels the reservation as the demo client.
+func cancel(t *testing.T, st *store.Store, demo seed.Result, tower seed.Tower, r store.Reservation) {
+	t.Helper()
+	_, _, err := st.CancelReservation(context.Background(), demo.Credentials.OrganizationID, seed.ClientID, tower.ID, r.LockerID, r.ID)
+	require.NoError(t, err)
+}
+
 // The move takes only closed rows closed long enough ago that nothing live refers to: not an
 // active reservation or token, not one closed within the threshold, not a reservation a
 // locker still names, not a token an open link still valid wraps. A token's use goes with it.
 func TestMoveClosedToHistoryTakesOnlyEligibleRows(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 
 	active := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
 	cancelledOld := reserve(t, st, demo, tower, tower.LockerIDs[1], time.Hour)
-	_, _, err := st.CancelReservation(ctx, org, seed.ClientID, tower.ID, tower.LockerIDs[1], cancelledOld.ID)
-	require.NoError(t, err)
+	cancel(t, st, demo, tower, cancelledOld)
 	closeLongAgo(t, st, cancelledOld.ID)
 	cancelledNow := reserve(t, st, demo, tower, tower.LockerIDs[2], time.Minute)
-	_, _, err = st.CancelReservation(ctx, org, seed.ClientID, tower.ID, tower.LockerIDs[2], cancelledNow.ID)
-	require.NoError(t, err)
+	cancel(t, st, demo, tower, cancelledNow)
 	// An expired reservation whose locker still names it (its write-back not done yet).
 	held := reserve(t, st, demo, tower, tower.LockerIDs[3], time.Hour)
-	_, err = st.Pool().Exec(ctx, `UPDATE reservations SET status = 'expired', ended_at = expires_at WHERE id = $1`, held.ID)
+	_, err := st.Pool().Exec(ctx, `UPDATE reservations SET status = 'expired', ended_at = expires_at WHERE id = $1`, held.ID)
 	require.NoError(t, err)
 	closeLongAgo(t, st, held.ID)
 
@@ -193,18 +193,15 @@ func TestMoveClosedToHistoryConcurrentRuns(t *testing.T) {
 // late) answers as it did for the closed live row.
 func TestHistoryReadersAnswerTheSameAfterTheMove(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 	other := org + 1000 // an organization that is not the row's
 
 	cancelled := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
-	_, _, err := st.CancelReservation(ctx, org, seed.ClientID, tower.ID, tower.LockerIDs[0], cancelled.ID)
-	require.NoError(t, err)
+	cancel(t, st, demo, tower, cancelled)
 	expiredRes := reserve(t, st, demo, tower, tower.LockerIDs[1], time.Hour)
 	backdate(t, st, expiredRes.ID)
-	_, err = st.ExpireReservation(ctx, expiredRes.ID)
+	_, err := st.ExpireReservation(ctx, expiredRes.ID)
 	require.NoError(t, err)
 	consumed := reserve(t, st, demo, tower, tower.LockerIDs[2], time.Hour)
 	usedTok := issueDropoff(t, st, demo, tower.LockerIDs[2]) // consumes the reservation
@@ -344,16 +341,13 @@ func TestLateTokenUseOfMovedToken(t *testing.T) {
 // foreign key of the open links returns.
 func TestReservationTokenHistoryMigration(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, org, tower := seededTower(t, 0)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
 	r := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
-	_, _, err := st.CancelReservation(ctx, org, seed.ClientID, tower.ID, tower.LockerIDs[0], r.ID)
-	require.NoError(t, err)
+	cancel(t, st, demo, tower, r)
 	tok := issueDropoff(t, st, demo, tower.LockerIDs[1])
 	apply(t, st, tower.ID, useEvents(tok, 3, 1, true)...)
-	_, err = st.CreateOpenRequest(ctx, store.OpenRequest{ID: uuid.New(), OrgID: org, ClientID: seed.ClientID, Type: store.TokenDropoff,
+	_, err := st.CreateOpenRequest(ctx, store.OpenRequest{ID: uuid.New(), OrgID: org, ClientID: seed.ClientID, Type: store.TokenDropoff,
 		TokenID: tok.ID, LockerID: tok.LockerID, TowerID: tower.ID, LocationID: tower.LocationID, ExpiresAt: time.Now().Add(time.Minute)})
 	require.NoError(t, err)
 	closeLongAgo(t, st, r.ID)
@@ -393,7 +387,7 @@ func TestReservationTokenHistoryMigration(t *testing.T) {
 //	go test ./internal/store/ -run '^$' -bench BenchmarkMoveClosedReservations -benchtime 100x
 func BenchmarkMoveClosedReservations(b *testing.B) {
 	ctx := context.Background()
-	st, demo := seededB(b)
+	st, demo := seeded(b)
 	tower := demo.Towers[0]
 	_, err := st.Pool().Exec(ctx, `
 		INSERT INTO reservations (id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at, ended_at)
@@ -413,19 +407,4 @@ func BenchmarkMoveClosedReservations(b *testing.B) {
 		moved += n
 	}
 	b.ReportMetric(float64(moved)/b.Elapsed().Seconds(), "rows/s")
-}
-
-// seededB is seeded for a benchmark.
-func seededB(b *testing.B) (*store.Store, seed.Result) {
-	b.Helper()
-	st, err := store.Open(context.Background(), testenv.NewDatabase(b), store.Options{MaxConns: 4})
-	require.NoError(b, err)
-	b.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(b, err)
-	res, err := seed.Demo(context.Background(), st, ring, nil)
-	require.NoError(b, err)
-	return st, res
 }

@@ -72,22 +72,7 @@ func scanLocation(row pgx.Row, extra ...any) (Location, error) {
 }
 
 func collectLocations(rows pgx.Rows, err error) ([]Location, error) {
-	if err != nil {
-		return nil, fmt.Errorf("query locations: %w", translate(err))
-	}
-	defer rows.Close()
-	locs := []Location{}
-	for rows.Next() {
-		l, err := scanLocation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan location: %w", err)
-		}
-		locs = append(locs, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("query locations: %w", translate(err))
-	}
-	return locs, nil
+	return scanAll(rows, err, "query locations", "location", []Location{}, func(row pgx.Row) (Location, error) { return scanLocation(row) })
 }
 
 // LocationsInArea returns the organization's tower locations inside the box, by id.

@@ -18,10 +18,8 @@ func TestClosestLocationAcrossTheAntimeridian(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
-	both, err := st.EnsureOrganization(ctx, "Both sides")
-	require.NoError(t, err)
-	westOnly, err := st.EnsureOrganization(ctx, "West side only")
-	require.NoError(t, err)
+	both := ensureOrg(t, st, "Both sides")
+	westOnly := ensureOrg(t, st, "West side only")
 	addTowerLocation(t, st, both.ID, "East", "00000000000000e1", 0, 179.95)
 	addTowerLocation(t, st, both.ID, "West", "00000000000000f1", 0, -179.95)
 	addTowerLocation(t, st, westOnly.ID, "West", "00000000000000f2", 0, -179.95)
@@ -55,9 +53,8 @@ func TestClosestLocationAcrossTheAntimeridian(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 	t.Run("another organization's locations are never found", func(t *testing.T) {
-		other, err := st.EnsureOrganization(ctx, "Nobody here")
-		require.NoError(t, err)
-		_, err = st.ClosestLocation(ctx, other.ID, 0, 179.99, 20)
+		other := ensureOrg(t, st, "Nobody here")
+		_, err := st.ClosestLocation(ctx, other.ID, 0, 179.99, 20)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 	t.Run("in-area does not wrap", func(t *testing.T) {
@@ -112,10 +109,9 @@ func TestGeoQueriesUseTheIndex(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
-	org, err := st.EnsureOrganization(ctx, "Worldwide")
-	require.NoError(t, err)
+	org := ensureOrg(t, st, "Worldwide")
 	// ~5,000 locations spread over the world, every tenth with a tower.
-	_, err = st.Pool().Exec(ctx, `
+	_, err := st.Pool().Exec(ctx, `
 		INSERT INTO locations (organization_id, name, lat, lon, address1, city, state, zip, country)
 		SELECT $1, 'loc ' || g, -80 + 160 * random(), -180 + 360 * random(), 'a', 'c', 's', 'z', 'XX'
 		FROM generate_series(1, 5000) g`, org.ID)

@@ -32,22 +32,7 @@ func scanLocker(row pgx.Row) (Locker, error) {
 }
 
 func collectLockers(rows pgx.Rows, err error) ([]Locker, error) {
-	if err != nil {
-		return nil, fmt.Errorf("query lockers: %w", translate(err))
-	}
-	defer rows.Close()
-	lockers := []Locker{}
-	for rows.Next() {
-		k, err := scanLocker(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan locker: %w", err)
-		}
-		lockers = append(lockers, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("query lockers: %w", translate(err))
-	}
-	return lockers, nil
+	return scanAll(rows, err, "query lockers", "locker", []Locker{}, scanLocker)
 }
 
 // LocationLockers lists a location's tower lockers; ErrNotFound if the organization does not

@@ -83,17 +83,9 @@ type GatewaySeen struct {
 
 // GatewaysLastSeen lists the enabled gateways with the time each last answered.
 func (s *Store) GatewaysLastSeen(ctx context.Context) ([]GatewaySeen, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT serial, location_id, coalesce(last_seen_at, 'epoch') FROM gateways WHERE disabled_at IS NULL ORDER BY serial`)
-	if err != nil {
-		return nil, fmt.Errorf("list gateways last seen: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (GatewaySeen, error) {
+	return listRows(ctx, s, "gateways last seen", func(r pgx.CollectableRow) (GatewaySeen, error) {
 		var g GatewaySeen
 		return g, r.Scan(&g.Serial, &g.LocationID, &g.LastSeen)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list gateways last seen: %w", translate(err))
-	}
-	return out, nil
+	}, `
+		SELECT serial, location_id, coalesce(last_seen_at, 'epoch') FROM gateways WHERE disabled_at IS NULL ORDER BY serial`)
 }

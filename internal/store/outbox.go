@@ -122,13 +122,9 @@ func (s *Store) RetryOutboxLater(ctx context.Context, id int64, after time.Durat
 	if len(cause) > 500 {
 		cause = cause[:500]
 	}
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "reschedule outbox", `
 		UPDATE workflow_outbox SET next_attempt_at = now() + make_interval(secs => $2), last_error = $3
 		WHERE id = $1`, id, after.Seconds(), cause)
-	if err != nil {
-		return fmt.Errorf("reschedule outbox: %w", translate(err))
-	}
-	return nil
 }
 
 // OutboxBacklog returns how many items wait and the age of the oldest.

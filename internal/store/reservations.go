@@ -223,14 +223,7 @@ func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bo
 		return false, fmt.Errorf("expire reservation: %w", err)
 	}
 	if !due {
-		var active bool
-		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM reservations WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
-			return false, fmt.Errorf("expire reservation: %w", translate(err))
-		}
-		if active {
-			return false, ErrNotDue
-		}
-		return false, nil
+		return false, s.notDueIfActive(ctx, "reservations", id, "expire reservation")
 	}
 	return true, nil
 }

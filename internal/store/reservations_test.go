@@ -35,21 +35,12 @@ func rawStatuses(t *testing.T, st *store.Store, id uuid.UUID) (reservation strin
 
 func TestExpireReservation(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, orgID, tower := seededTower(t, 0)
 	ctx := context.Background()
-	orgID := demo.Credentials.OrganizationID
-	tower := demo.Towers[0]
-	reserveFor := func(t *testing.T, lockerID int64, d time.Duration) store.Reservation {
-		t.Helper()
-		r, err := st.ReserveLocker(ctx, store.ReserveParams{ID: uuid.New(), OrgID: orgID, ClientID: seed.ClientID,
-			TowerID: tower.ID, LockerID: lockerID, Duration: d})
-		require.NoError(t, err)
-		return r
-	}
 
 	t.Run("not due before the expiry, idempotent after", func(t *testing.T) {
 		t.Parallel()
-		r := reserveFor(t, tower.LockerIDs[0], time.Hour)
+		r := reserve(t, st, demo, tower, tower.LockerIDs[0], time.Hour)
 
 		expired, err := st.ExpireReservation(ctx, r.ID)
 		require.ErrorIs(t, err, store.ErrNotDue)
@@ -81,7 +72,7 @@ func TestExpireReservation(t *testing.T) {
 
 	t.Run("a cancelled reservation stays cancelled", func(t *testing.T) {
 		t.Parallel()
-		r := reserveFor(t, tower.LockerIDs[1], time.Hour)
+		r := reserve(t, st, demo, tower, tower.LockerIDs[1], time.Hour)
 		_, cancelled, err := st.CancelReservation(ctx, orgID, seed.ClientID, tower.ID, r.LockerID, r.ID)
 		require.NoError(t, err)
 		require.True(t, cancelled)
@@ -95,10 +86,10 @@ func TestExpireReservation(t *testing.T) {
 
 	t.Run("a late expiry leaves the locker's next reservation alone", func(t *testing.T) {
 		t.Parallel()
-		old := reserveFor(t, tower.LockerIDs[2], time.Hour)
+		old := reserve(t, st, demo, tower, tower.LockerIDs[2], time.Hour)
 		backdate(t, st, old.ID)
 		// The lapsed hold counts as available: someone else takes the locker first.
-		next := reserveFor(t, tower.LockerIDs[2], time.Hour)
+		next := reserve(t, st, demo, tower, tower.LockerIDs[2], time.Hour)
 
 		_, err := st.ExpireReservation(ctx, old.ID)
 		require.NoError(t, err)
@@ -120,7 +111,7 @@ func TestExpireReservation(t *testing.T) {
 
 	t.Run("concurrent expiries apply once", func(t *testing.T) {
 		t.Parallel()
-		r := reserveFor(t, tower.LockerIDs[3], time.Hour)
+		r := reserve(t, st, demo, tower, tower.LockerIDs[3], time.Hour)
 		backdate(t, st, r.ID)
 		var wg sync.WaitGroup
 		results := make(chan bool, 8)
@@ -147,10 +138,8 @@ func TestExpireReservation(t *testing.T) {
 
 func TestReserveLocker(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, demo, orgID, tower := seededTower(t, 1)
 	ctx := context.Background()
-	orgID := demo.Credentials.OrganizationID
-	tower := demo.Towers[1]
 	params := func(lockerID int64) store.ReserveParams {
 		return store.ReserveParams{ID: uuid.New(), OrgID: orgID, ClientID: seed.ClientID, TowerID: tower.ID, LockerID: lockerID, Duration: time.Minute}
 	}

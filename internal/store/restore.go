@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -15,60 +14,37 @@ import (
 
 // ActiveReservations lists the reservations whose row is active.
 func (s *Store) ActiveReservations(ctx context.Context) ([]Reservation, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT r.id, r.organization_id, r.client_id, r.locker_id, r.tower_id, k.location_id, r.status,
-		       r.duration_seconds, r.created_at, r.expires_at, r.ended_at
-		FROM reservations r JOIN lockers k ON k.id = r.locker_id
-		WHERE r.status = 'active' ORDER BY r.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list active reservations: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Reservation, error) {
+	return listRows(ctx, s, "active reservations", func(row pgx.CollectableRow) (Reservation, error) {
 		var r Reservation
 		err := row.Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.LocationID, &r.Status,
 			&r.DurationSeconds, &r.CreatedAt, &r.ExpiresAt, &r.EndedAt)
 		return r, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list active reservations: %w", translate(err))
-	}
-	return out, nil
+	}, `
+		SELECT r.id, r.organization_id, r.client_id, r.locker_id, r.tower_id, k.location_id, r.status,
+		       r.duration_seconds, r.created_at, r.expires_at, r.ended_at
+		FROM reservations r JOIN lockers k ON k.id = r.locker_id
+		WHERE r.status = 'active' ORDER BY r.id`)
 }
 
 // ActiveTokens lists the locker tokens whose row is active.
 func (s *Store) ActiveTokens(ctx context.Context) ([]LockerToken, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT t.id, t.organization_id, t.client_id, t.locker_id, t.tower_id, k.location_id, t.type, t.generation,
-		       t.client_info, t.status, t.created_at, t.expires_at, t.used_at
-		FROM locker_tokens t JOIN lockers k ON k.id = t.locker_id
-		WHERE t.status = 'active' ORDER BY t.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list active tokens: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (LockerToken, error) {
+	return listRows(ctx, s, "active tokens", func(row pgx.CollectableRow) (LockerToken, error) {
 		var t LockerToken
 		err := row.Scan(&t.ID, &t.OrgID, &t.ClientID, &t.LockerID, &t.TowerID, &t.LocationID, &t.Type, &t.Generation,
 			&t.ClientInfo, &t.Status, &t.CreatedAt, &t.ExpiresAt, &t.UsedAt)
 		return t, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list active tokens: %w", translate(err))
-	}
-	return out, nil
+	}, `
+		SELECT t.id, t.organization_id, t.client_id, t.locker_id, t.tower_id, k.location_id, t.type, t.generation,
+		       t.client_info, t.status, t.created_at, t.expires_at, t.used_at
+		FROM locker_tokens t JOIN lockers k ON k.id = t.locker_id
+		WHERE t.status = 'active' ORDER BY t.id`)
 }
 
 // ActiveAccessCodes lists the access codes whose row is active (a lapsed one shows expired,
 // as everywhere).
 func (s *Store) ActiveAccessCodes(ctx context.Context) ([]AccessCode, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+accessCodeColumns+` FROM access_codes c WHERE c.status = 'active' ORDER BY c.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list active access codes: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list active access codes: %w", translate(err))
-	}
-	return out, nil
+	return listRows(ctx, s, "active access codes", func(row pgx.CollectableRow) (AccessCode, error) { return scanAccessCode(row) },
+		`SELECT `+accessCodeColumns+` FROM access_codes c WHERE c.status = 'active' ORDER BY c.id`)
 }
 
 // PendingDelivery is a webhook delivery still pending: what its workflow is started with.
@@ -82,19 +58,11 @@ type PendingDelivery struct {
 
 // PendingWebhookDeliveries lists the webhook deliveries still pending.
 func (s *Store) PendingWebhookDeliveries(ctx context.Context) ([]PendingDelivery, error) {
-	rows, err := s.db.Query(ctx, `
+	return listRows(ctx, s, "pending webhook deliveries", func(row pgx.CollectableRow) (PendingDelivery, error) {
+		var d PendingDelivery
+		return d, row.Scan(&d.ID, &d.Round, &d.OrgID, &d.EndpointID, &d.EventType)
+	}, `
 		SELECT d.id, d.round, d.organization_id, d.endpoint_id, ev.type
 		FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at
 		WHERE d.status = 'pending' ORDER BY d.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list pending webhook deliveries: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (PendingDelivery, error) {
-		var d PendingDelivery
-		return d, row.Scan(&d.ID, &d.Round, &d.OrgID, &d.EndpointID, &d.EventType)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list pending webhook deliveries: %w", translate(err))
-	}
-	return out, nil
 }

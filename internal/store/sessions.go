@@ -26,27 +26,16 @@ type TowerSession struct {
 
 // RecordTowerSession keeps the record of an issued session.
 func (s *Store) RecordTowerSession(ctx context.Context, t TowerSession) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "record tower session", `
 		INSERT INTO tower_sessions (id, tower_id, organization_id, client_id, user_id, claims, permission, firmware_version, issued_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		t.ID, strings.ToLower(t.TowerID), t.OrganizationID, t.ClientID, t.UserID, t.Claims, t.Permission, t.FirmwareVersion, t.IssuedAt, t.ExpiresAt)
-	if err != nil {
-		return fmt.Errorf("record tower session: %w", translate(err))
-	}
-	return nil
 }
 
 // SetClientSDKClaims sets the session claims a client may ask for; nil restores the
 // service's default. ErrNotFound for an unknown client.
 func (s *Store) SetClientSDKClaims(ctx context.Context, clientID string, claims []string) error {
-	tag, err := s.db.Exec(ctx, `UPDATE api_clients SET sdk_claims = $2 WHERE client_id = $1`, clientID, claims)
-	if err != nil {
-		return fmt.Errorf("set client sdk claims: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set client sdk claims: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "set client sdk claims", `UPDATE api_clients SET sdk_claims = $2 WHERE client_id = $1`, clientID, claims)
 }
 
 // ClientSDKClaims returns the claims a client may ask for (nil when it uses the default)
@@ -105,20 +94,12 @@ func (s *Store) RecordEventsReset(ctx context.Context, r EventsReset) (EventsRes
 
 // EventsResets lists reset reports, newest first; towerID "" lists every tower's.
 func (s *Store) EventsResets(ctx context.Context, towerID string, limit int) ([]EventsReset, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT id, tower_id, organization_id, client_id, user_id, reason, repeats, created_at, last_at
-		FROM tower_event_resets WHERE ($1 = '' OR tower_id = $1) ORDER BY id DESC LIMIT $2`, strings.ToLower(towerID), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list events resets: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventsReset, error) {
+	return listRows(ctx, s, "events resets", func(r pgx.CollectableRow) (EventsReset, error) {
 		var e EventsReset
 		return e, r.Scan(&e.ID, &e.TowerID, &e.OrganizationID, &e.ClientID, &e.UserID, &e.Reason, &e.Repeats, &e.CreatedAt, &e.LastAt)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list events resets: %w", translate(err))
-	}
-	return out, nil
+	}, `
+		SELECT id, tower_id, organization_id, client_id, user_id, reason, repeats, created_at, last_at
+		FROM tower_event_resets WHERE ($1 = '' OR tower_id = $1) ORDER BY id DESC LIMIT $2`, strings.ToLower(towerID), limit)
 }
 
 // TowerLocation is what the SDK's tower object shows of a tower's location.

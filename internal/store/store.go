@@ -39,6 +39,61 @@ type Store struct {
 	committed *[]OutboxItem
 }
 
+// listRows runs a query and collects its rows with scan; what names the list in errors
+// ("list <what>: ...").
+func listRows[T any](ctx context.Context, s *Store, what string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := s.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, translate(err))
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, translate(err))
+	}
+	return out, nil
+}
+
+// scanAll reads the rows a query returned (err is the query's) with scan, appending to out
+// (nil or an empty list, as the caller answers when there is no row). Errors name the
+// statement as what ("list gateway keys: ...") and a row as item ("scan gateway key: ...").
+func scanAll[T any](rows pgx.Rows, err error, what, item string, out []T, scan func(pgx.Row) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, translate(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", item, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, translate(err))
+	}
+	return out, nil
+}
+
+// exec runs a statement; what names it in errors ("<what>: ...").
+func (s *Store) exec(ctx context.Context, what, sql string, args ...any) error {
+	if _, err := s.db.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
+	}
+	return nil
+}
+
+// execOne runs a statement that must change a row: ErrNotFound when it changed none.
+func (s *Store) execOne(ctx context.Context, what, sql string, args ...any) error {
+	tag, err := s.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
 // Options tune the pool; zero values take the defaults.
 type Options struct {
 	MaxConns int32

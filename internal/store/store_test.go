@@ -14,7 +14,7 @@ import (
 )
 
 // openStore opens a fresh, migrated, empty database.
-func openStore(t *testing.T) *store.Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
 	require.NoError(t, err)
@@ -22,8 +22,8 @@ func openStore(t *testing.T) *store.Store {
 	return st
 }
 
-// seeded opens a fresh database with the demo data.
-func seeded(t *testing.T) (*store.Store, seed.Result) {
+// seeded opens a fresh database with the demo data (for a test or a benchmark).
+func seeded(t testing.TB) (*store.Store, seed.Result) {
 	t.Helper()
 	st := openStore(t)
 	key := make([]byte, keyring.KeySize)
@@ -33,6 +33,22 @@ func seeded(t *testing.T) (*store.Store, seed.Result) {
 	res, err := seed.Demo(context.Background(), st, ring, nil)
 	require.NoError(t, err)
 	return st, res
+}
+
+// seededTower is seeded's database and demo data with the demo organization's id and its
+// tower i.
+func seededTower(t *testing.T, i int) (*store.Store, seed.Result, int64, seed.Tower) {
+	t.Helper()
+	st, demo := seeded(t)
+	return st, demo, demo.Credentials.OrganizationID, demo.Towers[i]
+}
+
+// ensureOrg creates the organization (or finds the one of that name).
+func ensureOrg(t *testing.T, st *store.Store, name string) store.Organization {
+	t.Helper()
+	o, err := st.EnsureOrganization(context.Background(), name)
+	require.NoError(t, err)
+	return o
 }
 
 // addTowerLocation creates a location with one tower (the tower API only sees those).

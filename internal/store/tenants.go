@@ -42,25 +42,14 @@ func (s *Store) EnsureSubOrganization(ctx context.Context, orgID int64, name str
 
 // CreateClient stores a service-provider client; ErrConflict if the id is taken.
 func (s *Store) CreateClient(ctx context.Context, c Client) error {
-	_, err := s.db.Exec(ctx, `
+	return s.exec(ctx, "create client", `
 		INSERT INTO api_clients (client_id, organization_id, name, secret_hash, scopes)
 		VALUES ($1, $2, $3, $4, $5)`, c.ClientID, c.OrganizationID, c.Name, c.SecretHash, c.Scopes)
-	if err != nil {
-		return fmt.Errorf("create client: %w", translate(err))
-	}
-	return nil
 }
 
 // SetClientSecret replaces a client's secret hash (the seed uses it to re-key on demand).
 func (s *Store) SetClientSecret(ctx context.Context, clientID string, secretHash []byte) error {
-	tag, err := s.db.Exec(ctx, `UPDATE api_clients SET secret_hash = $2 WHERE client_id = $1`, clientID, secretHash)
-	if err != nil {
-		return fmt.Errorf("set client secret: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set client secret: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "set client secret", `UPDATE api_clients SET secret_hash = $2 WHERE client_id = $1`, clientID, secretHash)
 }
 
 // ClientByID returns a client, disabled ones included (the caller decides).
@@ -79,27 +68,13 @@ func (s *Store) ClientByID(ctx context.Context, clientID string) (Client, error)
 // SetClientDisabled disables a client (its token requests fail, the tokens it holds and the
 // app keys it made stop working) or enables it again; ErrNotFound for an unknown client.
 func (s *Store) SetClientDisabled(ctx context.Context, clientID string, disabled bool) error {
-	tag, err := s.db.Exec(ctx, `
+	return s.execOne(ctx, "set client disabled", `
 		UPDATE api_clients SET disabled_at = CASE WHEN $2 THEN coalesce(disabled_at, now()) END
 		WHERE client_id = $1`, clientID, disabled)
-	if err != nil {
-		return fmt.Errorf("set client disabled: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set client disabled: %w", ErrNotFound)
-	}
-	return nil
 }
 
 // SetClientRateLimits sets a client's own requests per minute on the tower API and the token
 // endpoint (nil: the setting's default); ErrNotFound for an unknown client.
 func (s *Store) SetClientRateLimits(ctx context.Context, clientID string, tower, token *int) error {
-	tag, err := s.db.Exec(ctx, `UPDATE api_clients SET rate_limit = $2, token_rate_limit = $3 WHERE client_id = $1`, clientID, tower, token)
-	if err != nil {
-		return fmt.Errorf("set client rate limits: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("set client rate limits: %w", ErrNotFound)
-	}
-	return nil
+	return s.execOne(ctx, "set client rate limits", `UPDATE api_clients SET rate_limit = $2, token_rate_limit = $3 WHERE client_id = $1`, clientID, tower, token)
 }

@@ -280,14 +280,7 @@ func (s *Store) ExpireToken(ctx context.Context, id uuid.UUID) (expired bool, er
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		var active bool
-		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM locker_tokens WHERE id = $1 AND status = 'active')`, id).Scan(&active); err != nil {
-			return false, fmt.Errorf("expire token: %w", translate(err))
-		}
-		if active {
-			return false, ErrNotDue
-		}
-		return false, nil
+		return false, s.notDueIfActive(ctx, "locker_tokens", id, "expire token")
 	}
 	if err != nil {
 		return false, fmt.Errorf("expire token: %w", translate(err))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Transaction is a row of an organization's transaction list.
@@ -88,21 +89,14 @@ func (s *Store) ListTransactions(ctx context.Context, f TransactionFilter, pageS
 		FROM transactions WHERE %s
 		ORDER BY created_at DESC, id DESC
 		LIMIT $%d OFFSET $%d`, cond, len(args)-1, len(args)), args...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list transactions: %w", translate(err))
-	}
-	defer rows.Close()
-	list := []Transaction{}
-	for rows.Next() {
+	list, err := scanAll(rows, err, "list transactions", "transaction", []Transaction{}, func(row pgx.Row) (Transaction, error) {
 		var t Transaction
-		if err := rows.Scan(&t.ID, &t.Type, &t.Status, &t.OrderReference, &t.PickupCodeLast2, &t.LockerNumber, &t.TowerName,
-			&t.Location, &t.City, &t.PinCode, &t.CreatedAt, &t.CompletedAt); err != nil {
-			return nil, 0, fmt.Errorf("scan transaction: %w", err)
-		}
-		list = append(list, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list transactions: %w", translate(err))
+		err := row.Scan(&t.ID, &t.Type, &t.Status, &t.OrderReference, &t.PickupCodeLast2, &t.LockerNumber, &t.TowerName,
+			&t.Location, &t.City, &t.PinCode, &t.CreatedAt, &t.CompletedAt)
+		return t, err
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return list, total, nil
 }

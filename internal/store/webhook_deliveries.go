@@ -72,19 +72,12 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]Webh
 		return nil, err
 	}
 	afterAt, afterID := f.After.args()
-	rows, err := s.db.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id
+	return listRows(ctx, s, "webhook deliveries", func(r pgx.CollectableRow) (WebhookDelivery, error) { return scanDelivery(r) },
+		`SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id
 		WHERE d.endpoint_id = $1 AND d.organization_id = $2 AND ($3 = '' OR d.status = $3)
 		  AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5::uuid))
 		ORDER BY d.created_at DESC, d.id DESC LIMIT $6`,
 		f.EndpointID, f.Scope.OrgID, f.Status, afterAt, afterID, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list webhook deliveries: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookDelivery, error) { return scanDelivery(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list webhook deliveries: %w", translate(err))
-	}
-	return out, nil
 }
 
 // WebhookDeliveryInScope returns one delivery to an endpoint sc manages.

@@ -65,16 +65,9 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e WebhookEndpoint) (W
 
 // WebhookEndpoints lists the endpoints sc manages, oldest first.
 func (s *Store) WebhookEndpoints(ctx context.Context, sc WebhookScope) ([]WebhookEndpoint, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints e WHERE `+scopeClause+`
+	return listRows(ctx, s, "webhook endpoints", func(r pgx.CollectableRow) (WebhookEndpoint, error) { return scanEndpoint(r) },
+		`SELECT `+endpointColumns+` FROM webhook_endpoints e WHERE `+scopeClause+`
 		ORDER BY created_at, id LIMIT 1000`, sc.OrgID, sc.SubOrgID)
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookEndpoint, error) { return scanEndpoint(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", translate(err))
-	}
-	return out, nil
 }
 
 // WebhookEndpoint returns one endpoint sc manages (ErrNotFound otherwise).
@@ -148,15 +141,8 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, sc WebhookScope, id u
 // RotateWebhookSecret makes sealed the endpoint's secret; the old one keeps signing until
 // until.
 func (s *Store) RotateWebhookSecret(ctx context.Context, sc WebhookScope, id uuid.UUID, sealed []byte, until time.Time) error {
-	tag, err := s.db.Exec(ctx, `
+	return s.execOne(ctx, "rotate webhook secret", `
 		UPDATE webhook_endpoints e SET previous_secret_sealed = secret_sealed, previous_secret_until = $5,
 		    secret_sealed = $4, updated_at = now()
 		WHERE `+scopeClause+` AND e.id = $3`, sc.OrgID, sc.SubOrgID, id, sealed, until)
-	if err != nil {
-		return fmt.Errorf("rotate webhook secret: %w", translate(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("rotate webhook secret: %w", ErrNotFound)
-	}
-	return nil
 }

@@ -137,18 +137,11 @@ type EventFilter struct {
 // WebhookEvents lists events newest first.
 func (s *Store) WebhookEvents(ctx context.Context, f EventFilter) ([]WebhookEvent, error) {
 	afterAt, afterID := f.After.args()
-	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events
+	return listRows(ctx, s, "webhook events", func(r pgx.CollectableRow) (WebhookEvent, error) { return scanEvent(r) },
+		`SELECT `+eventColumns+` FROM webhook_events
 		WHERE organization_id = $1 AND ($2::bigint IS NULL OR sub_organization_id = $2)
 		  AND ($3 = '' OR type = $3) AND ($4::timestamptz IS NULL OR created_at >= $4)
 		  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5, $6::uuid))
 		ORDER BY created_at DESC, id DESC LIMIT $7`,
 		f.Scope.OrgID, f.Scope.SubOrgID, f.Type, f.Since, afterAt, afterID, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list webhook events: %w", translate(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WebhookEvent, error) { return scanEvent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list webhook events: %w", translate(err))
-	}
-	return out, nil
 }

@@ -46,13 +46,11 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	h := &handedOff{}
 	st.HandOffEvents(h, time.Hour)
 
-	ep, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
-	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/two", Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
+	ep := createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
+	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/two", Enabled: true})
 
 	boom := errors.New("the change failed")
-	err = st.WithTx(ctx, func(tx *store.Store) error {
+	err := st.WithTx(ctx, func(tx *store.Store) error {
 		_, err := tx.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": 1}})
 		require.NoError(t, err)
 		return boom

@@ -29,14 +29,10 @@ func TestRecordEvent(t *testing.T) {
 	assert.Equal(t, uuid.Nil, id, "no endpoint: nothing recorded")
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM webhook_events`))
 
-	all, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
+	all := createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
 	sub := demo.Credentials.SubOrganizationID
-	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, SubOrgID: &sub, URL: "http://127.0.0.1:9/sub",
-		EventTypes: []string{"access_code.used"}, Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
-	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/off", Enabled: false, SecretSealed: []byte("s")})
-	require.NoError(t, err)
+	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, SubOrgID: &sub, URL: "http://127.0.0.1:9/sub", EventTypes: []string{"access_code.used"}, Enabled: true})
+	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/off", Enabled: false})
 
 	// Rolled back with its change: no event, no delivery, no workflow start.
 	boom := errors.New("the change failed")
@@ -90,16 +86,32 @@ func TestRecordEvent(t *testing.T) {
 	assert.Equal(t, 2, countRows(t, st, `SELECT count(*) FROM webhook_events`))
 }
 
+// createEndpoint creates the endpoint with a new id and a sealed secret, and requires it
+// stored.
+func createEndpoint(t *testing.T, st *store.Store, ep store.WebhookEndpoint) store.WebhookEndpoint {
+	t.Helper()
+	ep.ID, ep.SecretSealed = uuid.New(), []byte("s")
+	got, err := st.CreateWebhookEndpoint(context.Background(), ep)
+	require.NoError(t, err)
+	return got
+}
+
+// endpointFixture is a seeded database with one enabled endpoint of the organization's for
+// every event type; it returns the organization's id too.
+func endpointFixture(t *testing.T) (*store.Store, int64, store.WebhookEndpoint) {
+	t.Helper()
+	st, demo := seeded(t)
+	org := demo.Credentials.OrganizationID
+	return st, org, createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
+}
+
 // The outbox rows RecordEvent writes in SQL are the rows webhookrow describes, to the byte of
 // their input and search attributes: the re-arm after a restore and a redelivery build theirs
 // with webhookrow, and the workflow reads its input as webhookrow writes it.
 func TestRecordEventOutboxRowsAreWebhookrows(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, org, ep := endpointFixture(t)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	ep, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
 
 	id, err := st.RecordEvent(ctx, store.Event{OrgID: org, Type: "locker.released", Data: map[string]int{"n": 1}})
 	require.NoError(t, err)
@@ -123,11 +135,8 @@ func TestRecordEventOutboxRowsAreWebhookrows(t *testing.T) {
 // failure; a success in between starts the count again.
 func TestWebhookEndpointDisabledAfterDaysOfFailures(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, org, ep := endpointFixture(t)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	ep, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true, SecretSealed: []byte("s")})
-	require.NoError(t, err)
 	delivery := func() uuid.UUID {
 		t.Helper()
 		ev, err := st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Data: map[string]int{}})
