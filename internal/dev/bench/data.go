@@ -128,33 +128,19 @@ func ensureLocations(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyr
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `DELETE FROM lockers WHERE organization_id = $1 AND tower_id LIKE $2`, orgID, towerPrefix+"%"); err != nil {
-		return fmt.Errorf("clear bench lockers: %w", err)
-	}
-	for _, q := range []string{
-		`DELETE FROM locker_tokens WHERE organization_id = $1 AND tower_id LIKE $2`,
-		`DELETE FROM reservations WHERE organization_id = $1 AND tower_id LIKE $2`,
-	} {
-		if _, err := tx.Exec(ctx, q, orgID, towerPrefix+"%"); err != nil {
-			return fmt.Errorf("clear bench rows: %w", err)
-		}
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM towers WHERE organization_id = $1 AND id LIKE $2`, orgID, towerPrefix+"%"); err != nil {
-		return fmt.Errorf("clear bench towers: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM locations WHERE organization_id = $1 AND name LIKE $2`, orgID, prefix+" %"); err != nil {
-		return fmt.Errorf("clear bench locations: %w", err)
-	}
+	// Each run's set is made in one transaction, so the ones there are 0 … have-1: only the
+	// rest is added (an earlier run's flows left reservations, tokens and tower commands on the
+	// lockers and towers there; they stay).
 	var firstID int64
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) + 1 FROM locations`).Scan(&firstID); err != nil {
 		return err
 	}
-	locRows := make([][]any, 0, n)
-	towerRows := make([][]any, 0, n)
-	lockerRows := make([][]any, 0, n*perTower)
+	locRows := make([][]any, 0, n-have)
+	towerRows := make([][]any, 0, n-have)
+	lockerRows := make([][]any, 0, (n-have)*perTower)
 	secret := make([]byte, 32)
-	for i := range n {
-		id := firstID + int64(i)
+	for i := have; i < n; i++ {
+		id := firstID + int64(i-have)
 		lat := b.minLat + rng.Float64()*(b.maxLat-b.minLat)
 		lon := b.minLon + rng.Float64()*(b.maxLon-b.minLon)
 		locRows = append(locRows, []any{id, orgID, fmt.Sprintf("%s %06d", prefix, i), math.Round(lat*1e6) / 1e6, math.Round(lon*1e6) / 1e6,
@@ -188,7 +174,7 @@ func ensureLocations(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyr
 	if _, err := pool.Exec(ctx, `ANALYZE locations; ANALYZE towers; ANALYZE lockers`); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
-	logf("created %d %q locations (%d lockers) in %s", n, prefix, len(lockerRows), time.Since(start).Round(time.Millisecond))
+	logf("created %d %q locations (%d lockers) in %s", n-have, prefix, len(lockerRows), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
