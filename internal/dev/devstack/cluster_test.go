@@ -401,3 +401,13 @@ func TestSupervisorRestartsADeadChildUntilStopped(t *testing.T) {
 	assert.Equal(t, n, sv.Restarts(), "no restart after stop")
 	assert.NoFileExists(t, filepath.Join(dir, "crasher.pid"))
 }
+
+// A dynamic config file that is not there is refused before anything is created, naming its
+// setting.
+func TestMissingTemporalDynamicConfigNamesItsSetting(t *testing.T) {
+	t.Parallel()
+	cs := ClusterSettings{TemporalDynamicConfig: filepath.Join(t.TempDir(), "no-such.yaml")}
+	_, err := temporalChild(context.Background(), cs, "postgres://postgres@127.0.0.1:5432/lockernet_x", t.TempDir(), t.TempDir(), slog.New(slog.DiscardHandler))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "LOCKERNET_TEMPORAL_DYNAMIC_CONFIG")
+}
