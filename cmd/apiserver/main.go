@@ -1,7 +1,9 @@
 // Command apiserver serves the Locker Network Service HTTP API. Settings come from the
 // environment (see package internal/config); it applies pending migrations at start unless
 // LOCKERNET_AUTO_MIGRATE=false. With LOCKERNET_API_GATEWAY_WORKER=true it also runs a worker
-// for the gateway-request task queue (eager workflow start for the gateway cloud API).
+// for the gateway-request task queue (eager workflow start for the gateway cloud API), with
+// LOCKERNET_API_WORKER=true one for the main task queue (eager starts for the workflows its
+// outbox starts: reservations, tokens, access codes, webhook deliveries).
 package main
 
 import (
@@ -13,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/httpserve"
@@ -66,7 +67,15 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 			return err
 		}
 	}
-	tc, err := temporalclient.Dial(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger)
+	reg := prometheus.NewRegistry()
+	// The Temporal SDK's metrics and the outcomes of the workflows its in-process workers
+	// finish, on the admin listener's /metrics (the worker process exports its own).
+	sdkMetrics, err := worker.NewMetrics(reg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sdkMetrics.Shutdown(context.WithoutCancel(ctx)) }()
+	tc, err := temporalclient.DialWith(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger, sdkMetrics.ClientOptions())
 	if err != nil {
 		return err
 	}
@@ -79,7 +88,6 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	disp.Workers = cfg.OutboxWorkers
 	// A committed webhook event's deliveries start at once from here; the sweep is the net.
 	st.HandOffEvents(disp, outbox.HandoffGrace)
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(st.PoolCollector(), outbox.NewBacklogCollector(st, logger))
 	srv := apiserver.New(apiserver.Deps{
 		Store: st, Auth: auth, Keyring: ring, Temporal: tc, Workflows: disp, Logger: logger,
@@ -100,19 +108,35 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.APIServer(cfg, disp, srv)...)
 		return nil
 	})
-	if cfg.APIGatewayWorker {
-		// A worker on this process's own client for the gateway-request queue only: the
-		// workflows this apiserver starts then start eagerly (their first task comes back
-		// with the start call), their first send is dispatched eagerly to it too, and a
-		// request the gateway answers at once settles here (decision 0012).
-		acts := &activities.Activities{AccessCodes: st, Gateways: activities.GatewayDeps{Store: st, Keyring: ring,
-			Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy(), Stored: srv.GatewayOutcomeStored}}
-		g.Go(func() error {
-			logger.Info("gateway-request worker polling", "task_queue", cfg.GatewayTaskQueue)
-			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
-		})
+	if cfg.APIWorker || cfg.APIGatewayWorker {
+		// Workers on this process's own client (decision 0012, 0016): the workflows this
+		// apiserver starts on their queues start eagerly (their first task comes back with the
+		// start call and runs here), a gateway request's first send is dispatched eagerly to
+		// it too, and a request the gateway answers at once settles here.
+		acts := worker.Activities(cfg, st, ring, reg)
+		acts.Gateways.Stored = srv.GatewayOutcomeStored
+		for _, q := range inProcessQueues(cfg) {
+			g.Go(func() error {
+				logger.Info("in-process worker polling", "task_queue", q)
+				return worker.Run(gctx, tc, q, acts, worker.Options{})
+			})
+		}
 	}
 	latch.Ready(srv.Handler())
 	logger.Info("apiserver ready")
 	return g.Wait()
+}
+
+// inProcessQueues are the task queues this apiserver runs workers of: the main queue with
+// LOCKERNET_API_WORKER, the gateway-request queue with LOCKERNET_API_GATEWAY_WORKER (once
+// where the two are one queue).
+func inProcessQueues(cfg config.Config) []string {
+	var qs []string
+	if cfg.APIWorker {
+		qs = append(qs, cfg.TaskQueue)
+	}
+	if cfg.APIGatewayWorker && cfg.GatewayTaskQueue != cfg.TaskQueue {
+		qs = append(qs, cfg.GatewayTaskQueue)
+	}
+	return qs
 }

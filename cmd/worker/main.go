@@ -25,7 +25,6 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/internal/webhook"
 	"github.com/lockernet/lockernet/worker"
 )
 
@@ -73,10 +72,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	if err != nil {
 		return err
 	}
-	acts := &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st,
-		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()},
-		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
-			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}
+	acts := worker.Activities(cfg, st, ring, reg)
 	// The webhook events this worker's activities commit (an expiry, a gateway's health)
 	// start their deliveries from here at once, eagerly on this worker; the apiserver's
 	// outbox sweep is the net.

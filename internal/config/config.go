@@ -40,6 +40,10 @@
 //	                                    too [<LOCKERNET_TASK_QUEUE>-gateway]
 //	LOCKERNET_API_GATEWAY_WORKER        true: the apiserver also runs a worker for gateway requests on
 //	                                    its own Temporal client, so their workflows start eagerly [false]
+//	LOCKERNET_API_WORKER                true: the apiserver also runs a worker for LOCKERNET_TASK_QUEUE
+//	                                    (reservations, tokens, access codes, webhook deliveries) on its
+//	                                    own Temporal client, so the workflows its outbox starts start
+//	                                    eagerly [false]
 //	LOCKERNET_GATEWAY_RATE_LIMIT        requests per minute per key, unless the key overrides it [120]
 //	LOCKERNET_TOWER_RATE_LIMIT          tower API requests per minute per client [600]
 //	LOCKERNET_APP_RATE_LIMIT            app engine API requests per minute per key [300]
@@ -106,6 +110,7 @@ type Config struct {
 	// The gateway cloud API's settings (see the package comment).
 	GatewayTaskQueue        string
 	APIGatewayWorker        bool
+	APIWorker               bool
 	GatewayRateLimit        int
 	MaxWaiters              int
 	TowerRateLimit          int
@@ -234,6 +239,9 @@ func (c *Config) loadGateway() error {
 	var err error
 	if c.APIGatewayWorker, err = strconv.ParseBool(env("LOCKERNET_API_GATEWAY_WORKER", "false")); err != nil {
 		return fmt.Errorf("parse LOCKERNET_API_GATEWAY_WORKER: %w", err)
+	}
+	if c.APIWorker, err = strconv.ParseBool(env("LOCKERNET_API_WORKER", "false")); err != nil {
+		return fmt.Errorf("parse LOCKERNET_API_WORKER: %w", err)
 	}
 	if c.APIGatewayWorker && c.GatewayTaskQueue == c.TaskQueue {
 		return errors.New("LOCKERNET_API_GATEWAY_WORKER needs LOCKERNET_GATEWAY_TASK_QUEUE to differ from LOCKERNET_TASK_QUEUE")

@@ -159,3 +159,35 @@ func TestTrustedProxies(t *testing.T) {
 		})
 	}
 }
+
+func TestInProcessWorkerSettings(t *testing.T) {
+	tests := []struct {
+		name, gatewayWorker, worker, gatewayQueue string
+		wantGatewayWorker, wantWorker             bool
+		wantErr                                   string
+	}{
+		{name: "defaults"},
+		{name: "both", gatewayWorker: "true", worker: "true", wantGatewayWorker: true, wantWorker: true},
+		{name: "main queue only", worker: "true", wantWorker: true},
+		// One queue for everything: the main queue's worker runs the gateway requests too.
+		{name: "main queue only, one queue", worker: "true", gatewayQueue: "lockernet", wantWorker: true},
+		{name: "worker not a bool", worker: "yes please", wantErr: "LOCKERNET_API_WORKER"},
+		{name: "gateway worker not a bool", gatewayWorker: "2", wantErr: "LOCKERNET_API_GATEWAY_WORKER"},
+		{name: "gateway worker on the main queue", gatewayWorker: "true", gatewayQueue: "lockernet", wantErr: "LOCKERNET_API_GATEWAY_WORKER"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_API_GATEWAY_WORKER": tt.gatewayWorker,
+				"LOCKERNET_API_WORKER":         tt.worker,
+				"LOCKERNET_GATEWAY_TASK_QUEUE": tt.gatewayQueue,
+				"LOCKERNET_TASK_QUEUE":         "lockernet",
+			}, tt.wantErr)
+			if !ok {
+				return
+			}
+			assert.Equal(t, tt.wantGatewayWorker, c.APIGatewayWorker)
+			assert.Equal(t, tt.wantWorker, c.APIWorker)
+		})
+	}
+}

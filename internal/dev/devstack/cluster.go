@@ -125,7 +125,7 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	for i, a := range cs.APIServers {
 		children = append(children, child{name: fmt.Sprintf("apiserver-%d", i+1), bin: "apiserver",
 			env: []string{"LOCKERNET_API_ADDR=" + a, "LOCKERNET_PUBLIC_URL=" + s.PublicURL, "LOCKERNET_AUTO_MIGRATE=false",
-				"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.APIServer),
+				"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_API_WORKER=true", "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.APIServer),
 				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
 			health: "http://" + a + "/healthz"})
 	}

@@ -98,10 +98,10 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		}
 	}()
 	children := []child{
-		// The apiserver runs a gateway-request worker of its own: gateway cloud calls start
-		// their workflows eagerly (docs/guides/gateway-cloud-api.md, "Measured overhead").
+		// The apiserver runs workers of its own: gateway cloud calls and the workflows its
+		// outbox starts start eagerly (decisions 0012, 0016).
 		{name: "apiserver", bin: "apiserver", env: []string{"LOCKERNET_API_ADDR=" + s.APIAddr, "LOCKERNET_PUBLIC_URL=" + s.PublicURL,
-			"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_API_DEBUG_ADDR"),
+			"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_API_WORKER=true", "LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_API_DEBUG_ADDR"),
 			"LOCKERNET_ADMIN_ADDR=" + s.APIAdminAddr},
 			health: "http://" + s.APIAddr + "/healthz"},
 		{name: "worker", bin: "worker", env: []string{"LOCKERNET_WORKER_ADDR=" + s.WorkerAddr,
