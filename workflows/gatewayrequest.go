@@ -156,11 +156,17 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	// The apiserver that stored the request may have made its first send itself and handed
 	// what it came to over (Spec.FirstSend): the workflow goes on from there.
 	firstSend := wf.in.FirstSend
-	if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		firstSend = nil
+	// A run started as RevisionMarkerless takes every change's current path and records no
+	// marker (a change made after it goes behind workflow.GetVersion again); the runs started
+	// before it decide each change by their recorded markers.
+	storeBody, sendsAsActivities := true, true
+	if wf.in.Revision < gatewayreq.RevisionMarkerless {
+		if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			firstSend = nil
+		}
+		storeBody = workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
+		sendsAsActivities = workflow.GetVersion(ctx, versionSendsAsActivities, workflow.DefaultVersion, 1) >= 1
 	}
-	storeBody := workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
-	sendsAsActivities := workflow.GetVersion(ctx, versionSendsAsActivities, workflow.DefaultVersion, 1) >= 1
 	activityCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// The same budget as the local activity's: one send, with room to record it.
 		StartToCloseTimeout: timeout + 15*time.Second,

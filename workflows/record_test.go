@@ -212,7 +212,7 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := func(in gatewayreq.Spec) (client.WorkflowRun, gatewayreq.Result) {
-		in.RequestID = uuid.NewString()
+		in.RequestID, in.Revision = uuid.NewString(), gatewayreq.RevisionMarkerless
 		return runRecorded[gatewayreq.Result](ctx, t, c,
 			client.StartWorkflowOptions{ID: workflows.GatewayRequestWorkflowID(in.RequestID), TaskQueue: taskQueue},
 			workflows.GatewayRequestWorkflowName, in, "", "")
@@ -282,7 +282,7 @@ func TestRecordWebhookDeliveryHistories(t *testing.T) {
 		id := uuid.NewString()
 		r, _ := runRecorded[workflows.WebhookDeliveryResult](ctx, t, c,
 			client.StartWorkflowOptions{ID: workflows.WebhookDeliveryWorkflowID(id), TaskQueue: taskQueue},
-			workflows.WebhookDeliveryWorkflowName, workflows.WebhookDeliveryInput{DeliveryID: id}, "", "")
+			workflows.WebhookDeliveryWorkflowName, workflows.WebhookDeliveryInput{DeliveryID: id, Revision: workflows.WebhookRevisionMarkerless}, "", "")
 		writeHistory(ctx, t, c, r, file)
 	}
 	run(1, "webhook_delivery_retried.json") // 500, then 204

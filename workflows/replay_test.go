@@ -55,6 +55,9 @@ var histories = []recordedHistory{
 	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
+	// Runs from before the markerless revision (gatewayreq.RevisionMarkerless): their markers decide.
+	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json"},
 	// Runs from before the sends were activities of their own (versionSendsAsActivities).
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_sends_as_activities.json"},
@@ -65,6 +68,9 @@ var histories = []recordedHistory{
 	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
+	// Runs from before the markerless revision (workflows.WebhookRevisionMarkerless).
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json"},
+	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json"},
 	// Runs from before the attempt became a local activity (changeAttemptLocal).
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json"},
 	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_local_attempt.json"},

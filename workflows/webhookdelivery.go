@@ -23,14 +23,24 @@ var (
 )
 
 // WebhookDeliveryInput starts a delivery's round. The outbox writes it as
-// {"delivery_id": "...", "round": n}; Attempt and Deferrals carry the count across a
-// continue-as-new.
+// {"delivery_id": "...", "round": n, "revision": r}; Attempt and Deferrals carry the count
+// across a continue-as-new (Revision is carried too).
 type WebhookDeliveryInput struct {
 	DeliveryID string `json:"delivery_id"`
 	Round      int    `json:"round,omitempty"`
 	Attempt    int    `json:"attempt,omitempty"`
 	Deferrals  int    `json:"deferrals,omitempty"`
+	// Revision is the workflow code the run was started for: WebhookRevisionMarkerless
+	// (every delivery started now) takes every change's current path without recording a
+	// version marker; zero, the runs started before it, decide by their recorded markers.
+	Revision int `json:"revision,omitempty"`
 }
+
+// WebhookRevisionMarkerless is the WebhookDeliveryInput.Revision of runs that record no
+// version markers (each marker comes with an upsert of the TemporalChangeVersion search
+// attribute: one more visibility write per delivery). webhookrow.Revision writes it; a test
+// keeps the two equal.
+const WebhookRevisionMarkerless = 1
 
 // WebhookDeliveryResult is how a delivery's round ended (activities.WebhookAttemptResult's
 // Outcome) and how many attempts it made.
@@ -68,7 +78,7 @@ func WebhookDelivery(ctx workflow.Context, in WebhookDeliveryInput) (WebhookDeli
 	// when its workflow task times out, and the next worker makes the attempt again (the
 	// receiver deduplicates by webhook-id).
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 45 * time.Second, RetryPolicy: retry})
-	local := workflow.GetVersion(ctx, changeAttemptLocal, workflow.DefaultVersion, 1) == 1
+	local := in.Revision >= WebhookRevisionMarkerless || workflow.GetVersion(ctx, changeAttemptLocal, workflow.DefaultVersion, 1) == 1
 	for loops := 0; ; loops++ {
 		if loops >= webhookLoopLimit || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			return WebhookDeliveryResult{}, workflow.NewContinueAsNewError(ctx, WebhookDelivery, in)

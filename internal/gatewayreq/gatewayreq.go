@@ -138,7 +138,17 @@ type Spec struct {
 	// 0012): only runs started before 0012 carry it; the workflow goes on from it instead of
 	// sending again. Nil for every run started now: the workflow makes every send.
 	FirstSend *SendResult `json:",omitempty"`
+	// Revision is the workflow code a run was started for. RevisionMarkerless (what every
+	// request is started with now) takes every change's current path without recording a
+	// version marker for it; zero, the runs started before it, decide each change by the
+	// marker they recorded (workflows.GatewayRequest).
+	Revision int `json:",omitempty"`
 }
+
+// RevisionMarkerless is the Spec.Revision of runs that record no version markers: each
+// marker the Temporal SDK records comes with an upsert of the TemporalChangeVersion search
+// attribute, one more visibility write per change and run.
+const RevisionMarkerless = 1
 
 // Outcomes of one send (SendResult.Outcome).
 const (

@@ -85,7 +85,7 @@ func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
 	return gatewayreq.Spec{
 		RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
 		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class,
-		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p,
+		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p, Revision: gatewayreq.RevisionMarkerless,
 	}
 }
 

@@ -82,7 +82,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		    RETURNING id, endpoint_id
 		), ob AS (
 		    INSERT INTO workflow_outbox (workflow_id, workflow_type, input, search_attributes, next_attempt_at)
-		    SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text),
+		    SELECT $7 || d.id::text, $8, jsonb_build_object('delivery_id', d.id::text, 'revision', $11::int),
 		           jsonb_build_object('OrganizationId', $2::text, 'WebhookEndpointId', d.endpoint_id::text, 'EventType', $4::text),
 		           now() + make_interval(secs => $10)
 		    FROM d
@@ -90,7 +90,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		)
 		SELECT (SELECT count(*) FROM ev), `+committedStartsAgg+` FROM ob`,
 		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, webhookrow.IDPrefix, webhookrow.WorkflowType, ev.LocationID,
-		s.deliveryGrace().Seconds()).Scan(&recorded, &started)
+		s.deliveryGrace().Seconds(), webhookrow.Revision).Scan(&recorded, &started)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, translate(err))
 	}

@@ -109,7 +109,7 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	retried := h.take()
 	require.Len(t, retried, 1)
 	assert.Equal(t, store.WebhookDeliveryWorkflowID(rows[0].ID, 1), retried[0].WorkflowID)
-	assert.JSONEq(t, `{"delivery_id": "`+rows[0].ID.String()+`", "round": 1}`, string(retried[0].Input))
+	assert.JSONEq(t, `{"delivery_id": "`+rows[0].ID.String()+`", "round": 1, "revision": 1}`, string(retried[0].Input))
 
 	// Without a hand-off the rows are due at once, for the sweep.
 	st.HandOffEvents(nil, 0)

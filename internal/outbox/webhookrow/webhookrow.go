@@ -47,16 +47,21 @@ type Row struct {
 	SearchAttributes map[string]string
 }
 
+// Revision is the workflow code a row's run is started for
+// (workflows.WebhookRevisionMarkerless: it records no version markers).
+const Revision = 1
+
 // input is the workflow's input (workflows.WebhookDeliveryInput): the first round leaves
 // its round out.
 type input struct {
 	DeliveryID string `json:"delivery_id"`
 	Round      int    `json:"round,omitempty"`
+	Revision   int    `json:"revision"`
 }
 
 // For is the row that starts d's round.
 func For(d Delivery) Row {
-	in, _ := json.Marshal(input{DeliveryID: d.ID.String(), Round: d.Round}) // two plain fields: never fails
+	in, _ := json.Marshal(input{DeliveryID: d.ID.String(), Round: d.Round, Revision: Revision}) // two plain fields: never fails
 	return Row{
 		WorkflowID:   WorkflowID(d.ID, d.Round),
 		WorkflowType: WorkflowType,
