@@ -61,7 +61,7 @@ type input struct {
 
 // For is the row that starts d's round.
 func For(d Delivery) Row {
-	in, _ := json.Marshal(input{DeliveryID: d.ID.String(), Round: d.Round, Revision: Revision}) // two plain fields: never fails
+	in, _ := json.Marshal(input{DeliveryID: d.ID.String(), Round: d.Round, Revision: Revision}) // plain fields: never fails
 	return Row{
 		WorkflowID:   WorkflowID(d.ID, d.Round),
 		WorkflowType: WorkflowType,
