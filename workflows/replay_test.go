@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -150,6 +152,57 @@ func readHistory(t *testing.T, file string) *historypb.History {
 	require.NoError(t, err)
 	require.NotEmpty(t, h.GetEvents())
 	return h
+}
+
+// A run started with the markerless revision by a new apiserver but handled first by a worker
+// of the build before it (a rolling deploy) records the version markers, with their current
+// versions, and their search-attribute upserts: the build that takes it over replays it on the
+// same path without calling GetVersion. The histories recorded before the revision are such
+// runs once their input carries it. The revision is read: a history whose markers chose an
+// older path fails to replay once its input carries it.
+func TestMarkerlessRunsReplayMarkersRecordedByTheBuildBefore(t *testing.T) {
+	for _, tc := range []struct {
+		workflowType, file, field string
+		wantErr                   bool
+	}{
+		{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json", "Revision", false},
+		{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json", "Revision", false},
+		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json", "revision", false},
+		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json", "revision", false},
+		// Older paths: sends as local activities, the attempt as a regular activity.
+		{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json", "Revision", true},
+		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json", "revision", true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			hist := readHistory(t, tc.file)
+			markers := 0
+			for _, ev := range hist.GetEvents() {
+				if ev.GetEventType() == enumspb.EVENT_TYPE_MARKER_RECORDED && ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "Version" {
+					markers++
+				}
+			}
+			if !tc.wantErr {
+				require.Positive(t, markers, "the run recorded version markers")
+			}
+			in := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+			var fields map[string]any
+			require.NoError(t, json.Unmarshal(in.GetData(), &fields))
+			require.NotContains(t, fields, tc.field, "recorded before the revision")
+			fields[tc.field] = 1
+			data, err := json.Marshal(fields)
+			require.NoError(t, err)
+			in.Data = data
+
+			rp := sdkworker.NewWorkflowReplayer()
+			worker.RegisterWorkflows(rp)
+			err = rp.ReplayWorkflowHistory(nil, hist)
+			if tc.wantErr {
+				require.Error(t, err, "the markerless path is not the one these markers chose")
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
 }
 
 // Workflows changed in the ways the replay test exists to catch: each must fail to replay a
