@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -36,6 +37,12 @@ type Dispatcher struct {
 
 	queue *fairQueue
 	wg    sync.WaitGroup
+	// done takes the ids of dispatched items for Run's deleter, which removes whatever has
+	// gathered in one statement: ids that arrive while one DELETE commits go in the next,
+	// so a burst of starts costs a few commits rather than one each. deleting says the
+	// deleter runs; without it (a dispatcher that only sweeps) handle deletes at once.
+	done     chan int64
+	deleting atomic.Bool
 	// Lease is how long a sweep's claim lasts; Workers how many dispatches run at once.
 	Lease   time.Duration
 	Workers int
@@ -48,7 +55,7 @@ const HandoffGrace = 5 * time.Second
 // New returns a dispatcher; call Run to start it.
 func New(st Store, c client.Client, taskQueue string, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: st, temporal: c, taskQueue: taskQueue, logger: logger,
-		queue: newFairQueue(4096), Lease: 30 * time.Second, Workers: 16}
+		queue: newFairQueue(4096), done: make(chan int64, 4096), Lease: 30 * time.Second, Workers: 16}
 }
 
 // Dispatch hands committed items to the dispatch workers without waiting, fairly between
@@ -63,6 +70,9 @@ func (d *Dispatcher) Dispatch(items ...store.OutboxItem) {
 // Run runs the dispatch workers until ctx is done, then waits for in-flight dispatches.
 // The sweep (Sweep) is a background loop of its own (internal/maintenance).
 func (d *Dispatcher) Run(ctx context.Context) error {
+	d.deleting.Store(true)
+	defer d.deleting.Store(false)
+	d.wg.Go(func() { d.deleteDone(ctx) })
 	for range d.Workers {
 		d.wg.Add(1)
 		go func() {
@@ -112,9 +122,14 @@ func (d *Dispatcher) Sweep(ctx context.Context) error {
 func (d *Dispatcher) handle(ctx context.Context, it store.OutboxItem) {
 	err := d.start(ctx, it)
 	if err == nil {
-		if err := d.store.DeleteOutbox(ctx, it.ID); err != nil && ctx.Err() == nil {
-			d.logger.WarnContext(ctx, "delete dispatched outbox item", "id", it.ID, "err", err)
+		if d.deleting.Load() {
+			select {
+			case d.done <- it.ID:
+				return
+			default: // the deleter is behind by a whole channel: delete this one here
+			}
 		}
+		d.delete(ctx, it.ID)
 		return
 	}
 	if ctx.Err() != nil {
@@ -124,6 +139,41 @@ func (d *Dispatcher) handle(ctx context.Context, it store.OutboxItem) {
 	d.logger.WarnContext(ctx, "dispatch workflow", "workflow_id", it.WorkflowID, "attempts", it.Attempts, "err", err)
 	if err := d.store.RetryOutboxLater(ctx, it.ID, backoff, err.Error()); err != nil {
 		d.logger.WarnContext(ctx, "reschedule outbox item", "id", it.ID, "err", err)
+	}
+}
+
+// deleteDone removes dispatched items until ctx is done: it waits for one id, takes every
+// other id already waiting (up to maxDeleteBatch), and deletes them in one statement. An id
+// left when ctx ends, or whose delete fails, keeps its row: the sweep starts that item again
+// after its grace, which finds the workflow already started (dispatch is idempotent).
+func (d *Dispatcher) deleteDone(ctx context.Context) {
+	for {
+		var ids []int64
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-d.done:
+			ids = append(ids, id)
+		}
+	gather:
+		for len(ids) < maxDeleteBatch {
+			select {
+			case id := <-d.done:
+				ids = append(ids, id)
+			default:
+				break gather
+			}
+		}
+		d.delete(ctx, ids...)
+	}
+}
+
+// maxDeleteBatch bounds one DELETE's ids.
+const maxDeleteBatch = 500
+
+func (d *Dispatcher) delete(ctx context.Context, ids ...int64) {
+	if err := d.store.DeleteOutbox(ctx, ids...); err != nil && ctx.Err() == nil {
+		d.logger.WarnContext(ctx, "delete dispatched outbox items", "ids", len(ids), "first", ids[0], "err", err)
 	}
 }
 

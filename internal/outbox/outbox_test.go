@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -247,4 +248,76 @@ func TestDispatcher(t *testing.T) {
 		_, err = f.tc.DescribeWorkflowExecution(ctx, item.WorkflowID, "")
 		assert.Error(t, err, "never started")
 	})
+}
+
+// heldDeletes is the store with its first DeleteOutbox held until release is closed; it
+// records the ids of every call.
+type heldDeletes struct {
+	*store.Store
+	mu      sync.Mutex
+	calls   [][]int64
+	first   chan struct{} // closed when the first call arrives
+	release chan struct{}
+}
+
+func (h *heldDeletes) DeleteOutbox(ctx context.Context, ids ...int64) error {
+	h.mu.Lock()
+	h.calls = append(h.calls, ids)
+	n := len(h.calls)
+	h.mu.Unlock()
+	if n == 1 {
+		close(h.first)
+		<-h.release
+	}
+	return h.Store.DeleteOutbox(ctx, ids...)
+}
+
+// Items dispatched while a delete commits are deleted together in the next statement, not
+// one statement each; every row goes.
+func TestDispatchedItemsDeletedTogether(t *testing.T) {
+	t.Parallel()
+	_, tc := testenv.Temporal(t)
+	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	held := &heldDeletes{Store: st, first: make(chan struct{}), release: make(chan struct{})}
+	disp := outbox.New(held, tc, taskQueue, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = disp.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+
+	const n = 10
+	items := make([]store.OutboxItem, n)
+	for i := range items {
+		items[i] = reservationItem(fmt.Sprintf("abcdef%02d-0000-4000-8000-000000000000", i))
+		items[i].ID, err = st.EnqueueWorkflow(ctx, items[i], time.Hour)
+		require.NoError(t, err)
+	}
+	disp.Dispatch(items[0])
+	<-held.first // the first item's delete is in flight, and held
+	disp.Dispatch(items[1:]...)
+	for _, it := range items {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			_, err := tc.DescribeWorkflowExecution(ctx, it.WorkflowID, "")
+			assert.NoError(c, err)
+		}, 30*time.Second, 20*time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the last starts' ids reach the deleter
+	close(held.release)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var left int
+		assert.NoError(c, st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left))
+		assert.Zero(c, left)
+	}, 30*time.Second, 20*time.Millisecond)
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	deleted, most := 0, 0
+	for _, c := range held.calls {
+		deleted += len(c)
+		most = max(most, len(c))
+	}
+	assert.Equal(t, n, deleted, "each row deleted once")
+	assert.Equal(t, n-1, most, "the nine started while the first delete was held went in one statement: %v", held.calls)
 }

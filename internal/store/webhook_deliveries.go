@@ -146,27 +146,27 @@ type WebhookAttempt struct {
 	Deleted  bool
 }
 
-// WebhookAttemptOf loads a delivery with its endpoint and event.
+// WebhookAttemptOf loads a delivery with its endpoint and event, in one query: an attempt
+// reads it fresh each time, on the delivery's path, so it is one round trip.
 func (s *Store) WebhookAttemptOf(ctx context.Context, deliveryID uuid.UUID) (WebhookAttempt, error) {
 	var a WebhookAttempt
-	d, err := scanDelivery(s.db.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-		JOIN webhook_events ev ON ev.id = d.event_id WHERE d.id = $1`, deliveryID))
-	if err != nil {
-		return a, fmt.Errorf("webhook delivery: %w", translate(err))
-	}
-	a.Delivery = d
+	d, e, ev := &a.Delivery, &a.Endpoint, &a.Event
 	var deletedAt *time.Time
-	row := s.db.QueryRow(ctx, `SELECT `+endpointColumns+`, deleted_at FROM webhook_endpoints WHERE id = $1`, d.EndpointID)
-	e := &a.Endpoint
-	if err := row.Scan(&e.ID, &e.OrgID, &e.SubOrgID, &e.URL, &e.Description, &e.EventTypes, &e.Enabled, &e.DisabledReason,
-		&e.SecretSealed, &e.PreviousSecretSealed, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt, &deletedAt); err != nil {
-		return a, fmt.Errorf("webhook endpoint: %w", translate(err))
+	err := s.db.QueryRow(ctx, `SELECT `+deliveryColumns+`,
+		    e.id, e.organization_id, e.sub_organization_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,
+		    e.secret_sealed, e.previous_secret_sealed, e.previous_secret_until, e.created_at, e.updated_at, e.deleted_at,
+		    ev.id, ev.organization_id, ev.sub_organization_id, ev.type, ev.data, ev.created_at
+		FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE d.id = $1`, deliveryID).Scan(
+		&d.ID, &d.EndpointID, &d.EventID, &d.OrgID, &d.EventType, &d.Status, &d.Attempts, &d.LastStatusCode,
+		&d.LastError, &d.NextAttemptAt, &d.Round, &d.CreatedAt, &d.CompletedAt,
+		&e.ID, &e.OrgID, &e.SubOrgID, &e.URL, &e.Description, &e.EventTypes, &e.Enabled, &e.DisabledReason,
+		&e.SecretSealed, &e.PreviousSecretSealed, &e.PreviousSecretUntil, &e.CreatedAt, &e.UpdatedAt, &deletedAt,
+		&ev.ID, &ev.OrgID, &ev.SubOrgID, &ev.Type, &ev.Data, &ev.CreatedAt)
+	if err != nil {
+		return WebhookAttempt{}, fmt.Errorf("webhook delivery: %w", translate(err))
 	}
 	a.Deleted = deletedAt != nil
-	a.Event, err = scanEvent(s.db.QueryRow(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, d.EventID))
-	if err != nil {
-		return a, fmt.Errorf("webhook event: %w", translate(err))
-	}
 	return a, nil
 }
 
@@ -209,38 +209,39 @@ func (s *Store) RecordWebhookAttempt(ctx context.Context, deliveryID uuid.UUID, 
 		}
 		lastErr = &e
 	}
-	return s.WithTx(ctx, func(tx *Store) error {
-		var endpointID uuid.UUID
-		err := tx.db.QueryRow(ctx, `
-			UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_status_code = $4, last_error = $5,
-			    next_attempt_at = $6, completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END
-			WHERE id = $1 AND round = $2 AND status = 'pending'
-			RETURNING endpoint_id`, deliveryID, round, status, code, lastErr, o.NextAttemptAt).Scan(&endpointID)
-		if err != nil {
-			if err = translate(err); errors.Is(err, ErrNotFound) {
-				return ErrStaleRound
-			}
-			return fmt.Errorf("record webhook attempt: %w", err)
-		}
-		switch {
-		case o.Succeeded:
-			_, err = tx.db.Exec(ctx, `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`, endpointID)
-		case o.Disable != "":
-			_, err = tx.db.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
-				WHERE id = $1 AND enabled`, endpointID, o.Disable)
-		case o.Final:
-			_, err = tx.db.Exec(ctx, `
-				UPDATE webhook_endpoints e SET failing_since = coalesce(e.failing_since, d.created_at),
-				    enabled = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $3) THEN false ELSE e.enabled END,
-				    disabled_reason = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $3)
-				        THEN 'every delivery failed for ' || ($3 / 86400)::int || ' days' ELSE e.disabled_reason END
-				FROM webhook_deliveries d WHERE d.id = $2 AND e.id = $1`, endpointID, deliveryID, failFor.Seconds())
-		}
-		if err != nil {
-			return fmt.Errorf("record webhook attempt: %w", translate(err))
-		}
-		return nil
-	})
+	// One statement (one round trip, one commit): the delivery's row, and the endpoint's
+	// run of failures as the outcome says — a success ends it, a 410 disables the endpoint,
+	// a final failure starts the run or, once it has lasted failFor, disables the endpoint.
+	// The three endpoint updates exclude each other, so at most one touches the row.
+	var updated int
+	err := s.db.QueryRow(ctx, `
+		WITH d AS (
+		    UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_status_code = $4, last_error = $5,
+		        next_attempt_at = $6, completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END
+		    WHERE id = $1 AND round = $2 AND status = 'pending'
+		    RETURNING endpoint_id, created_at
+		), recovered AS (
+		    UPDATE webhook_endpoints e SET failing_since = NULL FROM d
+		    WHERE $7 AND e.id = d.endpoint_id AND e.failing_since IS NOT NULL
+		), gone AS (
+		    UPDATE webhook_endpoints e SET enabled = false, disabled_reason = $8, updated_at = now() FROM d
+		    WHERE NOT $7 AND $8 <> '' AND e.id = d.endpoint_id AND e.enabled
+		), failing AS (
+		    UPDATE webhook_endpoints e SET failing_since = coalesce(e.failing_since, d.created_at),
+		        enabled = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $10) THEN false ELSE e.enabled END,
+		        disabled_reason = CASE WHEN coalesce(e.failing_since, d.created_at) <= now() - make_interval(secs => $10)
+		            THEN 'every delivery failed for ' || ($10 / 86400)::int || ' days' ELSE e.disabled_reason END
+		    FROM d WHERE NOT $7 AND $8 = '' AND $9 AND e.id = d.endpoint_id
+		)
+		SELECT count(*) FROM d`, deliveryID, round, status, code, lastErr, o.NextAttemptAt,
+		o.Succeeded, o.Disable, o.Final, failFor.Seconds()).Scan(&updated)
+	if err != nil {
+		return fmt.Errorf("record webhook attempt: %w", translate(err))
+	}
+	if updated == 0 {
+		return ErrStaleRound
+	}
+	return nil
 }
 
 // EndpointBacklog is one endpoint's pending deliveries.

@@ -209,6 +209,26 @@ func (r *report) summary(w writer) {
 		}
 		return fmt.Sprintf("%d of %d; %s", h.Delivered, h.Recorded, ms(h.Latency.P99))
 	})
+	row("webhook deliveries sustained", func(sr *shapeReport) string {
+		h := sr.webhookRates
+		if h == nil {
+			return "not measured"
+		}
+		if h.Sustained == 0 {
+			return fmt.Sprintf("**none** of the %s steps (%s)", h.Step, stepRates(len(h.Steps), func(i int) float64 { return h.Steps[i].Rate }))
+		}
+		return fmt.Sprintf("**%.0f/s**", h.Sustained)
+	})
+	row("Temporal alone, started as a webhook delivery is: kept up with", func(sr *shapeReport) string {
+		t := sr.temporalDelivery
+		if t == nil || len(t.Steps) == 0 {
+			return "not measured"
+		}
+		if t.Sustained == 0 {
+			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
+		}
+		return fmt.Sprintf("**%.0f starts/s**", t.Sustained)
+	})
 	row("5xx answers, all scenarios", func(sr *shapeReport) string {
 		n := 0
 		for _, byCode := range sr.serverErrors {
@@ -279,6 +299,12 @@ func (sr *shapeReport) markdown(w writer) {
 	}
 	if wh := sr.webhooks; wh != nil {
 		wh.markdown(w)
+	}
+	if wr := sr.webhookRates; wr != nil {
+		wr.markdown(w, sr.temporalDelivery)
+	}
+	if t := sr.temporalDelivery; t != nil {
+		t.markdown(w)
 	}
 	if sr.idle != nil {
 		w("### Footprint (resident memory)")
@@ -444,6 +470,17 @@ func (s *searchResult) markdown(w writer) {
 }
 
 func (t *bareResult) markdown(w writer) {
+	if t.DeliveryShape {
+		w("### Temporal alone: started as a webhook delivery is")
+		w("")
+		w("The bare workflow (one local activity, then done), started as the outbox starts a `WebhookDelivery`: with the delivery's input and its "+
+			"three keyword search attributes (`OrganizationId`, `WebhookEndpointId`, `EventType`, DESIGN §10), reject-duplicate and use-existing, "+
+			"eager, no execution timeout; by the bench's own worker and client on `%s`, open loop, %s per offered rate, each step from a quiet server. "+
+			"It is Temporal's own cost of the card's delivery, before the service's Postgres and HTTP work.", bareQueue, t.Step)
+		w("")
+		t.table(w)
+		return
+	}
 	w("### Temporal alone: bare workflows, eager start")
 	w("")
 	w("A workflow that runs one local activity and completes, started with `EnableEagerStart` by the bench's own worker and client on a task queue "+

@@ -73,6 +73,7 @@ type options struct {
 	flowRates       []float64
 	temporalRates   []float64
 	proxyRates      []float64
+	webhookRates    []float64
 	refine          float64
 	expiryN         int
 	searchLocations int
@@ -95,14 +96,14 @@ type options struct {
 // visibility tasks) for minutes after its task queues look empty — a first run with it
 // before the tower flow measured that backlog as the flow's. Measured last, it may share
 // the server with timers the flow and expiry scenarios left, so its figure is a lower bound.
-var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "proxy-rates", "temporal"}
+var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "webhook-rates", "proxy-rates", "temporal", "temporal-delivery"}
 
 // Settings are what the command line chose (RegisterFlags names them all).
 type Settings struct {
 	// Args are the command's arguments, for the report.
 	Args []string
 
-	shapes, scenarios, flowRates, temporalRates, proxyRates string
+	shapes, scenarios, flowRates, temporalRates, proxyRates, webhookRates string
 	engine, engineRates, engineServe                        string
 	o                                                       options
 }
@@ -116,6 +117,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.step, "step", time.Minute, "how long each offered rate of the flow and temporal scenarios runs (the sustained criterion needs ≥ 60s)")
 	fs.StringVar(&s.flowRates, "flow-rates", "10,25,50,100,150,200,300", "tower flows per second offered, one step each, until one is not sustained")
 	fs.StringVar(&s.temporalRates, "temporal-rates", "25,50,100,150,200,300", "bare workflow starts per second offered, one step each, until Temporal falls behind")
+	fs.StringVar(&s.webhookRates, "webhook-rates", "25,50,75,100,150", "webhook events per second offered by the webhook-rates scenario, one step each, until one is not sustained")
 	fs.StringVar(&s.proxyRates, "proxy-rates", "25,50,75,100,150,200", "gateway cloud API reads per second offered, one step each, until one is not sustained")
 	fs.Float64Var(&o.refine, "refine", 0.1, "after the first flow or temporal rate not held, halve the gap between the highest rate held and the lowest not held until they are within this fraction of each other (0: stop at the first not held)")
 	fs.IntVar(&o.expiryN, "expiry-n", 10000, "reservations expiring together")
@@ -155,6 +157,9 @@ func Run(ctx context.Context, s Settings) error {
 	}
 	if o.proxyRates, err = rates(s.proxyRates); err != nil {
 		return fmt.Errorf("-proxy-rates: %w", err)
+	}
+	if o.webhookRates, err = rates(s.webhookRates); err != nil {
+		return fmt.Errorf("-webhook-rates: %w", err)
 	}
 	if o.engineRates, err = rates(s.engineRates); err != nil {
 		return fmt.Errorf("-engine-rates: %w", err)
@@ -383,6 +388,25 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 		r, err := runBare(ctx, b, newLadder(o.temporalRates, o.refine), o.step)
 		if len(r.Steps) > 0 {
 			sr.temporal = &r
+		}
+		if err != nil {
+			return err
+		}
+	case "temporal-delivery":
+		waitForQuiet(ctx, b, 10*time.Minute)
+		r, err := runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
+			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, deliveryShape: true},
+			newLadder(o.temporalRates, o.refine), o.step)
+		if len(r.Steps) > 0 {
+			sr.temporalDelivery = &r
+		}
+		if err != nil {
+			return err
+		}
+	case "webhook-rates":
+		r, err := runWebhookRates(ctx, b, newLadder(o.webhookRates, o.refine), o.step)
+		if len(r.Steps) > 0 {
+			sr.webhookRates = &r
 		}
 		if err != nil {
 			return err

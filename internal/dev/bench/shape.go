@@ -55,6 +55,10 @@ type shapeReport struct {
 	proxyRates   *proxyRatesResult
 	tracing      *tracingResult
 	webhooks     *webhookResult
+	webhookRates *webhookRatesResult
+	// temporalDelivery is the temporal scenario with each workflow started as a webhook
+	// delivery is (the temporal-delivery scenario).
+	temporalDelivery *bareResult
 }
 
 // clusterOptions place the cluster shape the bench starts.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
+	"github.com/lockernet/lockernet/workflows"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -33,6 +35,24 @@ func bareWorkflow(ctx workflow.Context) error {
 }
 
 func bareActivity(context.Context) error { return nil }
+
+// deliveryShapedWorkflow is the bare workflow as the outbox starts a webhook delivery: it
+// takes the delivery's input, and the start carries the delivery's three search attributes
+// (DESIGN §10) and its ID policies (bareTarget.deliveryShape). It is what Temporal alone
+// costs for the card's delivery before any of the service's own work.
+func deliveryShapedWorkflow(ctx workflow.Context, _ json.RawMessage) error { return bareWorkflow(ctx) }
+
+// deliveryShapedStart is a delivery's start options (internal/outbox's start for a
+// workflow without a signal) on the bench's queue: the delivery's search attributes,
+// reject-duplicate and use-existing, eager, no execution timeout.
+func deliveryShapedStart(id string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes: workflows.KeywordAttributes(map[string]string{
+			"OrganizationId": "1", "WebhookEndpointId": "00000000-0000-4000-8000-000000000001", "EventType": "webhook.test"}),
+	}
+}
 
 // bareStep is one offered rate of bare workflow starts.
 type bareStep struct {
@@ -59,6 +79,8 @@ type bareResult struct {
 	Steps []bareStep
 	// Sustained is the highest rate kept up with for a whole step of sustainWindow (0: none).
 	Sustained float64
+	// DeliveryShape: the workflows were started as webhook deliveries are (deliveryShapedStart).
+	DeliveryShape bool
 }
 
 // startAt50 is the step at 50 starts/s, whose start p50 the report sets beside the gateway
@@ -115,11 +137,14 @@ type bareTarget struct {
 	quiet func(context.Context)
 	// during, when set, runs beside each step (for its length) and is told the step's rate.
 	during func(ctx context.Context, rate float64)
+	// deliveryShape starts each workflow as the outbox starts a webhook delivery
+	// (deliveryShapedStart) instead of the bare start.
+	deliveryShape bool
 }
 
 // runBareOn is runBare on any server.
 func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (bareResult, error) {
-	res := bareResult{Step: d}
+	res := bareResult{Step: d, DeliveryShape: tg.deliveryShape}
 	counter := &bareCounter{}
 	c, err := client.Dial(client.Options{HostPort: tg.address, Namespace: tg.namespace,
 		Logger:            log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
@@ -130,6 +155,7 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 	defer c.Close()
 	w := worker.New(c, bareQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(bareWorkflow, workflow.RegisterOptions{Name: "BenchBare"})
+	w.RegisterWorkflowWithOptions(deliveryShapedWorkflow, workflow.RegisterOptions{Name: "BenchDeliveryShape"})
 	w.RegisterActivity(bareActivity)
 	if err := w.Start(); err != nil {
 		return res, fmt.Errorf("start the bench worker: %w", err)
@@ -142,7 +168,11 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 			// A step past the knee leaves the server working off its queues for a while.
 			tg.quiet(ctx)
 		}
-		logf("%s: temporal: %.0f bare workflow starts/s for %s", tg.key, rate, d)
+		what := "bare workflow"
+		if tg.deliveryShape {
+			what = "delivery-shaped workflow"
+		}
+		logf("%s: temporal: %.0f %s starts/s for %s", tg.key, rate, what, d)
 		var beside sync.WaitGroup
 		if tg.during != nil {
 			beside.Go(func() { tg.during(ctx, rate) })
@@ -153,8 +183,15 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 		eager0, done0 := counter.eager.Load(), counter.completed.Load()
 		_, st.Skipped = loadclient.OpenLoop(ctx, rate, d, 512, func(ctx context.Context, n int, _ time.Time) {
 			t0 := time.Now()
-			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("bench-bare-%d-%d-%d", run, i, n),
-				TaskQueue: bareQueue, EnableEagerStart: true, WorkflowExecutionTimeout: 5 * time.Minute}, "BenchBare")
+			var err error
+			if tg.deliveryShape {
+				id := fmt.Sprintf("bench-delivery-shape-%d-%d-%d", run, i, n)
+				_, err = c.ExecuteWorkflow(ctx, deliveryShapedStart(id), "BenchDeliveryShape",
+					json.RawMessage(`{"delivery_id":"`+id+`","revision":1}`))
+			} else {
+				_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("bench-bare-%d-%d-%d", run, i, n),
+					TaskQueue: bareQueue, EnableEagerStart: true, WorkflowExecutionTimeout: 5 * time.Minute}, "BenchBare")
+			}
 			if err != nil {
 				failed.Add(1)
 				lat.fail()

@@ -22,6 +22,8 @@ type webhookResult struct {
 	// Recorded is the events the API accepted; Delivered those the receiver got (first
 	// delivery of each id), Repeats the deliveries of an id already received.
 	Recorded, Delivered, Repeats, Refused int
+	// Skipped events were not sent: 256 record calls were already in flight.
+	Skipped int
 	// Span is from the first event's record to the last delivery; DrainAfterLoad from the
 	// end of the load to the last delivery (a growing backlog shows here).
 	Span, DrainAfterLoad time.Duration
@@ -107,7 +109,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 	record := newSample("record a test event (API)")
 	var recMu sync.Mutex
 	start := time.Now()
-	loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
+	_, res.Skipped = loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
 		r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID+"/test", hdr, nil)
 		if err != nil || r.status != http.StatusAccepted {
 			record.fail()
@@ -171,4 +173,91 @@ func (w webhookResult) markdown(p writer) {
 	p(w.Latency.row())
 	p(w.Record.row())
 	p("")
+}
+
+// webhookStep is one offered rate of the webhook-rates scenario.
+type webhookStep struct {
+	webhookResult
+	Held, Kept bool
+	Why        []string
+}
+
+// webhookRatesResult is the webhook-rates scenario's outcome.
+type webhookRatesResult struct {
+	Step  time.Duration
+	Steps []webhookStep
+	// Sustained is the highest rate held for a whole step of sustainWindow (0: none).
+	Sustained float64
+}
+
+// runWebhookRates offers webhook events at each rate the ladder picks in turn, each for d
+// from a quiet system (runWebhooks per step). A step is held when every event was recorded
+// (no refused or failed call), every recorded event was delivered exactly once, and the last
+// delivery came within a second of the load's end: no more than a second of backlog, the
+// bare workflow's criterion.
+func runWebhookRates(ctx context.Context, b *bench, l *ladder, d time.Duration) (webhookRatesResult, error) {
+	res := webhookRatesResult{Step: d}
+	for rate, ok := l.rate(); ok && ctx.Err() == nil; rate, ok = l.rate() {
+		waitForQuiet(ctx, b, 10*time.Minute)
+		logf("%s: webhook-rates: %.0f events/s for %s", b.shape.key, rate, d)
+		r, err := runWebhooks(ctx, b, rate, d)
+		if err != nil {
+			return res, err
+		}
+		st := webhookStep{webhookResult: r}
+		if n := r.Record.Errors; n > 0 {
+			st.Why = append(st.Why, fmt.Sprintf("%d events not recorded (error or 5xx)", n))
+		}
+		if r.Skipped > 0 {
+			st.Why = append(st.Why, fmt.Sprintf("%d events not sent (256 calls in flight)", r.Skipped))
+		}
+		if r.Delivered < r.Recorded {
+			st.Why = append(st.Why, fmt.Sprintf("%d of %d events not delivered", r.Recorded-r.Delivered, r.Recorded))
+		}
+		if r.DrainAfterLoad > time.Second {
+			st.Why = append(st.Why, fmt.Sprintf("the last delivery %s after the load ended (more than a second of backlog)", r.DrainAfterLoad.Round(10*time.Millisecond)))
+		}
+		if r.Repeats > 0 || r.Refused > 0 {
+			st.Why = append(st.Why, fmt.Sprintf("%d repeated deliveries, %d refused signatures", r.Repeats, r.Refused))
+		}
+		st.Held = len(st.Why) == 0
+		st.Kept = st.Held && d >= sustainWindow
+		if st.Held && !st.Kept {
+			st.Why = append(st.Why, fmt.Sprintf("but for %s only, under the %s the criterion needs", d, sustainWindow))
+		}
+		logf("%s: webhook-rates: %.0f/s: %d of %d delivered, p99 %s, last %s after the load; %s", b.shape.key, rate, r.Delivered, r.Recorded,
+			ms(r.Latency.P99), r.DrainAfterLoad.Round(10*time.Millisecond), stepVerdict(st.Held, st.Kept, st.Why))
+		res.Steps = append(res.Steps, st)
+		if st.Kept {
+			res.Sustained = max(res.Sustained, rate)
+		}
+		l.record(rate, st.Held)
+	}
+	return res, ctx.Err()
+}
+
+func (wr *webhookRatesResult) markdown(w writer, floor *bareResult) {
+	w("### Webhook deliveries: the rate sustained")
+	w("")
+	w("`webhook.test` events recorded through the app engine API at each offered rate for %s, each step from a quiet system, delivered to one "+
+		"endpoint whose receiver (in the bench) verifies the signature and answers 204 at once. A step is held when every event was recorded, "+
+		"every one delivered once, and the last delivery came within a second of the load's end (no more than a second of backlog).", wr.Step)
+	w("")
+	w("| offered | recorded | delivered | record p99 | committed → delivered p50 | p99 | max | last delivery after the load | verdict |")
+	w("|---|---|---|---|---|---|---|---|---|")
+	for _, s := range wr.Steps {
+		w("| %.0f/s | %d | %d | %s | %s | %s | %s | %s | %s |", s.Rate, s.Recorded, s.Delivered, ms(s.Record.P99), ms(s.Latency.P50), ms(s.Latency.P99),
+			ms(s.Latency.Max), s.DrainAfterLoad.Round(10*time.Millisecond), stepVerdict(s.Held, s.Kept, s.Why))
+	}
+	w("")
+	if wr.Sustained > 0 {
+		w("Sustained: **%.0f deliveries/s**.", wr.Sustained)
+	} else {
+		w("Sustained for a whole step of at least %s: **none**.", sustainWindow)
+	}
+	if floor != nil && floor.Sustained > 0 && wr.Sustained > 0 {
+		w("")
+		w("Against Temporal alone with the delivery's start on the same server (%.0f/s): %.2f ×.", floor.Sustained, wr.Sustained/floor.Sustained)
+	}
+	w("")
 }
