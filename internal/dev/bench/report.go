@@ -229,6 +229,16 @@ func (r *report) summary(w writer) {
 		}
 		return fmt.Sprintf("**%.0f starts/s**", t.Sustained)
 	})
+	row("Temporal alone, the tower flow's shape: flows kept up with", func(sr *shapeReport) string {
+		t := sr.temporalFlow
+		if t == nil || len(t.Steps) == 0 {
+			return "not measured"
+		}
+		if t.Sustained == 0 {
+			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
+		}
+		return fmt.Sprintf("**%.0f flows/s**", t.Sustained)
+	})
 	row("5xx answers, all scenarios", func(sr *shapeReport) string {
 		n := 0
 		for _, byCode := range sr.serverErrors {
@@ -304,6 +314,9 @@ func (sr *shapeReport) markdown(w writer) {
 		wr.markdown(w, sr.temporalDelivery)
 	}
 	if t := sr.temporalDelivery; t != nil {
+		t.markdown(w)
+	}
+	if t := sr.temporalFlow; t != nil {
 		t.markdown(w)
 	}
 	if sr.idle != nil {
@@ -470,7 +483,20 @@ func (s *searchResult) markdown(w writer) {
 }
 
 func (t *bareResult) markdown(w writer) {
-	if t.DeliveryShape {
+	if t.Shape == shapeFlow {
+		w("### Temporal alone: the tower flow's shape")
+		w("")
+		w("Per flow, as the outbox makes a tower flow's workflows: a reservation-shaped workflow started eagerly (it sets a timer and ends on a signal), "+
+			"a token-shaped workflow started eagerly (it sets a timer and waits), and the reservation's signal sent with signal-with-start; each start "+
+			"with three keyword search attributes (`OrganizationId`, `TowerId`, `LockerId`), reject-duplicate, by the bench's own worker and client "+
+			"on `%s`, open loop, %s per offered rate of flows, each step from a quiet server. *start* is the three calls' latency; *completed/s* "+
+			"counts the reservations that ended. It is Temporal's own cost of the card's tower flow (DESIGN: a workflow per reservation and per "+
+			"token), before the service's Postgres and HTTP work.", bareQueue, t.Step)
+		w("")
+		t.table(w)
+		return
+	}
+	if t.Shape == shapeDelivery {
 		w("### Temporal alone: started as a webhook delivery is")
 		w("")
 		w("The bare workflow (one local activity, then done), started as the outbox starts a `WebhookDelivery`: with the delivery's input and its "+

@@ -96,7 +96,7 @@ type options struct {
 // visibility tasks) for minutes after its task queues look empty — a first run with it
 // before the tower flow measured that backlog as the flow's. Measured last, it may share
 // the server with timers the flow and expiry scenarios left, so its figure is a lower bound.
-var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "webhook-rates", "proxy-rates", "temporal", "temporal-delivery"}
+var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "webhook-rates", "proxy-rates", "temporal", "temporal-delivery", "temporal-flow"}
 
 // Settings are what the command line chose (RegisterFlags names them all).
 type Settings struct {
@@ -104,8 +104,8 @@ type Settings struct {
 	Args []string
 
 	shapes, scenarios, flowRates, temporalRates, proxyRates, webhookRates string
-	engine, engineRates, engineServe                        string
-	o                                                       options
+	engine, engineRates, engineServe                                      string
+	o                                                                     options
 }
 
 // RegisterFlags defines the command's flags on fs, each filling s.
@@ -395,10 +395,21 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 	case "temporal-delivery":
 		waitForQuiet(ctx, b, 10*time.Minute)
 		r, err := runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
-			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, deliveryShape: true},
+			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, shape: shapeDelivery},
 			newLadder(o.temporalRates, o.refine), o.step)
 		if len(r.Steps) > 0 {
 			sr.temporalDelivery = &r
+		}
+		if err != nil {
+			return err
+		}
+	case "temporal-flow":
+		waitForQuiet(ctx, b, 10*time.Minute)
+		r, err := runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
+			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, shape: shapeFlow},
+			newLadder(o.flowRates, o.refine), o.step)
+		if len(r.Steps) > 0 {
+			sr.temporalFlow = &r
 		}
 		if err != nil {
 			return err

@@ -59,6 +59,8 @@ type shapeReport struct {
 	// temporalDelivery is the temporal scenario with each workflow started as a webhook
 	// delivery is (the temporal-delivery scenario).
 	temporalDelivery *bareResult
+	// temporalFlow is the tower flow's shape in Temporal alone (the temporal-flow scenario).
+	temporalFlow *bareResult
 }
 
 // clusterOptions place the cluster shape the bench starts.

@@ -42,6 +42,54 @@ func bareActivity(context.Context) error { return nil }
 // costs for the card's delivery before any of the service's own work.
 func deliveryShapedWorkflow(ctx workflow.Context, _ json.RawMessage) error { return bareWorkflow(ctx) }
 
+// The tower flow's shape in Temporal alone: a reservation-shaped workflow that sets its
+// hold's timer and ends on the signal the drop-off token sends, and a token-shaped workflow
+// that sets its expiry's timer and waits (the real token waits for its use or expiry, long
+// after the step). A flow is the reservation's eager start, the token's eager start and the
+// signal as the outbox sends it (signal-with-start), in that order; it is done when the
+// reservation completes. It is what Temporal alone costs for the card's tower flow.
+func reservationShapedWorkflow(ctx workflow.Context, _ json.RawMessage) error {
+	ended := workflow.GetSignalChannel(ctx, flowShapeSignal)
+	timer := workflow.NewTimer(ctx, time.Hour)
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(ended, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.AddFuture(timer, func(workflow.Future) {})
+	sel.Select(ctx)
+	return nil
+}
+
+func tokenShapedWorkflow(ctx workflow.Context, _ json.RawMessage) error {
+	return workflow.Sleep(ctx, time.Hour)
+}
+
+const flowShapeSignal = "reservation-ended"
+
+// flowShapedStart is a reservation's or token's start options on the bench's queue (the
+// outbox's: their three search attributes, reject-duplicate, eager).
+func flowShapedStart(id string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes: workflows.KeywordAttributes(map[string]string{
+			"OrganizationId": "1", "TowerId": "0100000000000011", "LockerId": "42"}),
+	}
+}
+
+// startFlowShaped makes one flow of the tower flow's shape (reservationShapedWorkflow).
+func startFlowShaped(ctx context.Context, c client.Client, id string) error {
+	in := json.RawMessage(`{"reservation_id":"` + id + `"}`)
+	if _, err := c.ExecuteWorkflow(ctx, flowShapedStart("bench-flow-reservation/"+id), "BenchReservationShape", in); err != nil {
+		return err
+	}
+	if _, err := c.ExecuteWorkflow(ctx, flowShapedStart("bench-flow-token/"+id), "BenchTokenShape", in); err != nil {
+		return err
+	}
+	signal := flowShapedStart("bench-flow-reservation/" + id)
+	signal.EnableEagerStart, signal.WorkflowIDConflictPolicy = false, enumspb.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED
+	_, err := c.SignalWithStartWorkflow(ctx, signal.ID, flowShapeSignal, "consumed", signal, "BenchReservationShape", in)
+	return err
+}
+
 // deliveryShapedStart is a delivery's start options (internal/outbox's start for a
 // workflow without a signal) on the bench's queue: the delivery's search attributes,
 // reject-duplicate and use-existing, eager, no execution timeout.
@@ -79,8 +127,10 @@ type bareResult struct {
 	Steps []bareStep
 	// Sustained is the highest rate kept up with for a whole step of sustainWindow (0: none).
 	Sustained float64
-	// DeliveryShape: the workflows were started as webhook deliveries are (deliveryShapedStart).
-	DeliveryShape bool
+	// Shape is how each workflow was started: "" the bare start, shapeDelivery as a webhook
+	// delivery is (deliveryShapedStart), shapeFlow a tower flow's two workflows and signal
+	// (startFlowShaped; rates and counts are then of flows).
+	Shape string
 }
 
 // startAt50 is the step at 50 starts/s, whose start p50 the report sets beside the gateway
@@ -137,14 +187,19 @@ type bareTarget struct {
 	quiet func(context.Context)
 	// during, when set, runs beside each step (for its length) and is told the step's rate.
 	during func(ctx context.Context, rate float64)
-	// deliveryShape starts each workflow as the outbox starts a webhook delivery
-	// (deliveryShapedStart) instead of the bare start.
-	deliveryShape bool
+	// shape is bareResult.Shape.
+	shape string
 }
+
+// The shapes of runBareOn besides the bare start.
+const (
+	shapeDelivery = "delivery"
+	shapeFlow     = "flow"
+)
 
 // runBareOn is runBare on any server.
 func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (bareResult, error) {
-	res := bareResult{Step: d, DeliveryShape: tg.deliveryShape}
+	res := bareResult{Step: d, Shape: tg.shape}
 	counter := &bareCounter{}
 	c, err := client.Dial(client.Options{HostPort: tg.address, Namespace: tg.namespace,
 		Logger:            log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
@@ -156,6 +211,8 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 	w := worker.New(c, bareQueue, worker.Options{})
 	w.RegisterWorkflowWithOptions(bareWorkflow, workflow.RegisterOptions{Name: "BenchBare"})
 	w.RegisterWorkflowWithOptions(deliveryShapedWorkflow, workflow.RegisterOptions{Name: "BenchDeliveryShape"})
+	w.RegisterWorkflowWithOptions(reservationShapedWorkflow, workflow.RegisterOptions{Name: "BenchReservationShape"})
+	w.RegisterWorkflowWithOptions(tokenShapedWorkflow, workflow.RegisterOptions{Name: "BenchTokenShape"})
 	w.RegisterActivity(bareActivity)
 	if err := w.Start(); err != nil {
 		return res, fmt.Errorf("start the bench worker: %w", err)
@@ -169,8 +226,11 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 			tg.quiet(ctx)
 		}
 		what := "bare workflow"
-		if tg.deliveryShape {
+		switch tg.shape {
+		case shapeDelivery:
 			what = "delivery-shaped workflow"
+		case shapeFlow:
+			what = "flow-shaped (two workflows and a signal)"
 		}
 		logf("%s: temporal: %.0f %s starts/s for %s", tg.key, rate, what, d)
 		var beside sync.WaitGroup
@@ -184,11 +244,14 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 		_, st.Skipped = loadclient.OpenLoop(ctx, rate, d, 512, func(ctx context.Context, n int, _ time.Time) {
 			t0 := time.Now()
 			var err error
-			if tg.deliveryShape {
+			switch tg.shape {
+			case shapeDelivery:
 				id := fmt.Sprintf("bench-delivery-shape-%d-%d-%d", run, i, n)
 				_, err = c.ExecuteWorkflow(ctx, deliveryShapedStart(id), "BenchDeliveryShape",
 					json.RawMessage(`{"delivery_id":"`+id+`","revision":1}`))
-			} else {
+			case shapeFlow:
+				err = startFlowShaped(ctx, c, fmt.Sprintf("%d-%d-%d", run, i, n))
+			default:
 				_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("bench-bare-%d-%d-%d", run, i, n),
 					TaskQueue: bareQueue, EnableEagerStart: true, WorkflowExecutionTimeout: 5 * time.Minute}, "BenchBare")
 			}
