@@ -2,13 +2,18 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
+	"github.com/lockernet/lockernet/workflows"
 )
 
 // sustainWindow is how long a rate must hold before the report calls it sustained.
@@ -32,6 +37,11 @@ type flowStep struct {
 	// queued in Temporal at the end of the step.
 	OutboxEnd int
 	TasksEnd  int64
+	// LastSecond is the reservations of the flows answered in the load's last second;
+	// NotEnded those of them whose workflow had not ended a second after the load (the
+	// drop-off token's signal ends it: a backlog of signal tasks, which TasksEnd does not
+	// see — they wait on the worker's sticky queue or in the history service's queues).
+	LastSecond, NotEnded int
 	// Held: every criterion met during the step; Sustained: held for sustainWindow at least.
 	Held, Sustained bool
 	Why             []string
@@ -95,6 +105,8 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 	flow, reserve, token := newSample("flow (reservation + drop-off token)"), newSample("create reservation"), newSample("create drop-off token")
 	lag := newSample("outbox lag")
 	var next atomic.Int64
+	var answeredMu sync.Mutex
+	var answered []answeredFlow
 	lockers := b.data.flowLockers
 	before := b.api.statusCounts()
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -116,6 +128,10 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 			return
 		}
 		reserve.add(r.latency)
+		var rsv struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(r.body, &rsv)
 		r, err = b.api.authed(ctx, http.MethodPost, path+"dropoff-locker-tokens", map[string]any{"duration": 300, "client_info": "bench"})
 		if err != nil || r.status != http.StatusCreated {
 			token.fail()
@@ -124,7 +140,11 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 		}
 		token.add(r.latency)
 		flow.add(time.Since(scheduled))
+		answeredMu.Lock()
+		answered = append(answered, answeredFlow{reservation: rsv.ID, at: time.Now()})
+		answeredMu.Unlock()
 	})
+	loadEnd := time.Now()
 	elapsed := time.Since(start)
 	stopSampling()
 	if err := <-sampled; err != nil {
@@ -145,6 +165,12 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 	if st.Lag.P99 > maxOutboxLag {
 		st.Why = append(st.Why, fmt.Sprintf("outbox lag p99 %s > 1 s", ms(st.Lag.P99)))
 	}
+	answeredMu.Lock()
+	st.LastSecond, st.NotEnded = b.reservationsNotEnded(ctx, answered, loadEnd)
+	answeredMu.Unlock()
+	if st.NotEnded > 0 {
+		st.Why = append(st.Why, fmt.Sprintf("%d of the load's last second's %d reservations not ended a second after it", st.NotEnded, st.LastSecond))
+	}
 	if st.TasksEnd > int64(2*rate) {
 		st.Why = append(st.Why, fmt.Sprintf("%d tasks queued in Temporal at the end, more than a second of starts (%.0f)", st.TasksEnd, 2*rate))
 	}
@@ -163,6 +189,34 @@ func runFlow(ctx context.Context, b *bench, rate float64, d time.Duration) (flow
 		st.Why = append(st.Why, fmt.Sprintf("but for %s only, under the %s the criterion needs", d, sustainWindow))
 	}
 	return st, nil
+}
+
+// answeredFlow is a flow whose drop-off token was answered: its reservation's id and when.
+type answeredFlow struct {
+	reservation string
+	at          time.Time
+}
+
+// reservationsNotEnded waits until a second after loadEnd and counts, of the reservations
+// of the flows answered in the load's last second, those whose workflow is still running
+// (the drop-off token's signal, which ends it, not yet worked off). Without a Temporal
+// client it counts nothing.
+func (b *bench) reservationsNotEnded(ctx context.Context, flows []answeredFlow, loadEnd time.Time) (last, notEnded int) {
+	if b.temporal == nil {
+		return 0, 0
+	}
+	time.Sleep(time.Until(loadEnd.Add(time.Second)))
+	for _, f := range flows {
+		if f.reservation == "" || f.at.Before(loadEnd.Add(-time.Second)) {
+			continue
+		}
+		last++
+		d, err := b.temporal.DescribeWorkflowExecution(ctx, workflows.ReservationWorkflowID(f.reservation), "")
+		if err != nil || d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			notEnded++
+		}
+	}
+	return last, notEnded
 }
 
 // sampleOutboxLag adds the outbox lag to s every half second until ctx is done.

@@ -76,7 +76,7 @@ func (r *report) markdown() string {
 		w("")
 	}
 	w("Sustained means held for a whole step of at least %s: the tower flow with the outbox lag (the age of the oldest workflow start not yet "+
-		"handed to Temporal, sampled every 0.5 s) at p99 ≤ 1 s, no more than a second of workflow starts queued in Temporal at the end, every flow answered "+
+		"handed to Temporal, sampled every 0.5 s) at p99 ≤ 1 s, no more than a second of workflow starts queued in Temporal at the end, the reservations of the load's last second ended by a second after it, every flow answered "+
 		"(no error, no 5xx) and none held back by the load generator; the bare workflow with every start answered, none held back, and fewer than a "+
 		"second of starts not completed at the end. Steps rise until one is not held, then (-refine, %.0f %% here) halve the gap between the highest "+
 		"rate held and the lowest not held until the two are that close; figures are as measured, never rounded up.", sustainWindow, 100*r.options.refine)
@@ -547,14 +547,16 @@ func (f *flowResult) markdown(w writer) {
 	w("")
 	w("Open-loop tower flows (a reservation, then a drop-off token, on a fresh locker: two workflow starts through the outbox), %s per offered rate, "+
 		"each step from a quiet system. A flow's latency runs from its scheduled start to the drop-off token's answer (so queueing in the client counts). "+
-		"*outbox lag* is the age of the oldest workflow start waiting in the outbox, sampled every 0.5 s.", f.Step)
+		"*outbox lag* is the age of the oldest workflow start waiting in the outbox, sampled every 0.5 s. *not ended* counts, of the "+
+		"reservations of the flows answered in the load's last second, those whose workflow was still running a second after the load "+
+		"(the drop-off token's signal ends it; a backlog of those signals' tasks waits where the task queue's backlog does not show it).", f.Step)
 	w("")
-	w("| offered | achieved | flows | failed | 5xx | not sent | flow p50 | flow p99 | reservation p99 | token p99 | outbox lag p50 | outbox lag p99 | outbox lag max | outbox at the end | Temporal tasks at the end | verdict |")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w("| offered | achieved | flows | failed | 5xx | not sent | flow p50 | flow p99 | reservation p99 | token p99 | outbox lag p50 | outbox lag p99 | outbox lag max | outbox at the end | Temporal tasks at the end | not ended | verdict |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range f.Steps {
-		w("| %.0f/s | %.1f/s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s |", s.Rate, s.Achieved, s.Flow.Count, s.Flow.Errors,
+		w("| %.0f/s | %.1f/s | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %d | %d of %d | %s |", s.Rate, s.Achieved, s.Flow.Count, s.Flow.Errors,
 			s.ServerErrors, s.Skipped, ms(s.Flow.P50), ms(s.Flow.P99), ms(s.Reserve.P99), ms(s.Token.P99),
-			ms(s.Lag.P50), ms(s.Lag.P99), ms(s.Lag.Max), s.OutboxEnd, s.TasksEnd, stepVerdict(s.Held, s.Sustained, s.Why))
+			ms(s.Lag.P50), ms(s.Lag.P99), ms(s.Lag.Max), s.OutboxEnd, s.TasksEnd, s.NotEnded, s.LastSecond, stepVerdict(s.Held, s.Sustained, s.Why))
 	}
 	w("")
 	if f.Sustained > 0 {
