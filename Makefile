@@ -63,7 +63,7 @@ test-faults: dev-build temporal-build ## Fault drills on real processes, on make
 
 # make bench BENCH_ARGS="-shapes run" measures one shape only; -step sets each rate step (60s by default).
 # make bench BENCH_ARGS='-shapes "" -engine stock,ours -out /tmp/engine.md' measures Temporal's own dev server alone, stock settings against ours, a fresh server per step.
-bench: dev-build temporal-build ## Measure the running `make run` stack and a cluster shape it starts itself (flow sustained, Temporal alone, proxy, search, expiry, webhooks, memory); write docs/benchmarks.md
+bench: dev-build temporal-build ## Measure the running `make run` stack and a cluster shape it starts itself (flow sustained, Temporal alone and with the card's delivery and flow shapes, proxy, search, expiry, webhooks at rising rates, memory); write docs/benchmarks.md
 	$(GO) build -o $(BIN)/dev/ $(DEV_CMD_DIR)/lockernet-bench
 	$(BIN)/dev/lockernet-bench $(BENCH_ARGS)
 
