@@ -71,7 +71,6 @@ func (d *Dispatcher) Dispatch(items ...store.OutboxItem) {
 // The sweep (Sweep) is a background loop of its own (internal/maintenance).
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.deleting.Store(true)
-	defer d.deleting.Store(false)
 	d.wg.Go(func() { d.deleteDone(ctx) })
 	for range d.Workers {
 		d.wg.Add(1)
@@ -143,30 +142,46 @@ func (d *Dispatcher) handle(ctx context.Context, it store.OutboxItem) {
 }
 
 // deleteDone removes dispatched items until ctx is done: it waits for one id, takes every
-// other id already waiting (up to maxDeleteBatch), and deletes them in one statement. An id
-// left when ctx ends, or whose delete fails, keeps its row: the sweep starts that item again
-// after its grace, which finds the workflow already started (dispatch is idempotent).
+// other id already waiting (up to maxDeleteBatch), and deletes them in one statement. Its
+// deletes outlive ctx by up to deleteTimeout, so the items started before a shutdown lose
+// no delete to it: when ctx ends it hands deleting back to handle and deletes what is still
+// waiting. An id whose delete fails keeps its row: the sweep starts that item again after
+// its grace, which finds the workflow already started (dispatch is idempotent).
 func (d *Dispatcher) deleteDone(ctx context.Context) {
+	del := func(ids []int64) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+		defer cancel()
+		d.delete(dctx, ids...)
+	}
 	for {
-		var ids []int64
 		select {
 		case <-ctx.Done():
+			d.deleting.Store(false)
+			for ids := d.waiting(nil); len(ids) > 0; ids = d.waiting(nil) {
+				del(ids)
+			}
 			return
 		case id := <-d.done:
-			ids = append(ids, id)
+			del(d.waiting([]int64{id}))
 		}
-	gather:
-		for len(ids) < maxDeleteBatch {
-			select {
-			case id := <-d.done:
-				ids = append(ids, id)
-			default:
-				break gather
-			}
-		}
-		d.delete(ctx, ids...)
 	}
 }
+
+// waiting appends the ids waiting for the deleter to ids, up to maxDeleteBatch in all.
+func (d *Dispatcher) waiting(ids []int64) []int64 {
+	for len(ids) < maxDeleteBatch {
+		select {
+		case id := <-d.done:
+			ids = append(ids, id)
+		default:
+			return ids
+		}
+	}
+	return ids
+}
+
+// deleteTimeout bounds one of the deleter's statements.
+const deleteTimeout = 5 * time.Second
 
 // maxDeleteBatch bounds one DELETE's ids.
 const maxDeleteBatch = 500

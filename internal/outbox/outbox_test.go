@@ -321,3 +321,44 @@ func TestDispatchedItemsDeletedTogether(t *testing.T) {
 	assert.Equal(t, n, deleted, "each row deleted once")
 	assert.Equal(t, n-1, most, "the nine started while the first delete was held went in one statement: %v", held.calls)
 }
+
+// The items started before the dispatcher stops are deleted as it stops, their deletes not
+// cut short by its context: none is left for the sweep to start again.
+func TestDispatchedItemsDeletedAtShutdown(t *testing.T) {
+	t.Parallel()
+	_, tc := testenv.Temporal(t)
+	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	held := &heldDeletes{Store: st, first: make(chan struct{}), release: make(chan struct{})}
+	disp := outbox.New(held, tc, taskQueue, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan struct{})
+	go func() { _ = disp.Run(ctx); close(ran) }()
+
+	const n = 5
+	items := make([]store.OutboxItem, n)
+	for i := range items {
+		items[i] = reservationItem(fmt.Sprintf("abcdef%02d-1111-4000-8000-000000000000", i))
+		items[i].ID, err = st.EnqueueWorkflow(context.Background(), items[i], time.Hour)
+		require.NoError(t, err)
+	}
+	disp.Dispatch(items[0])
+	<-held.first
+	disp.Dispatch(items[1:]...)
+	for _, it := range items {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			_, err := tc.DescribeWorkflowExecution(context.Background(), it.WorkflowID, "")
+			assert.NoError(c, err)
+		}, 30*time.Second, 20*time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the last starts' ids reach the deleter
+	cancel()                           // the dispatcher stops with one delete in flight and four waiting
+	close(held.release)
+	<-ran
+
+	var left int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM workflow_outbox`).Scan(&left))
+	assert.Zero(t, left, "every started item's row deleted by the time Run returned")
+}
