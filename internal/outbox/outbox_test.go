@@ -272,93 +272,89 @@ func (h *heldDeletes) DeleteOutbox(ctx context.Context, ids ...int64) error {
 	return h.Store.DeleteOutbox(ctx, ids...)
 }
 
-// Items dispatched while a delete commits are deleted together in the next statement, not
-// one statement each; every row goes.
-func TestDispatchedItemsDeletedTogether(t *testing.T) {
-	t.Parallel()
+// heldDispatcher runs a dispatcher on heldDeletes until the returned cancel; started writes
+// n items to the outbox, dispatches the first, waits until its delete is held, dispatches
+// the rest and returns once every one's workflow runs and its id has reached the deleter.
+type heldDispatcher struct {
+	st   *store.Store
+	tc   client.Client
+	held *heldDeletes
+	disp *outbox.Dispatcher
+	ran  chan struct{}
+}
+
+func newHeldDispatcher(t *testing.T) (*heldDispatcher, context.CancelFunc) {
+	t.Helper()
 	_, tc := testenv.Temporal(t)
 	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
-	held := &heldDeletes{Store: st, first: make(chan struct{}), release: make(chan struct{})}
-	disp := outbox.New(held, tc, taskQueue, slog.New(slog.DiscardHandler))
+	h := &heldDispatcher{st: st, tc: tc, held: &heldDeletes{Store: st, first: make(chan struct{}), release: make(chan struct{})}, ran: make(chan struct{})}
+	h.disp = outbox.New(h.held, tc, taskQueue, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = disp.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	go func() { _ = h.disp.Run(ctx); close(h.ran) }()
+	t.Cleanup(func() { cancel(); <-h.ran })
+	return h, cancel
+}
 
-	const n = 10
+func (h *heldDispatcher) started(t *testing.T, n int, prefix string) {
+	t.Helper()
+	ctx := context.Background()
 	items := make([]store.OutboxItem, n)
 	for i := range items {
-		items[i] = reservationItem(fmt.Sprintf("abcdef%02d-0000-4000-8000-000000000000", i))
-		items[i].ID, err = st.EnqueueWorkflow(ctx, items[i], time.Hour)
+		var err error
+		items[i] = reservationItem(fmt.Sprintf("%s%02d-0000-4000-8000-000000000000", prefix, i))
+		items[i].ID, err = h.st.EnqueueWorkflow(ctx, items[i], time.Hour)
 		require.NoError(t, err)
 	}
-	disp.Dispatch(items[0])
-	<-held.first // the first item's delete is in flight, and held
-	disp.Dispatch(items[1:]...)
+	h.disp.Dispatch(items[0])
+	<-h.held.first // the first item's delete is in flight, and held
+	h.disp.Dispatch(items[1:]...)
 	for _, it := range items {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			_, err := tc.DescribeWorkflowExecution(ctx, it.WorkflowID, "")
+			_, err := h.tc.DescribeWorkflowExecution(ctx, it.WorkflowID, "")
 			assert.NoError(c, err)
 		}, 30*time.Second, 20*time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond) // the last starts' ids reach the deleter
-	close(held.release)
+}
 
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var left int
-		assert.NoError(c, st.Pool().QueryRow(ctx, `SELECT count(*) FROM workflow_outbox`).Scan(&left))
-		assert.Zero(c, left)
-	}, 30*time.Second, 20*time.Millisecond)
-	held.mu.Lock()
-	defer held.mu.Unlock()
+func (h *heldDispatcher) left(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, h.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM workflow_outbox`).Scan(&n))
+	return n
+}
+
+// Items dispatched while a delete commits are deleted together in the next statement, not
+// one statement each; every row goes.
+func TestDispatchedItemsDeletedTogether(t *testing.T) {
+	t.Parallel()
+	h, _ := newHeldDispatcher(t)
+	const n = 10
+	h.started(t, n, "abcdef")
+	close(h.held.release)
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Zero(c, h.left(t)) }, 30*time.Second, 20*time.Millisecond)
+	h.held.mu.Lock()
+	defer h.held.mu.Unlock()
 	deleted, most := 0, 0
-	for _, c := range held.calls {
+	for _, c := range h.held.calls {
 		deleted += len(c)
 		most = max(most, len(c))
 	}
 	assert.Equal(t, n, deleted, "each row deleted once")
-	assert.Equal(t, n-1, most, "the nine started while the first delete was held went in one statement: %v", held.calls)
+	assert.Equal(t, n-1, most, "the nine started while the first delete was held went in one statement: %v", h.held.calls)
 }
 
 // The items started before the dispatcher stops are deleted as it stops, their deletes not
 // cut short by its context: none is left for the sweep to start again.
 func TestDispatchedItemsDeletedAtShutdown(t *testing.T) {
 	t.Parallel()
-	_, tc := testenv.Temporal(t)
-	st, err := store.Open(context.Background(), testenv.NewDatabase(t), store.Options{MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	held := &heldDeletes{Store: st, first: make(chan struct{}), release: make(chan struct{})}
-	disp := outbox.New(held, tc, taskQueue, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ran := make(chan struct{})
-	go func() { _ = disp.Run(ctx); close(ran) }()
-
-	const n = 5
-	items := make([]store.OutboxItem, n)
-	for i := range items {
-		items[i] = reservationItem(fmt.Sprintf("abcdef%02d-1111-4000-8000-000000000000", i))
-		items[i].ID, err = st.EnqueueWorkflow(context.Background(), items[i], time.Hour)
-		require.NoError(t, err)
-	}
-	disp.Dispatch(items[0])
-	<-held.first
-	disp.Dispatch(items[1:]...)
-	for _, it := range items {
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			_, err := tc.DescribeWorkflowExecution(context.Background(), it.WorkflowID, "")
-			assert.NoError(c, err)
-		}, 30*time.Second, 20*time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the last starts' ids reach the deleter
-	cancel()                           // the dispatcher stops with one delete in flight and four waiting
-	close(held.release)
-	<-ran
-
-	var left int
-	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM workflow_outbox`).Scan(&left))
-	assert.Zero(t, left, "every started item's row deleted by the time Run returned")
+	h, cancel := newHeldDispatcher(t)
+	h.started(t, 5, "fedcba")
+	cancel() // the dispatcher stops with one delete in flight and four waiting
+	close(h.held.release)
+	<-h.ran
+	assert.Zero(t, h.left(t), "every started item's row deleted by the time Run returned")
 }

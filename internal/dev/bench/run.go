@@ -393,10 +393,7 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 			return err
 		}
 	case "temporal-delivery":
-		waitForQuiet(ctx, b, 10*time.Minute)
-		r, err := runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
-			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, shape: shapeDelivery},
-			newLadder(o.temporalRates, o.refine), o.step)
+		r, err := runShaped(ctx, b, shapeDelivery, newLadder(o.temporalRates, o.refine), o.step)
 		if len(r.Steps) > 0 {
 			sr.temporalDelivery = &r
 		}
@@ -404,10 +401,7 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 			return err
 		}
 	case "temporal-flow":
-		waitForQuiet(ctx, b, 10*time.Minute)
-		r, err := runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
-			quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, shape: shapeFlow},
-			newLadder(o.flowRates, o.refine), o.step)
+		r, err := runShaped(ctx, b, shapeFlow, newLadder(o.flowRates, o.refine), o.step)
 		if len(r.Steps) > 0 {
 			sr.temporalFlow = &r
 		}
@@ -454,6 +448,14 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 		sr.webhooks = &r
 	}
 	return nil
+}
+
+// runShaped is the temporal scenario on the shape's server with the workflows started in
+// the given shape (shapeDelivery, shapeFlow), from a quiet system.
+func runShaped(ctx context.Context, b *bench, shape string, l *ladder, d time.Duration) (bareResult, error) {
+	waitForQuiet(ctx, b, 10*time.Minute)
+	return runBareOn(ctx, bareTarget{key: b.shape.key, address: b.cfg.TemporalAddress, namespace: b.cfg.TemporalNS,
+		quiet: func(ctx context.Context) { waitForQuiet(ctx, b, 10*time.Minute) }, shape: shape}, l, d)
 }
 
 // samplePeakRSS keeps, every second until ctx is done, the highest resident memory each

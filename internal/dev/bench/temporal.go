@@ -64,15 +64,10 @@ func tokenShapedWorkflow(ctx workflow.Context, _ json.RawMessage) error {
 
 const flowShapeSignal = "reservation-ended"
 
-// flowShapedStart is a reservation's or token's start options on the bench's queue (the
-// outbox's: their three search attributes, reject-duplicate, eager).
+// flowShapedStart is a reservation's or token's start options (outboxShapedStart with their
+// three search attributes).
 func flowShapedStart(id string) client.StartWorkflowOptions {
-	return client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: workflows.KeywordAttributes(map[string]string{
-			"OrganizationId": "1", "TowerId": "0100000000000011", "LockerId": "42"}),
-	}
+	return outboxShapedStart(id, map[string]string{"OrganizationId": "1", "TowerId": "0100000000000011", "LockerId": "42"})
 }
 
 // startFlowShaped makes one flow of the tower flow's shape (reservationShapedWorkflow).
@@ -90,15 +85,21 @@ func startFlowShaped(ctx context.Context, c client.Client, id string) error {
 	return err
 }
 
-// deliveryShapedStart is a delivery's start options (internal/outbox's start for a
-// workflow without a signal) on the bench's queue: the delivery's search attributes,
-// reject-duplicate and use-existing, eager, no execution timeout.
+// deliveryShapedStart is a delivery's start options (outboxShapedStart with its three
+// search attributes).
 func deliveryShapedStart(id string) client.StartWorkflowOptions {
+	return outboxShapedStart(id, map[string]string{
+		"OrganizationId": "1", "WebhookEndpointId": "00000000-0000-4000-8000-000000000001", "EventType": "webhook.test"})
+}
+
+// outboxShapedStart is internal/outbox's start of a workflow without a signal, on the
+// bench's queue: the search attributes, reject-duplicate and use-existing, eager, no
+// execution timeout.
+func outboxShapedStart(id string, attrs map[string]string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: workflows.KeywordAttributes(map[string]string{
-			"OrganizationId": "1", "WebhookEndpointId": "00000000-0000-4000-8000-000000000001", "EventType": "webhook.test"}),
+		TypedSearchAttributes:    workflows.KeywordAttributes(attrs),
 	}
 }
 
