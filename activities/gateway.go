@@ -40,6 +40,9 @@ type GatewayRequestStore interface {
 	AbandonGatewaySend(ctx context.Context, id uuid.UUID, send int) error
 	StoreGatewayAnswer(ctx context.Context, id uuid.UUID, send int, body []byte) error
 	FinishGatewayRequest(ctx context.Context, id uuid.UUID, orgID int64, o gatewayreq.Outcome, seen int, syncMirror bool) (store.GatewayRequest, error)
+	// RecordGatewayKeys records whether a gateway honours Idempotency-Key, as its latest
+	// answer said.
+	RecordGatewayKeys(ctx context.Context, gatewayID int64, honoured bool) error
 }
 
 // SecretOpener opens secrets sealed under the master key.
@@ -118,13 +121,25 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 	}
 	logger := activity.GetLogger(ctx)
 	if !begun.Began {
+		honoured := begun.Gateway.HonoursKeys
+		if !honoured {
+			// Not recorded yet (no answer of this gateway seen since it was registered, e.g.
+			// right after a start): ask the gateway before the workflow decides whether the
+			// send may go out again.
+			honoured = d.askKeys(ctx, logger, begun.Gateway)
+		}
 		logger.Warn("gateway send begun before with unknown fate; not sending it again",
-			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial)
-		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts, KeysHonoured: begun.Gateway.HonoursKeys}, nil
+			"requestId", in.RequestID, "send", in.Send, "gateway", begun.Gateway.Serial, "keysHonoured", honoured)
+		return SendGatewayRequestResult{Outcome: SendUnknown, Attempts: begun.Attempts, KeysHonoured: honoured}, nil
 	}
 	res, err := d.sendBegun(ctx, logger, id, begun, in)
 	if err != nil || res.Outcome != SendAnswered {
 		return res, err
+	}
+	if res.KeysHonoured != begun.Gateway.HonoursKeys {
+		// Every answer says whether the gateway honours keys: record a change at once, so a
+		// send whose fate becomes unknown later is decided on what the gateway says now.
+		d.recordKeys(ctx, logger, begun.Gateway, res.KeysHonoured)
 	}
 	if settled, ok := a.settle(ctx, logger, in, res); ok || !in.StoreBody {
 		return settled, nil
@@ -230,6 +245,40 @@ func (d GatewayDeps) sendBegun(ctx context.Context, logger log.Logger, id uuid.U
 	}
 	res.Attempts = begun.Attempts
 	return res, nil
+}
+
+// askKeysTimeout bounds askKeys' exchange with the gateway.
+const askKeysTimeout = 5 * time.Second
+
+// askKeys asks gateway gw whether it honours Idempotency-Key (its /health answer's
+// X-Idempotency-Keys header) and records what it says. A gateway that cannot be asked, or
+// does not say so, does not honour keys.
+func (d GatewayDeps) askKeys(ctx context.Context, logger log.Logger, gw store.Gateway) bool {
+	if gw.Disabled {
+		return false
+	}
+	secret, err := d.Keyring.Open(keyring.GatewaySecretPurpose(gw.Serial), gw.SecretSealed)
+	if err != nil {
+		return false
+	}
+	res, _, err := gatewayclient.Send(ctx, d.HTTP, gw.BaseURL, string(secret), gatewayclient.Request{
+		Method: http.MethodGet, Path: "/health", Timeout: askKeysTimeout})
+	if err != nil {
+		logger.Warn("ask a gateway whether it honours idempotency keys", "gateway", gw.Serial, "err", err)
+		return false
+	}
+	if res.KeysHonoured {
+		d.recordKeys(ctx, logger, gw, true)
+	}
+	return res.KeysHonoured
+}
+
+// recordKeys records on gw's row whether it honours Idempotency-Key; a failure is logged
+// (the next answer or sync records it again).
+func (d GatewayDeps) recordKeys(ctx context.Context, logger log.Logger, gw store.Gateway, honoured bool) {
+	if err := d.Store.RecordGatewayKeys(ctx, gw.ID, honoured); err != nil {
+		logger.Warn("record whether a gateway honours idempotency keys", "gateway", gw.Serial, "err", err)
+	}
 }
 
 // sendHeartbeats records heartbeats while a send is out, so a worker that dies mid-send is

@@ -58,11 +58,15 @@ func (a *Activities) followUp(ctx context.Context, r store.GatewayRequest) (used
 // codeOpenEffect decides what an access-code open's outcome does to its code: a door that
 // opened records the use; a single-use code, consumed before the open was sent, is given
 // back when the open never reached the gateway (the door did not open). Any other failure
-// keeps it consumed: the door may have opened.
+// keeps it consumed: the door may have opened. An open whose outcome is unknown
+// (gateway_unresponsive) is recorded as unknown, never as failed (DESIGN §6.2).
 func codeOpenEffect(o gatewayreq.Outcome, singleUse bool) store.CodeOpenEffect {
 	e := store.CodeOpenEffect{Status: "failed"}
-	if gatewayreq.Opened(o) {
+	switch {
+	case gatewayreq.Opened(o):
 		e.Status, e.Used = "opened", true
+	case o.Status == gatewayreq.StateGatewayUnresponsive:
+		e.Status = gatewayreq.OutcomeUnknown
 	}
 	e.Restore = singleUse && o.Status == gatewayreq.StateDispatchFailed
 	return e

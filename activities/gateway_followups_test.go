@@ -43,8 +43,8 @@ func TestCodeOpenEffect(t *testing.T) {
 			store.CodeOpenEffect{Status: "failed", Restore: true}, false},
 		{"never delivered: a reusable code has nothing to give back", failed(gatewayreq.StateDispatchFailed, 503), false,
 			store.CodeOpenEffect{Status: "failed"}, false},
-		{"no answer: the door may have opened, the code stays spent", failed(gatewayreq.StateGatewayUnresponsive, 504), true,
-			store.CodeOpenEffect{Status: "failed"}, false},
+		{"no answer: the door may have opened, the code stays spent, the outcome unknown", failed(gatewayreq.StateGatewayUnresponsive, 504), true,
+			store.CodeOpenEffect{Status: "unknown"}, false},
 		{"rejected: the code stays spent", failed(gatewayreq.StateRejected, 502), true, store.CodeOpenEffect{Status: "failed"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

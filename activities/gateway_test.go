@@ -36,6 +36,15 @@ type fakeRequests struct {
 	answerErr error          // what StoreGatewayAnswer fails with
 	missing   bool           // no such request: FinishGatewayRequest answers ErrNotFound
 	synced    []bool         // each finish's syncMirror
+	keys      []bool         // what RecordGatewayKeys recorded, in order
+}
+
+func (f *fakeRequests) RecordGatewayKeys(_ context.Context, _ int64, honoured bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, honoured)
+	f.gateway.HonoursKeys = honoured
+	return nil
 }
 
 func (f *fakeRequests) StoreGatewayAnswer(_ context.Context, _ uuid.UUID, send int, body []byte) error {
@@ -257,8 +266,10 @@ func TestSendGatewayRequestDeliveredWithoutAnswer(t *testing.T) {
 func TestSendGatewayRequestNeverSendsASendTwice(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		calls++
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" { // asking whether the gateway honours keys sends nothing
+			calls++
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"doorOpen":true}`))
 	}))
@@ -463,4 +474,92 @@ func TestSendGatewayRequestCarriesItsKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, activities.SendUnknown, res.Outcome)
 	assert.True(t, res.KeysHonoured)
+}
+
+// Every answer of a gateway says whether it honours Idempotency-Key: a change is recorded on
+// its row at once, not only at the next gateway sync.
+func TestSendRecordsWhetherTheGatewayHonoursKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name             string
+		recorded, header bool
+		want             []bool
+	}{
+		{"says so, not recorded yet", false, true, []bool{true}},
+		{"no longer says so", true, false, []bool{false}},
+		{"as recorded", true, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if tc.header {
+					w.Header().Set("X-Idempotency-Keys", "honoured")
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"success":true,"doorOpen":true}`))
+			}))
+			t.Cleanup(srv.Close)
+			f := fakeAt(srv.URL)
+			f.gateway.HonoursKeys = tc.recorded
+			res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+			require.NoError(t, err)
+			assert.Equal(t, activities.SendAnswered, res.Outcome)
+			assert.Equal(t, tc.header, res.KeysHonoured)
+			assert.Equal(t, tc.want, f.keys)
+		})
+	}
+}
+
+// A send found begun before (its fate unknown) at a gateway whose row does not say it honours
+// keys asks the gateway (its /health answer) before the workflow decides, and records the
+// answer; the request itself is not sent again.
+func TestSendOfUnknownFateAsksTheGatewayAboutKeys(t *testing.T) {
+	t.Parallel()
+	for _, honours := range []bool{true, false} {
+		t.Run(fmt.Sprintf("honours=%v", honours), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var calls []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				calls = append(calls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+				mu.Unlock()
+				if honours {
+					w.Header().Set("X-Idempotency-Keys", "honoured")
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"status":"ok","controllers":[],"uptimeSeconds":3}`))
+			}))
+			t.Cleanup(srv.Close)
+			f := fakeAt(srv.URL)
+			f.begun[1] = true // an earlier run of this send, cut off with its process
+			res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+			require.NoError(t, err)
+			assert.Equal(t, activities.SendUnknown, res.Outcome)
+			assert.Equal(t, honours, res.KeysHonoured)
+			assert.Equal(t, []string{"GET /health Bearer s3cret"}, calls, "the gateway is asked; the open is not sent")
+			if honours {
+				assert.Equal(t, []bool{true}, f.keys, "recorded on the gateway's row")
+			} else {
+				assert.Empty(t, f.keys)
+			}
+		})
+	}
+
+	// A gateway already recorded as honouring keys is not asked.
+	f := fakeAt("http://" + testenv.FreeAddr(t))
+	f.gateway.HonoursKeys = true
+	f.begun[1] = true
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+	require.NoError(t, err)
+	assert.True(t, res.KeysHonoured)
+	assert.Empty(t, f.keys)
+
+	// One that cannot be asked (down) does not honour keys, as far as the cloud can know.
+	f = fakeAt("http://" + testenv.FreeAddr(t))
+	f.begun[1] = true
+	res, err = send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.SendUnknown, res.Outcome)
+	assert.False(t, res.KeysHonoured)
 }

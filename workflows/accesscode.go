@@ -129,7 +129,8 @@ func (wf *accessCodeImpl) release(ctx, actCtx workflow.Context, in AccessCodeInp
 			return AccessCodeState{}, err
 		}
 		child := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID: GatewayRequestWorkflowID(req.RequestID),
+			WorkflowID:          GatewayRequestWorkflowID(req.RequestID),
+			WorkflowTaskTimeout: gatewayreq.TaskTimeout,
 			TypedSearchAttributes: SearchAttrs{OrganizationID: req.OrganizationID, LocationID: req.LocationID,
 				RequestKind: gatewayreq.SearchKind(req.GatewaySerial, req.Kind)}.Typed(),
 		})

@@ -25,6 +25,7 @@ const (
 	gatewayCodeAuthFailed         = "GATEWAY_AUTH_FAILED"
 	gatewayCodeTransactionExists  = "TRANSACTION_EXISTS"
 	gatewayCodeAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
+	gatewayCodeOutcomeUnknown     = gatewayreq.CodeOutcomeUnknown
 )
 
 // HTTP statuses of the local API's answers that the workflows tell apart. Plain numbers:
@@ -84,13 +85,18 @@ type GatewayRequestState struct {
 //
 //   - completed: the gateway answered with its API's own response (2xx, or 4xx other than
 //     its 401 GATEWAY_AUTH_FAILED), kept verbatim;
-//   - rejected (502): it answered 5xx (a read is re-sent once first; a create's 503
+//   - rejected (502): it answered that it did not carry the request out: 5xx other than
+//     REQUEST_OUTCOME_UNKNOWN (a read is re-sent once first; a create's 503
 //     LOCKER_ASSIGNMENT_CONFLICT is retried with short backoff first), something that is not
 //     its API's JSON, or 401 GATEWAY_AUTH_FAILED;
-//   - dispatch_failed (503): nothing could be delivered within the dispatch budget;
-//   - gateway_unresponsive (504): delivered, but no answer within the deadline. Hardware
-//     calls are never re-sent once delivered; a read, a create (same transactionId) or a
-//     locker update is re-sent once.
+//   - dispatch_failed (503): nothing could be delivered within the dispatch budget, and no
+//     earlier send of a write or hardware call may have arrived;
+//   - gateway_unresponsive (504): the outcome is unknown ("outcome": "unknown"): delivered,
+//     but no answer within the deadline; or the gateway answered REQUEST_OUTCOME_UNKNOWN; or
+//     re-sends were not delivered after a send that may have arrived. Hardware calls are
+//     re-sent once delivered only when their fate is unknown and the gateway honours
+//     Idempotency-Key; a read, a create (same transactionId) or a locker update is re-sent
+//     once.
 //
 // The last activity writes the outcome to Postgres; the workflow's result is that row.
 func GatewayRequest(ctx workflow.Context, in gatewayreq.Spec) (gatewayreq.Result, error) {
@@ -131,13 +137,17 @@ func (wf *gatewayRequestImpl) resendableAfterNoAnswer() bool {
 func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, error) {
 	logger := workflow.GetLogger(ctx)
 	timeout := wf.policy.Timeout(wf.in.Class)
-	// Sends are activities of their own (versionSendsAsActivities), so the workflow answers
-	// queries while one is in flight; with eager start and eager activity dispatch on the
-	// apiserver's own gateway worker, the first task and the first send run in the process
-	// that took the request. The outcome is stored by a local activity (a short commit) or
-	// by the first send itself. Runs recorded before that send with local activities
-	// (sendCtx). A worker that stops during a send loses it; the retry finds the send begun
-	// and answers SendUnknown instead of sending it twice.
+	// The first send is a local activity inside the first workflow task
+	// (gatewayreq.RevisionFirstSendLocal, decision 0018): with eager start on the apiserver's
+	// own gateway worker it runs in the process that took the request, and when its answer
+	// settles the request (it stores the outcome itself) the workflow completes in that same
+	// task — a bare workflow's cost. Every later send is an activity of its own
+	// (versionSendsAsActivities), so the workflow answers queries while one is in flight; a
+	// poll during the first send answers from the stored row instead (gatewayreq.FirstSendOut).
+	// Runs recorded before decision 0012 send every time with local activities, runs of
+	// revision 1 every time with activities. A process that stops during a send loses it; the
+	// send's retry (or the first task's, after gatewayreq.TaskTimeout) finds it begun and
+	// answers SendUnknown instead of sending it twice.
 	sendCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		// One send: the call's deadline plus room to record it.
 		StartToCloseTimeout: timeout + 15*time.Second,
@@ -160,6 +170,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	// marker (a change made after it goes behind workflow.GetVersion again); the runs started
 	// before it decide each change by their recorded markers.
 	storeBody, sendsAsActivities := true, true
+	firstSendLocal := wf.in.Revision >= gatewayreq.RevisionFirstSendLocal
 	if wf.in.Revision < gatewayreq.RevisionMarkerless {
 		if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			firstSend = nil
@@ -187,15 +198,17 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		switch {
 		case send == 1 && firstSend != nil:
 			res = *firstSend
+		case send == 1 && firstSendLocal:
+			// The first send may settle the request itself (it stores the outcome and wakes the
+			// waiting handler); the workflow then ends in this same task.
+			in.Settle = wf.settleSpec()
+			wf.sendOut(ctx, send)
+			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, in).Get(ctx, &res)
 		case sendsAsActivities:
 			if send == 1 {
-				settle := wf.in
-				settle.Body, settle.FirstSend = nil, nil
-				in.Settle = &settle
+				in.Settle = wf.settleSpec()
 			}
-			// While the send is out the request stands as its row does: dispatched, this send
-			// counted (a query answers that; a send not delivered sets it back to pending).
-			wf.state.Status, wf.state.Attempts, wf.state.UpdatedAt = gatewayreq.StateDispatched, max(wf.state.Attempts, send), workflow.Now(ctx)
+			wf.sendOut(ctx, send)
 			err = workflow.ExecuteActivity(activityCtx, a.SendGatewayRequest, in).Get(ctx, &res)
 		default:
 			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, in).Get(ctx, &res)
@@ -223,6 +236,11 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 			dispatchFailures++
 			wf.state.Status, wf.state.LastError = gatewayreq.StatePending, res.Error
 			if dispatchFailures >= wf.policy.DispatchAttempts {
+				if mayHaveArrived && wf.in.Class != gatewayreq.ClassRead {
+					// An earlier send may have reached the gateway and carried the request out:
+					// "not delivered" would tell the caller it did not happen.
+					return wf.finish(ctx, unresponsive(0, "an earlier send may have been carried out; the re-sends were not delivered: "+res.Error), false, false)
+				}
 				return wf.finish(ctx, dispatchFailed(res.Error), false, !mayHaveArrived && !answered)
 			}
 			backoff := wf.policy.DispatchBackoff << (dispatchFailures - 1)
@@ -284,6 +302,21 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	}
 }
 
+// settleSpec is the request (without its body) a first send may settle itself
+// (SendGatewayRequestInput.Settle).
+func (wf *gatewayRequestImpl) settleSpec() *gatewayreq.Spec {
+	settle := wf.in
+	settle.Body, settle.FirstSend = nil, nil
+	return &settle
+}
+
+// sendOut records that send number send is out: while it is, the request stands as its row
+// does — dispatched, this send counted (a query answers that; a send not delivered sets it
+// back to pending).
+func (wf *gatewayRequestImpl) sendOut(ctx workflow.Context, send int) {
+	wf.state.Status, wf.state.Attempts, wf.state.UpdatedAt = gatewayreq.StateDispatched, max(wf.state.Attempts, send), workflow.Now(ctx)
+}
+
 // What an answer leads to (afterAnswer).
 const (
 	answerFinish        = iota // settle the request with the outcome
@@ -343,6 +376,10 @@ func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, ma
 		o := rejected(res)
 		o.ErrorMessage = "the gateway refused the cloud's credential"
 		return o, true
+	case res.Status >= 500 && res.ErrorCode == gatewayCodeOutcomeUnknown:
+		// The gateway cannot tell whether it carried the request out (the door may have
+		// moved): never "rejected", and not sent again (it would answer the same).
+		return outcomeUnknown(res), true
 	case res.Status == gatewayStatusConflict && res.ErrorCode == gatewayCodeTransactionExists &&
 		wf.in.Kind == gatewayreq.KindCreateTransaction && mayHaveArrived:
 		if body, ok := sameTransaction(wf.in.Body, res.Body); ok {
@@ -403,14 +440,29 @@ func rejected(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
 		ErrorCode: gatewayreq.CodeGatewayRejected, ErrorMessage: msg, Details: details}
 }
 
+// outcomeUnknown is the outcome of a gateway answer that says its own outcome is unknown
+// (REQUEST_OUTCOME_UNKNOWN): gateway_unresponsive, with the gateway's error and
+// "outcome": "unknown" (DESIGN §6.2).
+func outcomeUnknown(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
+	details := map[string]any{"gatewayStatus": res.Status, "gatewayError": res.ErrorCode, "outcome": gatewayreq.OutcomeUnknown}
+	if res.ErrorMessage != "" {
+		details["gatewayMessage"] = res.ErrorMessage
+	}
+	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: gatewayreq.HTTPStatusGatewayUnresponsive,
+		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway could not tell whether it carried the request out",
+		Details: details}
+}
+
 func dispatchFailed(cause string) gatewayreq.Outcome {
 	return gatewayreq.Outcome{Status: gatewayreq.StateDispatchFailed, HTTPStatus: gatewayreq.HTTPStatusDispatchFailed,
 		ErrorCode: gatewayreq.CodeDispatchFailed, ErrorMessage: "the request could not be delivered to the gateway",
 		Details: map[string]any{"gatewayStatus": nil, "error": cause}}
 }
 
+// unresponsive is the outcome of a request whose fate the cloud cannot know: delivered (or
+// possibly delivered) with no answer. The door may have moved: "outcome": "unknown".
 func unresponsive(timeout time.Duration, cause string) gatewayreq.Outcome {
-	details := map[string]any{"gatewayStatus": nil, "error": cause}
+	details := map[string]any{"gatewayStatus": nil, "error": cause, "outcome": gatewayreq.OutcomeUnknown}
 	if timeout > 0 {
 		details["timeoutSeconds"] = timeout.Seconds()
 	}

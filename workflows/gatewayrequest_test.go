@@ -28,6 +28,7 @@ func gatewayInput(kind, class, method, path string, body []byte) gatewayreq.Spec
 	return gatewayreq.Spec{
 		RequestID: gatewayRequestID, OrganizationID: 1, LocationID: 4, GatewayID: 1, GatewaySerial: "GW-0001",
 		Kind: kind, Class: class, Method: method, Path: path, Body: body, Policy: gatewayreq.DefaultPolicy(),
+		Revision: gatewayreq.RevisionCurrent,
 	}
 }
 
@@ -279,6 +280,7 @@ func TestGatewayRequestUnresponsive(t *testing.T) {
 			assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
 			assert.Equal(t, gatewayreq.CodeGatewayUnresponsive, o.ErrorCode)
 			assert.Nil(t, o.Details["gatewayStatus"])
+			assert.Equal(t, gatewayreq.OutcomeUnknown, o.Details["outcome"], "the door may have moved")
 			assert.Equal(t, tc.in.Policy.Timeout(tc.in.Class).Seconds(), o.Details["timeoutSeconds"])
 			assert.False(t, fin.GatewayAnswered)
 			assert.False(t, fin.GatewayUnreachable)
@@ -414,4 +416,53 @@ func TestGatewayRequestResendsWithKeysOnly(t *testing.T) {
 	s, fin, _ = runGateway(t, openLocker, activities.SendGatewayRequestResult{Outcome: activities.SendNoAnswer, KeysHonoured: true}, ok)
 	assert.Len(t, s.got, 1, "a gateway that did not answer in time is not sent the open again, keys or not")
 	assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
+}
+
+// An outcome that is unknown is never "rejected" (DESIGN §6.2): a gateway answer that says so
+// (REQUEST_OUTCOME_UNKNOWN, after a keyed request interrupted by a gateway restart), and
+// re-sends that never reached a gateway an earlier send may have reached, end
+// gateway_unresponsive with "outcome": "unknown" — never 502 or 503, which tell the caller the
+// door did not move.
+func TestGatewayRequestOutcomeUnknownIsNeverRefused(t *testing.T) {
+	t.Parallel()
+	unknownAnswer := answered(500, `{"error":"REQUEST_OUTCOME_UNKNOWN","message":"begun before the gateway restarted"}`, "REQUEST_OUTCOME_UNKNOWN")
+	unknownAnswer.ErrorMessage = "begun before the gateway restarted"
+	notDelivered := activities.SendGatewayRequestResult{Outcome: activities.SendNotDelivered, Error: "connection refused"}
+	unknownKeyed := activities.SendGatewayRequestResult{Outcome: activities.SendUnknown, KeysHonoured: true}
+
+	t.Run("the gateway says its outcome is unknown", func(t *testing.T) {
+		t.Parallel()
+		s, fin, res := runGateway(t, openLocker, unknownAnswer)
+		assert.Len(t, s.got, 1, "not sent again: it would answer the same")
+		o := fin.Outcome
+		assert.Equal(t, gatewayreq.StateGatewayUnresponsive, o.Status)
+		assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
+		assert.Equal(t, gatewayreq.CodeGatewayUnresponsive, o.ErrorCode)
+		assert.Equal(t, gatewayreq.OutcomeUnknown, o.Details["outcome"])
+		assert.Equal(t, "REQUEST_OUTCOME_UNKNOWN", o.Details["gatewayError"])
+		assert.Equal(t, "begun before the gateway restarted", o.Details["gatewayMessage"])
+		assert.EqualValues(t, 500, o.Details["gatewayStatus"])
+		assert.True(t, fin.GatewayAnswered, "the gateway answered: it is online")
+		assert.Equal(t, gatewayreq.StateGatewayUnresponsive, res.Outcome.Status)
+	})
+	t.Run("after a keyed re-send", func(t *testing.T) {
+		t.Parallel()
+		s, fin, _ := runGateway(t, openLocker, unknownKeyed, unknownAnswer)
+		assert.Len(t, s.got, 2)
+		assert.Equal(t, gatewayreq.StateGatewayUnresponsive, fin.Outcome.Status)
+	})
+	t.Run("re-sends not delivered after a send that may have arrived", func(t *testing.T) {
+		t.Parallel()
+		s, fin, _ := runGateway(t, openLocker, unknownKeyed, notDelivered)
+		assert.Len(t, s.got, 4, "the re-send, then the dispatch budget")
+		o := fin.Outcome
+		assert.Equal(t, gatewayreq.StateGatewayUnresponsive, o.Status, "not dispatch_failed: the first send may have opened the door")
+		assert.Equal(t, gatewayreq.OutcomeUnknown, o.Details["outcome"])
+		assert.False(t, fin.GatewayUnreachable)
+	})
+	t.Run("a read whose re-sends were not delivered did not act", func(t *testing.T) {
+		t.Parallel()
+		_, fin, _ := runGateway(t, readLockers, activities.SendGatewayRequestResult{Outcome: activities.SendNoAnswer}, notDelivered)
+		assert.Equal(t, gatewayreq.StateDispatchFailed, fin.Outcome.Status)
+	})
 }

@@ -164,9 +164,13 @@ func TestRecordAccessCodeHistories(t *testing.T) {
 
 // recordingGateways stands in for Postgres behind the recording worker's gateway-request
 // activities: the first send of a request goes to a closed port while refused is set.
+//
+// While interrupted is set, a request's first send is found begun before (as after a crash
+// mid-send) at a gateway that honours Idempotency-Key.
 type recordingGateways struct {
-	live, dead string
-	refused    atomic.Bool
+	live, dead  string
+	refused     atomic.Bool
+	interrupted atomic.Bool
 }
 
 func (s *recordingGateways) BeginGatewaySend(_ context.Context, _ uuid.UUID, send int) (store.GatewaySend, error) {
@@ -174,10 +178,16 @@ func (s *recordingGateways) BeginGatewaySend(_ context.Context, _ uuid.UUID, sen
 	if send == 1 && s.refused.Load() {
 		url = s.dead
 	}
-	return store.GatewaySend{Began: true, Attempts: send, Gateway: store.Gateway{ID: 1, Serial: "GW-0001", BaseURL: url}}, nil
+	gw := store.Gateway{ID: 1, Serial: "GW-0001", BaseURL: url, HonoursKeys: true}
+	if send == 1 && s.interrupted.Load() {
+		return store.GatewaySend{Began: false, Attempts: 1, Gateway: gw}, nil
+	}
+	return store.GatewaySend{Began: true, Attempts: send, Gateway: gw}, nil
 }
 
 func (s *recordingGateways) AbandonGatewaySend(context.Context, uuid.UUID, int) error { return nil }
+
+func (s *recordingGateways) RecordGatewayKeys(context.Context, int64, bool) error { return nil }
 
 func (s *recordingGateways) StoreGatewayAnswer(context.Context, uuid.UUID, int, []byte) error {
 	return nil
@@ -212,22 +222,32 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := func(in gatewayreq.Spec) (client.WorkflowRun, gatewayreq.Result) {
-		in.RequestID, in.Revision = uuid.NewString(), gatewayreq.RevisionMarkerless
+		in.RequestID, in.Revision = uuid.NewString(), gatewayreq.RevisionCurrent
 		return runRecorded[gatewayreq.Result](ctx, t, c,
 			client.StartWorkflowOptions{ID: workflows.GatewayRequestWorkflowID(in.RequestID), TaskQueue: taskQueue},
 			workflows.GatewayRequestWorkflowName, in, "", "")
 	}
 
-	// The read's first send settles it (the answer decides it at once): no finish.
+	// The read's first send, inside the first task, settles it (the answer decides it at
+	// once): no finish, and the run ends in that task.
 	r, res := run(readLockers)
 	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_completed.json")
 
-	// The open's first delivery is refused: the workflow waits, sends again and finishes.
+	// The open's first delivery is refused: the workflow waits, sends again (an activity)
+	// and finishes.
 	st.refused.Store(true)
 	r, res = run(openLocker)
 	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
 	writeHistory(ctx, t, c, r, "gateway_request_redelivered.json")
+	st.refused.Store(false)
+
+	// The open's first send is found begun (the process that made it died mid-send) at a
+	// gateway that honours keys: it goes out again with its key, as an activity.
+	st.interrupted.Store(true)
+	r, res = run(openLocker)
+	assert.Equal(t, gatewayreq.StateCompleted, res.Outcome.Status)
+	writeHistory(ctx, t, c, r, "gateway_request_first_send_interrupted.json")
 }
 
 // recordingWebhooks keeps one delivery's attempts in memory for the recording worker.

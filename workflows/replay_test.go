@@ -57,6 +57,11 @@ var histories = []recordedHistory{
 	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_first_send_interrupted.json"},
+	// Runs of the markerless revision, whose first send was an activity of its own
+	// (gatewayreq.RevisionMarkerless, before gatewayreq.RevisionFirstSendLocal).
+	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_first_send_local.json"},
+	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_first_send_local.json"},
 	// Runs from before the markerless revision (gatewayreq.RevisionMarkerless): their markers decide.
 	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json"},
 	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json"},
@@ -251,4 +256,39 @@ func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (work
 
 func changedGatewayRequest(workflow.Context, gatewayreq.Spec) (gatewayreq.Result, error) {
 	return gatewayreq.Result{}, nil
+}
+
+// A request settled by its first send costs what a bare workflow costs: one task, the send's
+// marker, the completion — no activity task. Runs of the revision before sent it as an
+// activity of its own, and keep that path: the revision is read, so each history fails to
+// replay under the other revision.
+func TestFirstSendInsideTheFirstTask(t *testing.T) {
+	hist := readHistory(t, "gateway_request_completed.json")
+	assert.LessOrEqual(t, len(hist.GetEvents()), 7, "a bare workflow's 5 events, the send's marker, one to spare")
+	for _, ev := range hist.GetEvents() {
+		assert.NotEqual(t, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, ev.GetEventType(), "no activity task")
+	}
+
+	for _, tc := range []struct {
+		file     string
+		revision int
+	}{
+		{"gateway_request_completed.json", gatewayreq.RevisionMarkerless},
+		{"gateway_request_completed_before_first_send_local.json", gatewayreq.RevisionFirstSendLocal},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			hist := readHistory(t, tc.file)
+			in := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+			var fields map[string]any
+			require.NoError(t, json.Unmarshal(in.GetData(), &fields))
+			require.NotEqual(t, float64(tc.revision), fields["Revision"])
+			fields["Revision"] = tc.revision
+			data, err := json.Marshal(fields)
+			require.NoError(t, err)
+			in.Data = data
+			rp := sdkworker.NewWorkflowReplayer()
+			worker.RegisterWorkflows(rp)
+			require.Error(t, rp.ReplayWorkflowHistory(nil, hist), "recorded on the other revision's path")
+		})
+	}
 }

@@ -166,6 +166,12 @@ func (g *Executor) Live(ctx context.Context, row store.GatewayRequest) LiveReque
 	if row.Terminal() {
 		return LiveRequest{GatewayRequest: row}
 	}
+	if gatewayreq.FirstSendOut(row.Status, row.Attempts, row.LastSend) {
+		// The first send is out inside the workflow's first task, which a query would wait
+		// for (DESIGN §6.2): the stored row answers at once.
+		g.polls.WithLabelValues("store").Inc()
+		return LiveRequest{GatewayRequest: row}
+	}
 	qctx, cancel := context.WithTimeout(ctx, pollQueryTimeout)
 	defer cancel()
 	began := time.Now()
@@ -261,7 +267,10 @@ func (g *Executor) start(ctx context.Context, row store.GatewayRequest) (client.
 		TaskQueue:                g.taskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		EnableEagerStart:         g.eager,
+		// A process that dies during the first task (the first send is out in it) is
+		// noticed after this, not the default 10 s (decision 0018).
+		WorkflowTaskTimeout: gatewayreq.TaskTimeout,
+		EnableEagerStart:    g.eager,
 		TypedSearchAttributes: workflows.SearchAttrs{OrganizationID: row.OrganizationID, LocationID: row.LocationID,
 			RequestKind: gatewayreq.SearchKind(row.GatewaySerial, row.Kind)}.Typed(),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},

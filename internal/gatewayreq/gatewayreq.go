@@ -36,6 +36,16 @@ const (
 	CodeGatewayUnresponsive = "GATEWAY_UNRESPONSIVE"
 )
 
+// CodeOutcomeUnknown is the gateway's own error code (hardware/gateway) for a request whose
+// outcome it cannot tell: an unlock went out and neither its answer nor a read of the door
+// confirms it, or a keyed request interrupted by a restart. Such a request ends
+// gateway_unresponsive, never rejected (DESIGN §6.2).
+const CodeOutcomeUnknown = "REQUEST_OUTCOME_UNKNOWN"
+
+// OutcomeUnknown is the value of an error body's details.outcome when the request may or
+// may not have been carried out (every gateway_unresponsive): the door may have moved.
+const OutcomeUnknown = "unknown"
+
 // HTTP statuses of the terminal states other than completed (DESIGN §6.2); a completed
 // request answers with the gateway's own status. Plain numbers: the workflow that sets them
 // does not import net/http.
@@ -149,6 +159,38 @@ type Spec struct {
 // marker the Temporal SDK records comes with an upsert of the TemporalChangeVersion search
 // attribute, one more visibility write per change and run.
 const RevisionMarkerless = 1
+
+// RevisionFirstSendLocal is the Spec.Revision of runs whose first send is a local activity
+// inside the workflow's first task (decision 0018): a request its first send settles costs
+// Temporal what a bare workflow costs. Re-sends, retries and every later send stay
+// activities of their own. It records no version markers either.
+const RevisionFirstSendLocal = 2
+
+// RevisionCurrent is the revision every request's workflow is started with now.
+const RevisionCurrent = RevisionFirstSendLocal
+
+// TaskTimeout is a gateway request's workflow task timeout: a process that dies during the
+// workflow's first task — with the first send out, a local activity of that task — is
+// noticed after it, and the task runs again elsewhere, where the send is found begun and the
+// unknown-fate rules apply (decision 0018). A first send that runs longer keeps the task
+// alive by the SDK's workflow-task heartbeat (at 80 % of it).
+const TaskTimeout = 5 * time.Second
+
+// FirstSendOut reports whether a request stored as status, attempts and lastSend (its
+// latest send begun) is still in its first send: its workflow's first task has not
+// completed, so a query would wait for that task (DESIGN §6.2: a poll then answers from the
+// stored row). A request pending with no send begun is there too (its first task is about
+// to send); one pending after a send that never reached its gateway is not (its workflow
+// waits on a timer).
+func FirstSendOut(status string, attempts, lastSend int) bool {
+	switch status {
+	case StatePending:
+		return attempts == 0
+	case StateDispatched:
+		return attempts <= 1 && lastSend <= 1
+	}
+	return false
+}
 
 // Outcomes of one send (SendResult.Outcome).
 const (

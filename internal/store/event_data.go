@@ -123,6 +123,7 @@ type gatewayRequestData struct {
 	HTTPStatus   int        `json:"httpStatus,omitempty" doc:"The gateway's answer, when it answered"`
 	ErrorCode    string     `json:"errorCode,omitempty"`
 	ErrorMessage string     `json:"errorMessage,omitempty"`
+	Outcome      string     `json:"outcome,omitempty" doc:"unknown when the request may or may not have been carried out (gateway_unresponsive): the door may have moved"`
 }
 
 func gatewayRequestEvent(r GatewayRequest) Event {
@@ -134,7 +135,16 @@ func gatewayRequestEvent(r GatewayRequest) Event {
 		ID: r.ID.String(), Status: r.Status, Kind: r.Kind, Method: r.Method, Path: r.Path, LocationID: r.LocationID,
 		GatewayID: r.GatewaySerial, CreatedAt: EventTime(r.CreatedAt), UpdatedAt: EventTime(r.UpdatedAt),
 		CompletedAt: eventTimePtr(r.CompletedAt), Attempts: r.Attempts, HTTPStatus: r.Outcome.HTTPStatus,
-		ErrorCode: r.Outcome.ErrorCode, ErrorMessage: r.Outcome.ErrorMessage}}
+		ErrorCode: r.Outcome.ErrorCode, ErrorMessage: r.Outcome.ErrorMessage, Outcome: outcomeOf(r.Outcome)}}
+}
+
+// outcomeOf is an outcome's details.outcome ("unknown" when the request may or may not have
+// been carried out), or empty.
+func outcomeOf(o gatewayreq.Outcome) string {
+	if s, ok := o.Details["outcome"].(string); ok {
+		return s
+	}
+	return ""
 }
 
 // gatewayHealthData is a gateway's reachability as the gateway cloud API's locations show it.

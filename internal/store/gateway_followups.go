@@ -29,7 +29,8 @@ type GatewayTransaction struct {
 // CodeOpenEffect is what an access-code open's outcome does to its code, as the activities
 // decide it.
 type CodeOpenEffect struct {
-	// Status is the transaction row's: opened or failed.
+	// Status is the transaction row's: opened, failed, or unknown (no answer: the door may
+	// have moved).
 	Status string
 	// Used: the door opened, so access_code.used is recorded (at the request's completion).
 	Used bool

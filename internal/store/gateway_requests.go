@@ -51,8 +51,11 @@ type IdempotencyClaim struct {
 // GatewayRequest is a stored gateway request with its outcome once terminal.
 type GatewayRequest struct {
 	NewGatewayRequest
-	Status      string
-	Attempts    int
+	Status   string
+	Attempts int
+	// LastSend is the number of the workflow's latest send begun (0: none, or the first
+	// one never reached the gateway): gatewayreq.FirstSendOut reads it.
+	LastSend    int
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	CompletedAt *time.Time
@@ -85,19 +88,19 @@ func (r GatewayRequest) Spec(p gatewayreq.Policy) gatewayreq.Spec {
 	return gatewayreq.Spec{
 		RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
 		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: r.Kind, Class: r.Class,
-		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p, Revision: gatewayreq.RevisionMarkerless,
+		Method: r.Method, Path: r.GatewayPath, Body: r.Body, Policy: p, Revision: gatewayreq.RevisionCurrent,
 	}
 }
 
 const gatewayRequestColumns = `id, organization_id, location_id, gateway_id, gateway_serial, kind, class, method, path,
-	gateway_path, request_body, coalesce(subject, ''), status, attempts, created_at, updated_at, completed_at,
+	gateway_path, request_body, coalesce(subject, ''), status, attempts, last_send, created_at, updated_at, completed_at,
 	coalesce(http_status, 0), response_headers, response_body, coalesce(error_code, ''), coalesce(error_message, ''), details`
 
 func scanGatewayRequest(row pgx.Row) (GatewayRequest, error) {
 	var r GatewayRequest
 	var headers, details []byte
 	err := row.Scan(&r.ID, &r.OrganizationID, &r.LocationID, &r.GatewayID, &r.GatewaySerial, &r.Kind, &r.Class,
-		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.CreatedAt, &r.UpdatedAt,
+		&r.Method, &r.Path, &r.GatewayPath, &r.Body, &r.Subject, &r.Status, &r.Attempts, &r.LastSend, &r.CreatedAt, &r.UpdatedAt,
 		&r.CompletedAt, &r.Outcome.HTTPStatus, &headers, &r.Outcome.Body, &r.Outcome.ErrorCode,
 		&r.Outcome.ErrorMessage, &details)
 	if err != nil {

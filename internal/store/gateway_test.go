@@ -527,7 +527,7 @@ func TestGatewayRequestSubject(t *testing.T) {
 	policy := gatewayreq.Policy{CallTimeout: time.Second}
 	assert.Equal(t, gatewayreq.Spec{RequestID: r.ID.String(), OrganizationID: r.OrganizationID, LocationID: r.LocationID,
 		GatewayID: r.GatewayID, GatewaySerial: r.GatewaySerial, Kind: "access-code-open", Class: "hardware", Method: "POST",
-		Path: "/transactions/" + codeID + "/open", Policy: policy, Revision: gatewayreq.RevisionMarkerless}, r.Spec(policy))
+		Path: "/transactions/" + codeID + "/open", Policy: policy, Revision: gatewayreq.RevisionCurrent}, r.Spec(policy))
 }
 
 func TestGatewayAnswerBodyIsStoredWithItsSend(t *testing.T) {

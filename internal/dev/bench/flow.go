@@ -246,26 +246,32 @@ func outboxBacklog(ctx context.Context, b *bench) (int, error) {
 	return n, err
 }
 
-// waitForQuiet waits (up to limit) until no workflow start is queued, so one scenario's
-// backlog does not weigh on the next one's figures.
+// waitForQuiet waits (up to limit) until the system has worked off what the step before left:
+// no workflow start queued in the outbox, no task queued in any of Temporal's task queues the
+// service or the bench use, and no short-lived workflow (a gateway request, a bench workflow)
+// still running — so one step's backlog does not weigh on the next one's figures. Long-lived
+// workflows (reservations, tokens, access codes on their timers) do not count.
 func waitForQuiet(ctx context.Context, b *bench, limit time.Duration) {
 	start := time.Now()
-	for time.Since(start) < limit {
+	for {
 		n, err := outboxBacklog(ctx, b)
 		if err != nil {
 			return
 		}
-		// The workflow tasks an earlier scenario left queued in Temporal (timers firing,
-		// first tasks) would be measured too.
 		tasks := b.taskBacklog(ctx)
-		if n == 0 && tasks < 50 {
+		running := b.shortLivedRunning(ctx)
+		if n == 0 && tasks == 0 && running == 0 {
 			return
 		}
-		logf("waiting for %d queued workflow starts and %d queued Temporal tasks before the next scenario", n, tasks)
+		if time.Since(start) >= limit {
+			logf("still %d queued workflow starts, %d queued Temporal tasks and %d short-lived workflows running after %s; going on", n, tasks, running, limit)
+			return
+		}
+		logf("waiting for %d queued workflow starts, %d queued Temporal tasks and %d short-lived workflows running before the next step", n, tasks, running)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Second):
 		}
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows"
 )
 
 type bench struct {
@@ -486,7 +487,7 @@ func (b *bench) taskBacklog(ctx context.Context) int64 {
 		return 0
 	}
 	var total int64
-	for _, q := range []string{b.cfg.TaskQueue, b.cfg.GatewayTaskQueue} {
+	for _, q := range []string{b.cfg.TaskQueue, b.cfg.GatewayTaskQueue, bareQueue, shapeQueue} {
 		for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
 			d, err := b.temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
 				Namespace: b.cfg.TemporalNS, TaskQueue: &taskqueuepb.TaskQueue{Name: q}, TaskQueueType: typ, ReportStats: true})
@@ -496,4 +497,21 @@ func (b *bench) taskBacklog(ctx context.Context) int64 {
 		}
 	}
 	return total
+}
+
+// shortLivedQuery selects the running workflows that a step leaves behind and that end in
+// seconds when the system keeps up: gateway requests and the bench's own.
+const shortLivedQuery = `ExecutionStatus = 'Running' AND WorkflowType IN ('` + workflows.GatewayRequestWorkflowName +
+	`', 'BenchBare', 'BenchActivityShape', 'BenchDeliveryShape')`
+
+// shortLivedRunning counts them (0 when Temporal cannot say).
+func (b *bench) shortLivedRunning(ctx context.Context) int64 {
+	if b.temporal == nil {
+		return 0
+	}
+	r, err := b.temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: b.cfg.TemporalNS, Query: shortLivedQuery})
+	if err != nil {
+		return 0
+	}
+	return r.GetCount()
 }

@@ -222,8 +222,9 @@ func runBareOn(ctx context.Context, tg bareTarget, l *ladder, d time.Duration) (
 	run := time.Now().UnixNano()
 	for rate, ok := l.rate(); ok && ctx.Err() == nil; rate, ok = l.rate() {
 		i := len(res.Steps)
-		if i > 0 && !res.Steps[i-1].Held {
-			// A step past the knee leaves the server working off its queues for a while.
+		if i > 0 {
+			// Every step from a quiet server: a step near or past the knee leaves it working
+			// off its queues for a while.
 			tg.quiet(ctx)
 		}
 		what := "bare workflow"
