@@ -62,40 +62,9 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return fmt.Errorf("create run dir: %w", err)
 	}
-	var files []*os.File // children's log files, closed after the children stopped
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	var services []*service
-	defer func() {
-		for i := len(services) - 1; i >= 0; i-- {
-			services[i].stop(10 * time.Second)
-		}
-	}()
-	launch := func(c child, timeout time.Duration) error {
-		bin := c.bin
-		if !filepath.IsAbs(bin) {
-			if bin, err = binary(binDir, c.bin); err != nil {
-				return err
-			}
-		}
-		w := out
-		if c.logFile != "" {
-			f, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-			if err != nil {
-				return fmt.Errorf("open %s: %w", c.logFile, err)
-			}
-			files = append(files, f)
-			w = f
-		}
-		sv := &service{child: c, bin: bin, env: append(append([]string{}, k.env...), c.env...), out: w,
-			logger: logger, pidDir: runDir}
-		services = append(services, sv)
-		sv.supervise(ctx)
-		return sv.waitHealthy(ctx, timeout)
-	}
+	sup := &supervisor{binDir: binDir, out: out, logger: logger, pidDir: runDir}
+	defer sup.stop(10 * time.Second)
+	launch := func(c child, timeout time.Duration) error { return sup.launch(ctx, c, k.env, timeout) }
 
 	uiURL := ""
 	if !cs.TemporalIsSet {
@@ -324,7 +293,8 @@ Locker Network Service (cluster shape) is up (%s).
 Get a token:
   curl -s -u %s:%s -d grant_type=client_credentials %s/oauth/token
 
-A crashed apiserver, worker, nginx or Temporal server is restarted. Press Ctrl-C to stop.
+A crashed apiserver, worker, nginx, Temporal server, gateway or simulator is restarted.
+Press Ctrl-C to stop.
 `, took.Round(100*time.Millisecond), c.APIURL, c.APIURL, strings.Join(cs.APIServers, ", "), strings.Join(cs.Workers, ", "),
 		temporalSummary(cs), orNone(uiURL, cs.TemporalAddress), c.TowerSimURL,
 		c.Gateways[0].URL, c.Gateways[0].SimURL, c.Gateways[1].URL, c.Gateways[1].SimURL,

@@ -33,8 +33,6 @@ type ClusterSettings struct {
 	// SchemaDir is Temporal's PostgreSQL schema of the pinned server version
 	// (LOCKERNET_TEMPORAL_SCHEMA_DIR) [bin/dev/temporal-schema/postgresql/v12].
 	SchemaDir string
-	// OnReady, if set, is called once everything answers (tests).
-	OnReady func()
 }
 
 // Pools are the Postgres connection pools of the cluster shape: each is an upper bound, and

@@ -285,13 +285,22 @@ func clientToken(t *testing.T, api string, c seed.Credentials) string {
 // buildClusterBinaries builds what make dev-build and make temporal-build put in bin/dev
 // (the build cache makes it quick after the first time).
 func buildClusterBinaries(t *testing.T) string {
+	return buildBinaries(t, true)
+}
+
+// buildBinaries builds the children of make run's shape into a directory of their own, and
+// with temporal the Temporal server and its SQL tool as well.
+func buildBinaries(t *testing.T, temporal bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	builds := [][]string{
 		{"build", "-o", dir + "/", "./cmd/apiserver", "./cmd/worker", "./cmd/towersim"},
 		{"build", "-tags", "simcontrol", "-o", filepath.Join(dir, "gateway"), "./cmd/gateway"},
-		{"build", "-o", filepath.Join(dir, "temporal-server"), "go.temporal.io/server/cmd/server"},
-		{"build", "-o", filepath.Join(dir, "temporal-sql-tool"), "go.temporal.io/server/cmd/tools/sql"},
+	}
+	if temporal {
+		builds = append(builds,
+			[]string{"build", "-o", filepath.Join(dir, "temporal-server"), "go.temporal.io/server/cmd/server"},
+			[]string{"build", "-o", filepath.Join(dir, "temporal-sql-tool"), "go.temporal.io/server/cmd/tools/sql"})
 	}
 	for _, args := range builds {
 		cmd := exec.Command("go", args...)
@@ -400,6 +409,48 @@ func TestSupervisorRestartsADeadChildUntilStopped(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	assert.Equal(t, n, sv.Restarts(), "no restart after stop")
 	assert.NoFileExists(t, filepath.Join(dir, "crasher.pid"))
+}
+
+// Both shapes keep their children under one supervisor: a killed child is restarted while
+// its sibling keeps its process, and stop ends both and removes their pid files.
+func TestSupervisorRestartsOnlyTheChildThatDied(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := &syncbuf.Buffer{}
+	sp := &supervisor{out: out, logger: slog.New(slog.NewTextHandler(out, nil)), pidDir: dir}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, name := range []string{"steady", "victim"} {
+		sv, err := sp.start(ctx, child{name: name, bin: "/bin/sleep", args: []string{"600"}}, []string{"LOCKERNET_X=1"})
+		require.NoError(t, err)
+		require.NoError(t, sv.waitHealthy(ctx, time.Minute))
+	}
+	steady := readPid(t, filepath.Join(dir, "steady.pid"))
+	victim := readPid(t, filepath.Join(dir, "victim.pid"))
+
+	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
+	var restarted int
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "victim.pid"))
+		if err != nil {
+			return false
+		}
+		restarted, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return restarted != 0 && restarted != victim && syscall.Kill(restarted, 0) == nil
+	}, 10*time.Second, 50*time.Millisecond, "the victim runs again")
+	assert.Equal(t, steady, readPid(t, filepath.Join(dir, "steady.pid")), "the sibling kept its process")
+	assert.NoError(t, syscall.Kill(steady, 0))
+	assert.Contains(t, out.String(), "name=victim")
+	assert.Contains(t, out.String(), `err="signal: killed"`)
+	assert.Contains(t, out.String(), "restarts=1")
+	assert.NotContains(t, out.String(), "name=steady")
+
+	sp.stop(time.Second)
+	for _, pid := range []int{steady, restarted} {
+		assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "stopped")
+	}
+	assert.NoFileExists(t, filepath.Join(dir, "steady.pid"))
+	assert.NoFileExists(t, filepath.Join(dir, "victim.pid"))
 }
 
 // A dynamic config file that is not there is refused before anything is created, naming its

@@ -2,7 +2,8 @@
 // foreground process group. It finds or provisions Postgres, migrates and seeds it, runs a
 // real Temporal server in-process (SQLite file, Web UI) unless TEMPORAL_ADDRESS names a
 // cluster, and starts the apiserver, a worker, two simulated gateways and the tower
-// simulator as child processes talking real HTTP. Ctrl-C stops everything within seconds.
+// simulator as child processes talking real HTTP, each restarted if it dies, as the cluster
+// shape's are. Ctrl-C stops everything within seconds.
 // Everything it keeps lives in LOCKERNET_DATA_DIR, so running it again reuses the data.
 package devstack
 
@@ -30,7 +31,8 @@ import (
 	"github.com/lockernet/lockernet/workflows"
 )
 
-// Run starts the stack and blocks until ctx is done or a process fails, then stops it all.
+// Run starts the stack and blocks until ctx is done, then stops it all. A child that dies
+// meanwhile is restarted (supervisor); one that dies during start-up fails Run.
 func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) error {
 	started := time.Now()
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
@@ -90,13 +92,15 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		return err
 	}
 
-	// Children.
-	var procs []*proc
-	defer func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop(10 * time.Second)
-		}
-	}()
+	// Children, each supervised as in the cluster shape: one that dies is restarted with
+	// back-off, with the same arguments and environment (ports, data dir, secrets), and the
+	// rest keep running.
+	runDir := filepath.Join(s.DataDir, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("create run dir: %w", err)
+	}
+	sup := &supervisor{binDir: s.BinDir, out: out, logger: logger, pidDir: runDir}
+	defer sup.stop(10 * time.Second)
 	children := []child{
 		// The apiserver runs workers of its own: gateway cloud calls and the workflows its
 		// outbox starts start eagerly (decisions 0012, 0016).
@@ -108,37 +112,28 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 			"LOCKERNET_DEBUG_ADDR=" + os.Getenv("LOCKERNET_WORKER_DEBUG_ADDR")}, health: "http://" + s.WorkerAddr + "/healthz"},
 	}
 	children = append(children, simChildren(s)...)
+	// All start at once; then each is waited for.
+	var services []*service
 	for _, c := range children {
-		bin, err := binary(s.BinDir, c.bin)
+		sv, err := sup.start(ctx, c, k.env)
 		if err != nil {
 			return err
 		}
-		p, err := startProc(c.name, bin, c.args, append(append([]string{}, k.env...), c.env...), out)
-		if err != nil {
-			return err
-		}
-		procs = append(procs, p)
+		services = append(services, sv)
 	}
-	for i, c := range children {
-		if err := waitHTTP(ctx, c.health, 90*time.Second, procs[i]); err != nil {
+	for _, sv := range services {
+		if err := sv.waitHealthy(ctx, 90*time.Second); err != nil {
 			return err
 		}
 	}
 
 	printSummary(out, s, k.creds, k.credsPath, time.Since(started))
-
-	// Run until Ctrl-C or until a child dies.
-	exited := make(chan *proc, len(procs))
-	for _, p := range procs {
-		go func() { <-p.done; exited <- p }()
+	if s.OnReady != nil {
+		s.OnReady()
 	}
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(out, "\nstopping the Locker Network Service...")
-		return nil
-	case p := <-exited:
-		return fmt.Errorf("%s exited: %v", p.name, p.err)
-	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "\nstopping the Locker Network Service...")
+	return nil
 }
 
 // child is a process of the stack: a sibling binary, its arguments and environment, and the

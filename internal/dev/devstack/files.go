@@ -25,12 +25,12 @@ Locker Network Service is up (%s).
   Gateways         %s (sim %s), %s (sim %s)
   Worker health    http://%s/readyz
   Credentials      %s
-  Data dir         %s
+  Data dir         %s (pids in run/)
 
 Get a token:
   curl -s -u %s:%s -d grant_type=client_credentials %s/oauth/token
 
-Press Ctrl-C to stop.
+A crashed apiserver, worker, gateway or simulator is restarted. Press Ctrl-C to stop.
 `, took.Round(100*time.Millisecond), c.APIURL, c.APIURL, orNone(c.TemporalUIURL, s.TemporalAddress), c.TowerSimURL,
 		c.Gateways[0].URL, c.Gateways[0].SimURL, c.Gateways[1].URL, c.Gateways[1].SimURL,
 		s.WorkerAddr, credsPath, s.DataDir, c.ServiceProvider.ClientID, c.ServiceProvider.ClientSecret, c.APIURL)

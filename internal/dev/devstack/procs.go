@@ -24,10 +24,6 @@ type proc struct {
 	ownGroup bool
 }
 
-func startProc(name, bin string, args []string, env []string, out io.Writer) (*proc, error) {
-	return startProcIn(name, bin, args, env, out, false)
-}
-
 // startProcIn starts a child; with ownGroup, in a process group of its own, for a child
 // that forks workers (nginx): when it exits, whatever is left of its group is killed, so
 // no orphaned worker keeps serving its port. Its output must then be a file, not a pipe the

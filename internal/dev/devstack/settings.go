@@ -20,6 +20,8 @@ type Settings struct {
 	PrivatePGPort  int    // LOCKERNET_PG_PORT, 55433 (only for a private cluster)
 	BinDir         string // where the sibling binaries are: the dev stack's own directory (bin/dev)
 	Gateways       []GatewaySettings
+	// OnReady, if set, is called once everything answers (tests).
+	OnReady func()
 }
 
 // GatewaySettings place one simulated gateway.

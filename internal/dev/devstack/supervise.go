@@ -12,10 +12,71 @@ import (
 	"time"
 )
 
-// service is a child the cluster shape keeps running, as compose's `restart: unless-stopped`
-// does: when it exits, the supervisor logs why and starts it again after a back-off (1 s,
+// supervisor keeps the children of a shape running — both shapes use it: each child is a
+// service, restarted when it dies, and stop ends them all, the last started first, then
+// closes their log files.
+type supervisor struct {
+	binDir string // where a child's bin is found when it is not an absolute path (binary)
+	out    io.Writer
+	logger *slog.Logger
+	pidDir string
+
+	services []*service
+	files    []*os.File // children's log files, closed once the children have stopped
+}
+
+// start resolves the child's binary, opens its log file if it has one and puts it under
+// supervision with the stack's environment env plus its own; waitHealthy on the service
+// waits until it answers.
+func (sp *supervisor) start(ctx context.Context, c child, env []string) (*service, error) {
+	bin := c.bin
+	if !filepath.IsAbs(bin) {
+		var err error
+		if bin, err = binary(sp.binDir, c.bin); err != nil {
+			return nil, err
+		}
+	}
+	w := sp.out
+	if c.logFile != "" {
+		f, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", c.logFile, err)
+		}
+		sp.files = append(sp.files, f)
+		w = f
+	}
+	sv := &service{child: c, bin: bin, env: append(append([]string{}, env...), c.env...), out: w,
+		logger: sp.logger, pidDir: sp.pidDir}
+	sp.services = append(sp.services, sv)
+	sv.supervise(ctx)
+	return sv, nil
+}
+
+// launch starts the child and waits until it answers.
+func (sp *supervisor) launch(ctx context.Context, c child, env []string, timeout time.Duration) error {
+	sv, err := sp.start(ctx, c, env)
+	if err != nil {
+		return err
+	}
+	return sv.waitHealthy(ctx, timeout)
+}
+
+// stop stops every service, the last started first (SIGTERM, then SIGKILL after grace).
+func (sp *supervisor) stop(grace time.Duration) {
+	for i := len(sp.services) - 1; i >= 0; i-- {
+		sp.services[i].stop(grace)
+	}
+	for _, f := range sp.files {
+		f.Close()
+	}
+}
+
+// service is a child a shape keeps running, as compose's `restart: unless-stopped` does:
+// when it exits, the supervisor logs why and starts it again after a back-off (1 s,
 // doubling to 30 s, back to 1 s once it has run for a minute), while the rest keeps running.
-// Its pid is in <data dir>/run/<name>.pid, so drills and operators can find it.
+// It is never given up on: a child that keeps dying is logged at every restart, with the
+// count, at most 30 s apart. Its pid is in <data dir>/run/<name>.pid, so drills and
+// operators can find it.
 type service struct {
 	child
 	bin    string   // resolved path of child.bin
