@@ -284,3 +284,50 @@ func TestServeAnswersAndStopsOnCancel(t *testing.T) {
 	assert.Equal(t, exitOK, <-done)
 	assert.Contains(t, stderr.String(), "tower simulator stopped")
 }
+
+// The dev stack's database re-created with its data folder kept: the provisioning file names
+// a new secret, and the saved state of the old one is dropped with a warning at start.
+func TestServeDropsStateOfAnotherSecret(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "")
+	cfg, err := towersim.LoadConfig(path)
+	require.NoError(t, err)
+	oldSecret := bytes.Repeat([]byte{0x24}, 32)
+	old, err := towersim.NewTower(towersim.TowerConfig{ID: towerID, SecretHex: hex.EncodeToString(oldSecret), LockerIDs: []int64{1, 2}},
+		filepath.Join(cfg.StateDir, "tower-"+towerID+".json"))
+	require.NoError(t, err)
+	p, a, err := towerproto.EncodeToken(towerproto.Token{ID: uuid.New(), TowerID: towerID, LockerID: 1, Type: towerproto.TokenDropoff,
+		Generation: 5, ExpiresAt: time.Now().Add(time.Hour)}, towerproto.TokenKey(oldSecret))
+	require.NoError(t, err)
+	_, err = old.Open(context.Background(), p, a, true)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addrs := make(chan string, 1)
+	done := make(chan int, 1)
+	var stderr syncbuf.Buffer
+	go func() {
+		done <- run(ctx, []string{"serve", "-config", path, "-addr", "127.0.0.1:0", "-log-format", "json"}, noEnv, &bytes.Buffer{}, &stderr,
+			func(addr string) { addrs <- addr })
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case status := <-done:
+		t.Fatalf("serve returned %d before listening: %s", status, stderr.String())
+	}
+	resp, err := http.Get("http://" + addr + "/sim/towers")
+	require.NoError(t, err)
+	var towers []towersim.TowerStatus
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&towers))
+	resp.Body.Close()
+	require.Len(t, towers, 1)
+	assert.Equal(t, uint32(0), towers[0].Lockers[0].Generation, "the old secret's floor is gone")
+	assert.Equal(t, uint32(2), towers[0].BootEpoch, "the boot-epoch counter carries on")
+	assert.Zero(t, towers[0].EventsPending)
+	assert.Contains(t, stderr.String(), "saved tower state dropped: it was built with another tower secret")
+
+	cancel()
+	assert.Equal(t, exitOK, <-done)
+}

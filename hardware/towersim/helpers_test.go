@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,11 +96,11 @@ type eventID struct {
 // fakeCloud plays the token service and the events endpoint of the apiserver. It verifies
 // every batch with towerproto.DecodeBatch, as the real one does.
 type fakeCloud struct {
-	t      *testing.T
-	srv    *httptest.Server
-	keys   map[string][]byte // tower id → event key
-	mu     sync.Mutex
-	tokens []string // issued bearer tokens
+	t       *testing.T
+	srv     *httptest.Server
+	secrets map[string][]byte // tower id → the tower secret this cloud provisioned
+	mu      sync.Mutex
+	tokens  []string // issued bearer tokens
 	// failWith, when non-zero, is the status the events endpoint answers; -1 drops the
 	// connection without an answer.
 	failWith    int
@@ -107,7 +109,29 @@ type fakeCloud struct {
 	received    map[eventID]towerproto.Event
 	deliveries  map[eventID]int
 	tokenForms  []map[string]string
+	// logs are the towers' command logs; a tower without one has no configuration (404)
+	// and no commands.
+	logs map[string]*fakeLog
+	// signedAt is the cloud's clock when it signs commands (default t0).
+	signedAt func() time.Time
 }
+
+// fakeLog is what the cloud's database holds for one tower: its lockers' generations and
+// service states, the numbered command log, how far the tower reported applying it, and the
+// reset reports.
+type fakeLog struct {
+	generations  map[int64]uint32
+	outOfService map[int64]bool
+	commands     []towerproto.Command // command n is commands[n-1]
+	acked        uint64
+	resets       []string
+	// staleConfig, when set, is served instead of the current configuration.
+	staleConfig []string
+}
+
+// commandTTL is how long the fake cloud's signed commands stay valid, as the real one's
+// default.
+const commandTTL = 24 * time.Hour
 
 type cloudRequest struct {
 	path, bearer string
@@ -120,24 +144,20 @@ func newFakeCloud(t *testing.T) *fakeCloud {
 	t.Helper()
 	c := &fakeCloud{
 		t:           t,
-		keys:        map[string][]byte{towerA: towerproto.EventKey(secretA), towerB: towerproto.EventKey(secretB)},
+		secrets:     map[string][]byte{towerA: secretA, towerB: secretB},
 		unauthorize: map[string]bool{},
 		received:    map[eventID]towerproto.Event{},
 		deliveries:  map[eventID]int{},
+		logs:        map[string]*fakeLog{},
+		signedAt:    func() time.Time { return t0 },
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /oauth/token", c.handleToken)
 	mux.HandleFunc("POST /sdk/v1/towers/{tower}/events", c.handleEvents)
 	mux.HandleFunc("POST /sdk/v1/towers/{tower}/session-token", c.handleSession)
-	mux.HandleFunc("GET /sdk/v1/towers/{tower}/configuration", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprint(w, `{"status":404,"detail":"no configuration"}`)
-	})
-	mux.HandleFunc("GET /sdk/v1/towers/{tower}/commands", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `[]`)
-	})
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/configuration", c.handleConfiguration)
+	mux.HandleFunc("GET /sdk/v1/towers/{tower}/commands", c.handleCommands)
+	mux.HandleFunc("POST /sdk/v1/towers/{tower}/reset-events", c.handleResetEvents)
 	c.srv = httptest.NewServer(mux)
 	t.Cleanup(c.srv.Close)
 	return c
@@ -226,7 +246,7 @@ func (c *fakeCloud) handleEvents(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, "batch names tower %q (%v), path says %q", peek, err, tower)
 			return
 		}
-		b, err := towerproto.DecodeBatch(env, c.keys[peek])
+		b, err := towerproto.DecodeBatch(env, towerproto.EventKey(c.secrets[peek]))
 		if err != nil {
 			c.fail(w, "decode batch: %v", err)
 			return
@@ -241,6 +261,11 @@ func (c *fakeCloud) handleEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			c.received[id] = e
 			accepted++
+			// As the store: the tower's report moves the log's acknowledged position
+			// forward, never past its head.
+			if l := c.logs[tower]; l != nil && e.Kind == towerproto.EventSyncCommands {
+				l.acked = max(l.acked, min(e.Command, uint64(len(l.commands))))
+			}
 		}
 	}
 	c.requests = append(c.requests, req)
@@ -259,22 +284,25 @@ func (c *fakeCloud) handleSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tower := strings.ToLower(r.PathValue("tower"))
-	secret := map[string][]byte{towerA: secretA, towerB: secretB}[tower]
+	c.mu.Lock()
+	secret, now := c.secrets[tower], c.signedAt()
+	c.mu.Unlock()
 	perm, err := towerproto.ClaimsPermission(req.Claims)
 	if err != nil || secret == nil {
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
-	payload, auth, seed := sealSession(c.t, tower, secret, perm, req.Claims, time.Duration(req.Duration)*time.Second)
+	payload, auth, seed := sealSession(c.t, tower, secret, perm, req.Claims, now, time.Duration(req.Duration)*time.Second)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"payload":%q,"payload_auth":%q,"session_seed":%q,"tower_id":%q}`, payload, auth, hex.EncodeToString(seed), r.PathValue("tower"))
 }
 
-// sealSession seals a session as the cloud does, valid from t0 (the towers' fake clock).
-func sealSession(t *testing.T, tower string, secret []byte, perm towerproto.Permission, claims []string, d time.Duration) (payload, auth string, seed []byte) {
+// sealSession seals a session as the cloud does at now (t0 unless a test moves the cloud's
+// clock with the towers' fake clock).
+func sealSession(t *testing.T, tower string, secret []byte, perm towerproto.Permission, claims []string, now time.Time, d time.Duration) (payload, auth string, seed []byte) {
 	seed = bytes.Repeat([]byte{byte(len(claims) + int(perm))}, towerproto.SeedSize)
 	p, a, err := towerproto.SealSession(towerproto.Session{ID: uuid.New(), TowerID: tower, ClientID: "sim-client", Claims: claims,
-		Permission: perm, Seed: seed, IssuedAt: t0.Add(-time.Minute), ExpiresAt: t0.Add(d)}, towerproto.SessionKey(secret), rand.Reader)
+		Permission: perm, Seed: seed, IssuedAt: now.Add(-time.Minute), ExpiresAt: now.Add(d)}, towerproto.SessionKey(secret), rand.Reader)
 	if err != nil {
 		t.Errorf("seal session: %v", err)
 	}
@@ -309,4 +337,167 @@ func simConfig(cloudURL, stateDir string) towersim.Config {
 		StateDir:     stateDir,
 		Towers:       []towersim.TowerConfig{towerConfigA(), towerConfigB()},
 	}
+}
+
+// newFakeCloudWithSecret is a cloud that provisioned tower A with secret (tower B keeps its
+// usual one), as a freshly seeded database provisions new tower secrets.
+func newFakeCloudWithSecret(t *testing.T, secret []byte) *fakeCloud {
+	c := newFakeCloud(t)
+	c.secrets[towerA] = secret
+	return c
+}
+
+// provision gives the tower a command log and lockers, each in generation 0 and in service.
+func (c *fakeCloud) provision(tower string, lockers ...int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := &fakeLog{generations: map[int64]uint32{}, outOfService: map[int64]bool{}}
+	for _, id := range lockers {
+		l.generations[id] = 0
+	}
+	c.logs[tower] = l
+}
+
+// newPossession starts a new possession of a locker, as issuing a token to a new possessor
+// does: the generation moves and the log gets the floor. It returns the new generation.
+func (c *fakeCloud) newPossession(tower string, locker int64) uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.logs[tower]
+	l.generations[locker]++
+	l.commands = append(l.commands, towerproto.Command{Kind: towerproto.CommandGenerationFloor, Arg1: uint64(locker), Arg2: uint64(l.generations[locker])})
+	return l.generations[locker]
+}
+
+// issueToken signs a drop-off token of the locker's current possession with the secret this
+// cloud provisioned (tower A), valid for 5 minutes by the cloud's clock.
+func (c *fakeCloud) issueToken(t *testing.T, locker int64) issued {
+	t.Helper()
+	c.mu.Lock()
+	secret, gen, now := c.secrets[towerA], c.logs[towerA].generations[locker], c.signedAt()
+	c.mu.Unlock()
+	return issue(t, secret, func(tk *towerproto.Token) {
+		tk.LockerID, tk.Generation, tk.ExpiresAt = locker, gen, now.Add(5*time.Minute)
+	})
+}
+
+// head returns the last command number of the tower's log.
+func (c *fakeCloud) head(tower string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint64(len(c.logs[tower].commands))
+}
+
+// resetReports returns the reasons of the tower's reset-events reports.
+func (c *fakeCloud) resetReports(tower string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.logs[tower].resets)
+}
+
+// configurationPackets returns the tower's configuration as the cloud would sign it now.
+func (c *fakeCloud) configurationPackets(tower string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.configurationLocked(tower, c.logs[tower])
+}
+
+// serveStaleConfiguration makes the cloud answer packets (signed earlier) for the tower's
+// configuration, as a replayed answer would.
+func (c *fakeCloud) serveStaleConfiguration(tower string, packets []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logs[tower].staleConfig = packets
+}
+
+func (c *fakeCloud) configurationLocked(tower string, l *fakeLog) []string {
+	var cmds []towerproto.Command
+	for _, id := range slices.Sorted(maps.Keys(l.generations)) {
+		state := uint64(0)
+		if l.outOfService[id] {
+			state = 1
+		}
+		cmds = append(cmds,
+			towerproto.Command{Kind: towerproto.CommandGenerationFloor, Arg1: uint64(id), Arg2: uint64(l.generations[id])},
+			towerproto.Command{Kind: towerproto.CommandServiceState, Arg1: uint64(id), Arg2: state})
+	}
+	payload, auth, err := towerproto.EncodeCommands(towerproto.CommandBatch{TowerID: tower, Number: uint64(len(l.commands)),
+		Snapshot: true, ExpiresAt: c.signedAt().Add(commandTTL), Commands: cmds}, towerproto.CommandKey(c.secrets[tower]))
+	if err != nil {
+		c.t.Errorf("fake cloud: encode configuration: %v", err)
+		return nil
+	}
+	return []string{hex.EncodeToString(append(payload, auth...))}
+}
+
+func (c *fakeCloud) handleConfiguration(w http.ResponseWriter, r *http.Request) {
+	tower := strings.ToLower(r.PathValue("tower"))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.logs[tower]
+	if l == nil || len(l.generations) == 0 {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"status":404,"detail":"no configuration"}`)
+		return
+	}
+	packets := l.staleConfig
+	if packets == nil {
+		packets = c.configurationLocked(tower, l)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"towerId": r.PathValue("tower"), "commands": packets})
+}
+
+// handleCommands answers the commands after the acknowledged position, 64 to a batch.
+func (c *fakeCloud) handleCommands(w http.ResponseWriter, r *http.Request) {
+	tower := strings.ToLower(r.PathValue("tower"))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type batch struct {
+		TowerID          string `json:"towerId"`
+		SyncCommandStart uint64 `json:"syncCommandStart"`
+		SyncCommandCount int    `json:"syncCommandCount"`
+		Payload          string `json:"payload"`
+		PayloadAuth      string `json:"payloadAuth"`
+	}
+	out := []batch{}
+	if l := c.logs[tower]; l != nil {
+		pending := l.commands[l.acked:]
+		for i, chunk := 0, slices.Collect(slices.Chunk(pending, 64)); i < len(chunk); i++ {
+			first := l.acked + 1 + uint64(i*64)
+			payload, auth, err := towerproto.EncodeCommands(towerproto.CommandBatch{TowerID: tower, Number: first,
+				ExpiresAt: c.signedAt().Add(commandTTL), Commands: chunk[i]}, towerproto.CommandKey(c.secrets[tower]))
+			if err != nil {
+				c.fail(w, "encode commands: %v", err)
+				return
+			}
+			out = append(out, batch{TowerID: r.PathValue("tower"), SyncCommandStart: first, SyncCommandCount: len(chunk[i]),
+				Payload: hex.EncodeToString(payload), PayloadAuth: hex.EncodeToString(auth)})
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (c *fakeCloud) handleResetEvents(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		c.fail(w, "decode reset report: %v", err)
+		return
+	}
+	tower := strings.ToLower(r.PathValue("tower"))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.logs[tower]
+	if l == nil {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	l.resets = append(l.resets, req.Reason)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":%q,"name":"Tower","description":"","systemId":%q,"towerModelId":1,"locationId":1,"pinCode":"","accessModeId":1,"isForTest":true}`,
+		r.PathValue("tower"), tower)
 }

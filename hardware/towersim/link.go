@@ -36,6 +36,9 @@ type Message struct {
 	Applied          int    `cbor:"applied,omitempty"`
 	Code             string `cbor:"code,omitempty"`
 	Message          string `cbor:"message,omitempty"`
+	// Resynced (a configuration's answer): the configuration showed that the cloud's command
+	// log went back, and the tower dropped what that log no longer backs; Message says why.
+	Resynced bool `cbor:"resynced,omitempty"`
 }
 
 // maxPullEvents is the most events one pull answer carries.
@@ -215,6 +218,12 @@ func (t *Tower) pullLocked(epoch uint32, start uint64) Message {
 // applyCommandsLocked verifies a command batch (or a configuration packet) from the cloud and
 // applies it: each numbered command once, in order; a snapshot as a whole when it is not
 // older than what the tower has applied. Progress is recorded as a sync_commands event.
+//
+// A snapshot whose log position is below the tower's is normally an old configuration and
+// changes nothing. But when it was signed after every command that moved the tower's
+// position (it expires later, see cmdExpiry), the cloud's log itself went back: its database
+// was re-created or restored. The tower then resyncs (resyncLocked) and applies the snapshot,
+// as a factory-reset tower would; a replayed old configuration can never lower a floor.
 func (t *Tower) applyCommandsLocked(payload, auth []byte, snapshot bool) Message {
 	b, err := towerproto.DecodeCommands(payload, auth, t.commandKey)
 	now := t.now()
@@ -230,15 +239,24 @@ func (t *Tower) applyCommandsLocked(payload, auth []byte, snapshot bool) Message
 	}
 	before := t.cmdPosition
 	applied := 0
+	var reply Message
 	if snapshot {
 		if b.Number < t.cmdPosition {
-			return Message{Type: towerproto.MsgSyncPushReply, SyncCommandStart: t.cmdPosition + 1}
+			if !b.ExpiresAt.After(t.cmdExpiry) {
+				t.logger.Warn("configuration ignored: it is behind the tower and was signed no later than the newest command the tower applied",
+					"configurationPosition", b.Number, "towerPosition", t.cmdPosition,
+					"configurationExpires", b.ExpiresAt, "newestCommandExpires", t.cmdExpiry)
+				return Message{Type: towerproto.MsgSyncPushReply, SyncCommandStart: t.cmdPosition + 1}
+			}
+			reply.Resynced, reply.Message = true, t.resyncLocked(b.Number)
+			before = t.cmdPosition
 		}
 		for _, c := range b.Commands {
 			t.applyCommandLocked(c, true)
 		}
 		applied = len(b.Commands)
 		t.cmdPosition = b.Number
+		t.cmdExpiry = maxTime(t.cmdExpiry, b.ExpiresAt)
 	} else {
 		if b.Number > t.cmdPosition+1 {
 			return Message{Type: towerproto.MsgError, Code: "command_gap", SyncCommandStart: t.cmdPosition + 1,
@@ -251,8 +269,13 @@ func (t *Tower) applyCommandsLocked(payload, auth []byte, snapshot bool) Message
 				applied++
 			}
 		}
+		if applied > 0 {
+			t.cmdExpiry = maxTime(t.cmdExpiry, b.ExpiresAt)
+		}
 	}
-	if t.cmdPosition != before || snapshot && applied > 0 && t.cmdPosition > 0 {
+	// A sync_commands event names a command (position 0, a log with no commands yet, has
+	// nothing to report).
+	if t.cmdPosition > 0 && (t.cmdPosition != before || snapshot && applied > 0) {
 		t.recordLocked(towerproto.Event{At: now, Command: t.cmdPosition}, towerproto.EventSyncCommands, false)
 	}
 	if err := t.saveState(); err != nil {
@@ -261,7 +284,44 @@ func (t *Tower) applyCommandsLocked(payload, auth []byte, snapshot bool) Message
 	if applied > 0 {
 		t.logger.Info("commands applied", "applied", applied, "position", t.cmdPosition, "snapshot", snapshot)
 	}
-	return Message{Type: towerproto.MsgSyncPushReply, SyncCommandStart: t.cmdPosition + 1, Applied: applied}
+	reply.Type, reply.SyncCommandStart, reply.Applied = towerproto.MsgSyncPushReply, t.cmdPosition+1, applied
+	return reply
+}
+
+// resyncLocked drops what a cloud whose command log went back to cloudPosition no longer
+// backs, before its configuration is applied: the lockers' generation floors and service
+// states and the command position (the configuration sets them again), and the event log,
+// which starts a new boot epoch (events not yet uploaded are lost: they are about tokens the
+// cloud no longer knows, and the new epoch's sequence numbers start at 1 as the cloud expects
+// of a tower it has no events from). Used token ids and door sensors stay: a token stays used
+// and an item stays inside whatever the cloud knows. It logs what it dropped and returns the
+// reason, for the reset report to the cloud.
+func (t *Tower) resyncLocked(cloudPosition uint64) string {
+	was := t.cmdPosition
+	gens := make(map[int64]uint32, len(t.lockers))
+	for id, l := range t.lockers {
+		gens[id] = l.generation
+		l.generation, l.outOfService = 0, false
+	}
+	lost := t.pendingCountLocked()
+	t.log = nil
+	t.bootEpoch++
+	t.lastSeq = 0
+	t.cmdPosition, t.cmdExpiry = 0, time.Time{}
+	reason := fmt.Sprintf("resync: the cloud's command log is at command %d, behind the %d commands the tower had applied "+
+		"(the cloud's database was re-created or restored); the tower dropped its generation floors, service states and "+
+		"event log (%d events not uploaded) and took the cloud's configuration", cloudPosition, was, lost)
+	t.logger.Warn("tower resynced from the cloud: its command log went back", "cloudPosition", cloudPosition,
+		"droppedCommandPosition", was, "droppedGenerations", formatGenerations(gens), "eventsNotUploadedDropped", lost,
+		"bootEpoch", t.bootEpoch, "reason", reason)
+	return reason
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (t *Tower) applyCommandLocked(c towerproto.Command, snapshot bool) {

@@ -3,6 +3,7 @@ package towersim
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -166,6 +167,13 @@ func envelope(m Message) towerproto.BatchEnvelope {
 // SyncCommands pulls the commands the tower has not applied from the cloud and pushes them;
 // when the tower has fallen behind the log (new or reset) it pushes the tower's
 // configuration first. It returns how many commands the tower applied.
+//
+// At its first sync with each tower, and whenever the cloud's pending commands all number
+// below the tower's position, the phone also checks that the cloud's command log has reached
+// the tower's position (checkLog): a log behind the tower means the cloud's database was
+// re-created or restored since the tower last synced. (A log replaced while the phone keeps
+// syncing can also leave nothing pending; CheckLog after a stale_generation refusal covers
+// that.)
 func (p *PhoneLink) SyncCommands(ctx context.Context) (int, error) {
 	var batches []struct {
 		TowerID          string `json:"towerId"`
@@ -174,11 +182,14 @@ func (p *PhoneLink) SyncCommands(ctx context.Context) (int, error) {
 		Payload          string `json:"payload"`
 		PayloadAuth      string `json:"payloadAuth"`
 	}
+	p.t.commandsMu.Lock()
+	defer p.t.commandsMu.Unlock()
 	status, err := p.send(ctx, Message{Type: towerproto.MsgSyncStatus})
 	if err != nil {
 		return 0, fmt.Errorf("sync status: %w", err)
 	}
 	applied := 0
+	position := status.SyncCommandStart - 1 // the last command the tower applied
 	if status.SyncCommandStart <= 1 {
 		// A new or reset tower has applied nothing: its full state first (none yet: 404).
 		n, err := p.configure(ctx)
@@ -187,9 +198,20 @@ func (p *PhoneLink) SyncCommands(ctx context.Context) (int, error) {
 			return n, err
 		}
 		applied += n
+		position = 0
+		p.r.logChecked.Store(p.t.id, true) // whatever the tower knows now, this cloud told it
 	}
 	if err := p.r.call(ctx, http.MethodGet, "/sdk/v1/towers/"+upperID(p.t.id)+"/commands", p.bearer, nil, &batches); err != nil {
 		return applied, fmt.Errorf("get commands: %w", err)
+	}
+	_, checked := p.r.logChecked.Load(p.t.id)
+	if position > 0 && (!checked || len(batches) > 0 &&
+		uint64(batches[len(batches)-1].SyncCommandStart)+uint64(batches[len(batches)-1].SyncCommandCount)-1 < position) {
+		n, _, err := p.checkLog(ctx, position)
+		applied += n
+		if err != nil {
+			return applied, err
+		}
 	}
 	for i := 0; i < len(batches); i++ {
 		b := batches[i]
@@ -217,21 +239,94 @@ func (p *PhoneLink) SyncCommands(ctx context.Context) (int, error) {
 	return applied, nil
 }
 
+// checkLog compares the cloud's command log with the tower's position. The configuration
+// says where the log stands; the tower's position was read first, and the log never shrinks,
+// so a configuration behind the tower means the log went back (the cloud's database was
+// re-created or restored). Then the phone pushes the configuration, the tower checks it is
+// newer than every command it applied and resyncs (Tower.applyCommandsLocked), and the phone
+// reports the tower's event-log reset to the cloud, as the SDK reports a reset. In the normal
+// case the configuration is only read. It returns how many commands the tower applied and
+// whether it resynced. The caller holds p.t.commandsMu.
+func (p *PhoneLink) checkLog(ctx context.Context, position uint64) (applied int, resynced bool, err error) {
+	conf, err := p.configuration(ctx)
+	var se *StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusNotFound {
+		// The cloud knows no lockers of the tower: nothing to compare with.
+		p.r.logger.Warn("the cloud has no configuration for the tower; its command log cannot be checked",
+			"tower", p.t.id, "towerPosition", position)
+		p.r.logChecked.Store(p.t.id, true)
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("check the cloud's command log: %w", err)
+	}
+	if len(conf) == 0 {
+		return 0, false, errors.New("check the cloud's command log: a configuration without packets")
+	}
+	cloudPosition, err := snapshotPosition(conf[0])
+	if err != nil {
+		return 0, false, fmt.Errorf("check the cloud's command log: %w", err)
+	}
+	p.r.logChecked.Store(p.t.id, true)
+	if cloudPosition >= position {
+		return 0, false, nil
+	}
+	p.r.logger.Warn("the cloud's command log is behind the tower (its database was re-created or restored); "+
+		"pushing the cloud's configuration so the tower can resync", "tower", p.t.id, "towerPosition", position,
+		"cloudPosition", cloudPosition)
+	reason := ""
+	for _, pkt := range conf {
+		ans, err := p.send(ctx, Message{Type: towerproto.MsgConfigure, Packet: pkt})
+		if err != nil {
+			return applied, reason != "", fmt.Errorf("push configuration: %w", err)
+		}
+		applied += ans.Applied
+		if ans.Resynced {
+			reason = ans.Message
+		}
+	}
+	if reason == "" {
+		p.r.logger.Warn("the tower kept its state: the cloud's configuration is not newer than the commands it applied",
+			"tower", p.t.id, "towerPosition", position, "cloudPosition", cloudPosition)
+		return applied, false, nil
+	}
+	var tower map[string]any
+	if err := p.r.call(ctx, http.MethodPost, "/sdk/v1/towers/"+upperID(p.t.id)+"/reset-events", p.bearer,
+		map[string]any{"reason": reason}, &tower); err != nil {
+		// The tower has resynced either way; only the operators' record is missing.
+		p.r.logger.Warn("tower resynced; reporting its event-log reset to the cloud failed", "tower", p.t.id, "error", err)
+		return applied, true, nil
+	}
+	p.r.logger.Warn("tower resynced from the cloud's configuration; reported its event-log reset to the cloud",
+		"tower", p.t.id, "cloudPosition", cloudPosition, "droppedCommandPosition", position, "reason", reason)
+	return applied, true, nil
+}
+
+// CheckLog compares the cloud's command log with the tower's position now (see checkLog),
+// as the phone does after the tower refused a token as stale: a token the cloud has just
+// issued is refused so only when the tower's floor is ahead of the cloud. It returns how many
+// commands the tower applied and whether it resynced.
+func (p *PhoneLink) CheckLog(ctx context.Context) (applied int, resynced bool, err error) {
+	p.t.commandsMu.Lock()
+	defer p.t.commandsMu.Unlock()
+	status, err := p.send(ctx, Message{Type: towerproto.MsgSyncStatus})
+	if err != nil {
+		return 0, false, fmt.Errorf("sync status: %w", err)
+	}
+	if status.SyncCommandStart <= 1 {
+		return 0, false, nil // the tower has applied nothing the cloud could be behind
+	}
+	return p.checkLog(ctx, status.SyncCommandStart-1)
+}
+
 // configure pushes the tower's full configuration from the cloud.
 func (p *PhoneLink) configure(ctx context.Context) (int, error) {
-	var conf struct {
-		TowerID  string   `json:"towerId"`
-		Commands []string `json:"commands"`
-	}
-	if err := p.r.call(ctx, http.MethodGet, "/sdk/v1/towers/"+upperID(p.t.id)+"/configuration", p.bearer, nil, &conf); err != nil {
-		return 0, fmt.Errorf("get configuration: %w", err)
+	conf, err := p.configuration(ctx)
+	if err != nil {
+		return 0, err
 	}
 	applied := 0
-	for _, c := range conf.Commands {
-		pkt, err := hex.DecodeString(c)
-		if err != nil {
-			return applied, fmt.Errorf("decode configuration: %w", err)
-		}
+	for _, pkt := range conf {
 		ans, err := p.send(ctx, Message{Type: towerproto.MsgConfigure, Packet: pkt})
 		if err != nil {
 			return applied, fmt.Errorf("push configuration: %w", err)
@@ -239,6 +334,38 @@ func (p *PhoneLink) configure(ctx context.Context) (int, error) {
 		applied += ans.Applied
 	}
 	return applied, nil
+}
+
+// configuration gets the tower's configuration packets from the cloud.
+func (p *PhoneLink) configuration(ctx context.Context) ([][]byte, error) {
+	var conf struct {
+		TowerID  string   `json:"towerId"`
+		Commands []string `json:"commands"`
+	}
+	if err := p.r.call(ctx, http.MethodGet, "/sdk/v1/towers/"+upperID(p.t.id)+"/configuration", p.bearer, nil, &conf); err != nil {
+		return nil, fmt.Errorf("get configuration: %w", err)
+	}
+	out := make([][]byte, 0, len(conf.Commands))
+	for _, c := range conf.Commands {
+		pkt, err := hex.DecodeString(c)
+		if err != nil {
+			return nil, fmt.Errorf("decode configuration: %w", err)
+		}
+		out = append(out, pkt)
+	}
+	return out, nil
+}
+
+// snapshotPosition reads the log position a configuration packet is signed as of, without
+// verifying it: the phone has no command key, and only the tower acts on the packet after
+// verifying it. The offsets are those of the command payload layout in towerproto
+// (command.go): version, flags, tower id, then the position.
+func snapshotPosition(packet []byte) (uint64, error) {
+	const offFlags, offNumber, header = 1, 10, 28
+	if len(packet) < header || packet[0] != towerproto.CommandVersion || packet[offFlags] != 0x01 {
+		return 0, fmt.Errorf("read configuration position: not a version-%d configuration packet", towerproto.CommandVersion)
+	}
+	return binary.BigEndian.Uint64(packet[offNumber:]), nil
 }
 
 // ResetEvents resets the tower's event log over the link (a configure permission is needed)

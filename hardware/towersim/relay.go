@@ -61,7 +61,8 @@ type UploadResponse struct {
 // shortly before they expire, as the SDK does), does the handshake, pulls the tower's events
 // and uploads them (hex upper-case, at most 5 batches per request, one empty batch when
 // there is nothing, as the SDK does), and pulls the cloud's commands and pushes them to the
-// tower (its configuration first when the tower has fallen behind the log).
+// tower (its configuration first when the tower has fallen behind the log, or when the log
+// has fallen behind the tower: see PhoneLink.SyncCommands).
 //
 // An event is marked uploaded only after a 2xx answer; anything else leaves it queued for the
 // next upload, so no event is ever lost (the cloud recognises the duplicates a lost answer
@@ -77,6 +78,9 @@ type Relay struct {
 	offline atomic.Bool
 	mu      sync.Mutex
 	cache   map[sessionKey]cachedSession
+	// logChecked holds the ids of the towers whose position this phone has compared with
+	// the cloud's command log (PhoneLink.checkLog); shared with offline views.
+	logChecked *sync.Map
 }
 
 type sessionKey struct{ tower, claim string }
@@ -105,12 +109,14 @@ func NewRelay(apiBaseURL string, tokens TokenSource, opts ...Option) *Relay {
 		logger:  o.logger,
 		now:     o.now,
 		cache:   map[sessionKey]cachedSession{},
+
+		logChecked: &sync.Map{},
 	}
 }
 
 // offlineView is the same phone (its session cache) without network, for one open.
 func (r *Relay) offlineView() *Relay {
-	v := &Relay{baseURL: r.baseURL, tokens: r.tokens, client: r.client, logger: r.logger, now: r.now, cache: nil}
+	v := &Relay{baseURL: r.baseURL, tokens: r.tokens, client: r.client, logger: r.logger, now: r.now, cache: nil, logChecked: r.logChecked}
 	v.offline.Store(true)
 	r.mu.Lock()
 	v.cache = maps.Clone(r.cache)

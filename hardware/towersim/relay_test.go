@@ -30,7 +30,7 @@ func simOpen(t *testing.T, sim *towersim.Simulator, tower string, req towersim.O
 	t.Helper()
 	resp, err := sim.Open(context.Background(), tower, req)
 	require.NoError(t, err)
-	require.True(t, resp.Opened, "refused: %v", resp.Error)
+	require.True(t, resp.Opened, "refused: %s", resp.Detail)
 	return resp
 }
 

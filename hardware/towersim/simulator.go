@@ -81,7 +81,9 @@ const DefaultClaim = towerproto.ClaimDeveloper
 
 // Open plays a phone at the tower, as the SDK does: it opens a session with the claim (cached,
 // or from the cloud), does the handshake, pulls the cloud's commands and pushes them to the
-// tower, presents the token, and uploads the tower's events. A refusal is an answer, not an
+// tower, presents the token, and uploads the tower's events. After a stale_generation refusal
+// it checks the cloud's command log (PhoneLink.CheckLog) and, if the tower resynced because the
+// log went back, presents the token once more. A refusal is an answer, not an
 // error; errors are ErrUnknownTower, an unknown claim and a cancelled context. Offline (the
 // request says so, or SetOffline) it uses the session it has cached and leaves the events
 // queued.
@@ -133,6 +135,19 @@ func (s *Simulator) Open(ctx context.Context, towerID string, req OpenRequest) (
 		return typ == towerproto.TokenDropoff
 	})
 	ans, openErr := link.OpenWithToken(ctx, req.Payload, req.PayloadAuth)
+	if RefusalCode(openErr) == ErrStaleGeneration.Code && !req.Offline && out.SyncError == "" {
+		// The cloud issued the token for a generation below the tower's floor: either it is
+		// a token of an ended possession, or the cloud's command log went back since the
+		// tower's floor was set (its database re-created under a running simulator). Only
+		// the cloud's log can tell; the token is presented again only after a resync.
+		n, resynced, err := link.CheckLog(ctx)
+		out.CommandsApplied += n
+		if err != nil {
+			s.logger.Warn("the cloud's command log not checked after a stale_generation refusal", "tower", t.id, "error", err)
+		} else if resynced {
+			ans, openErr = link.OpenWithToken(ctx, req.Payload, req.PayloadAuth)
+		}
+	}
 	if openErr == nil {
 		out.Opened, out.LockerID, out.TokenType, out.ItemInside = true, ans.LockerID, ans.TokenType, ans.ItemInside
 	}

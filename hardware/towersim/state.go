@@ -1,6 +1,8 @@
 package towersim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,8 +21,10 @@ import (
 )
 
 // stateVersion is the version of the state file layout. Version 1 files (before commands and
-// sessions) load too: what they lack starts empty.
-const stateVersion = 2
+// sessions) and version 2 files (before the secret id and the commands' expiry) load too: what
+// they lack starts empty. A file without a secret id cannot tell that the tower was
+// provisioned again; the first sync's check of the cloud's command log still can.
+const stateVersion = 3
 
 // stateFile is what survives a simulator restart.
 type stateFile struct {
@@ -31,6 +37,11 @@ type stateFile struct {
 	Lockers    []stateLocker `json:"lockers"`
 	UsedTokens []stateToken  `json:"usedTokens"`
 	Events     []EventJSON   `json:"events"`
+	// CommandsExpire is the latest expiry of the commands that moved the command position
+	// (Tower.cmdExpiry).
+	CommandsExpire *time.Time `json:"commandsExpireAt,omitempty"`
+	// SecretID names the tower secret the state was built with (secretID), never the secret.
+	SecretID string `json:"secretId,omitempty"`
 }
 
 type stateLocker struct {
@@ -119,12 +130,18 @@ func (t *Tower) loadState() error {
 		return fmt.Errorf("parse state %s: %w", t.statePath, err)
 	}
 	switch {
-	case st.Version != stateVersion && st.Version != 1:
+	case st.Version < 1 || st.Version > stateVersion:
 		return fmt.Errorf("parse state %s: version %d, want %d", t.statePath, st.Version, stateVersion)
 	case st.TowerID != t.id:
 		return fmt.Errorf("parse state %s: it belongs to tower %q", t.statePath, st.TowerID)
+	case st.SecretID != "" && st.SecretID != t.secretID:
+		t.startClean(st)
+		return nil
 	}
 	t.bootEpoch, t.cmdPosition, t.sessions = st.BootEpoch, st.Commands, st.Sessions
+	if st.CommandsExpire != nil {
+		t.cmdExpiry = *st.CommandsExpire
+	}
 	for _, sl := range st.Lockers {
 		if l, ok := t.lockers[sl.LockerID]; ok {
 			l.generation, l.itemInside, l.outOfService = sl.Generation, sl.ItemInside, sl.OutOfService
@@ -144,13 +161,63 @@ func (t *Tower) loadState() error {
 	return nil
 }
 
+// startClean drops a state file built with another secret. The cloud provisions a tower's
+// secret once, so a new secret means the tower was provisioned again, as the dev stack does
+// when its database is re-created: generation floors, service states, the command position
+// and used tokens came from a cloud that no longer backs them, and would refuse every token
+// of the new one. The tower starts as a factory-new one; only its boot-epoch counter carries
+// on, so no (boot epoch, sequence) pair is ever used twice.
+func (t *Tower) startClean(st stateFile) {
+	t.bootEpoch = st.BootEpoch
+	pending := 0
+	for _, e := range st.Events {
+		if !e.Uploaded {
+			pending++
+		}
+	}
+	gens := make(map[int64]uint32, len(st.Lockers))
+	for _, l := range st.Lockers {
+		gens[l.LockerID] = l.Generation
+	}
+	t.logger.Warn("saved tower state dropped: it was built with another tower secret (the tower was provisioned again, "+
+		"as when the cloud's database is re-created); starting clean and learning the lockers' state from the cloud at the next sync",
+		"state", t.statePath, "droppedCommandPosition", st.Commands, "droppedGenerations", formatGenerations(gens),
+		"eventsNotUploadedDropped", pending, "usedTokensDropped", len(st.UsedTokens))
+}
+
+// secretID names a tower secret in the state file: a one-way digest, so the file never
+// holds the secret or a key derived from it that the protocol uses.
+func secretID(secret []byte) string {
+	h := sha256.New()
+	h.Write([]byte("lockernet towersim state secret id\x00"))
+	h.Write(secret)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// formatGenerations renders locker generations for a log line: "959:5 960:0".
+func formatGenerations(gens map[int64]uint32) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(gens)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatInt(id, 10) + ":" + strconv.FormatUint(uint64(gens[id]), 10))
+	}
+	return b.String()
+}
+
 // saveState writes the state file atomically (temp file, fsync, rename). Callers hold t.mu
 // or own t exclusively.
 func (t *Tower) saveState() error {
 	if t.statePath == "" {
 		return nil
 	}
-	st := stateFile{Version: stateVersion, TowerID: t.id, BootEpoch: t.bootEpoch, LastSeq: t.lastSeq, Commands: t.cmdPosition, Sessions: t.sessions}
+	st := stateFile{Version: stateVersion, TowerID: t.id, SecretID: t.secretID, BootEpoch: t.bootEpoch, LastSeq: t.lastSeq,
+		Commands: t.cmdPosition, Sessions: t.sessions}
+	if !t.cmdExpiry.IsZero() {
+		exp := t.cmdExpiry.UTC()
+		st.CommandsExpire = &exp
+	}
 	for _, id := range slices.Sorted(maps.Keys(t.lockers)) {
 		l := t.lockers[id]
 		st.Lockers = append(st.Lockers, stateLocker{LockerID: id, Generation: l.generation, ItemInside: l.itemInside, OutOfService: l.outOfService})

@@ -24,6 +24,7 @@ type Tower struct {
 	eventKey   []byte
 	sessionKey []byte
 	commandKey []byte
+	secretID   string // names the secret in the state file (secretID)
 	statePath  string
 	now        func() time.Time
 	logger     *slog.Logger
@@ -37,10 +38,18 @@ type Tower struct {
 	refusals    map[string]int
 	cmdPosition uint64 // the last command number applied
 	sessions    uint32 // handshakes so far (the grant's sessionId)
+	// cmdExpiry is the latest expiry of the command batches and configurations that moved
+	// cmdPosition. The cloud sets every expiry the same time after signing and its command
+	// log never shrinks, so a configuration that expires later was signed later, when the
+	// log had reached cmdPosition: if it numbers fewer commands, the log went back (link.go).
+	cmdExpiry time.Time
 
 	// uploadMu makes uploads of this tower's events take turns, so two concurrent opens
 	// never send the same events twice.
 	uploadMu sync.Mutex
+	// commandsMu makes command syncs of this tower take turns, so a phone compares the
+	// cloud's command log with a tower position no other phone moves meanwhile.
+	commandsMu sync.Mutex
 }
 
 type lockerState struct {
@@ -97,6 +106,8 @@ const Firmware = "lockernet-towersim/2"
 // NewTower starts a tower: a new boot epoch whose sequence numbers restart at 1. With a
 // statePath, generations, used tokens, door sensors, the boot-epoch counter and events not
 // yet uploaded are loaded from that file (if it exists) and written back after every change.
+// A file written with another secret is dropped, with a warning, except for its boot-epoch
+// counter: the tower was provisioned again and its cloud no longer backs that state.
 func NewTower(cfg TowerConfig, statePath string, opts ...Option) (*Tower, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new tower: %w", err)
@@ -112,6 +123,7 @@ func NewTower(cfg TowerConfig, statePath string, opts ...Option) (*Tower, error)
 		eventKey:   towerproto.EventKey(secret),
 		sessionKey: towerproto.SessionKey(secret),
 		commandKey: towerproto.CommandKey(secret),
+		secretID:   secretID(secret),
 		statePath:  statePath,
 		now:        o.now,
 		logger:     o.logger.With("tower", cfg.ID),
