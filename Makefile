@@ -9,7 +9,7 @@ PROD_CMDS := apiserver worker gateway towersim lockernet-admin
 DEV_CMD_DIR := ./internal/dev/cmd
 PKGS := ./...
 
-.PHONY: help run run-cluster temporal-build build dev-build test test-short lint fmt openapi clean bench test-faults docs-ui
+.PHONY: help run run-cluster temporal-build build dev-build test test-short replay lint fmt openapi clean bench test-faults docs-ui
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,11 @@ test: ## Run every test against real Postgres and an embedded Temporal server
 
 test-short: ## Unit tests only (no database, no Temporal)
 	$(GO) test -count=1 -short $(PKGS)
+
+# make replay HISTORIES=dir replays a folder that `lockernet-admin histories export` wrote (docs/runbook.md).
+HISTORIES ?= workflows/testdata/exported
+replay: ## Replay exported workflow histories against this build's workflows (HISTORIES=dir; default the committed sample); fails on non-determinism
+	$(GO) run ./cmd/lockernet-admin histories replay -dir $(HISTORIES)
 
 lint: ## gofmt, go vet, staticcheck and workflowcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -20,6 +20,9 @@
 //	lockernet-admin backup -out DIR [-temporal-sqlite F | -temporal-db URL,URL | -no-temporal]
 //	lockernet-admin restore -from DIR [-temporal-sqlite F | -temporal-db URL,URL] [-force]
 //	lockernet-admin reconcile                    re-arm the workflows of the active rows (restore does it)
+//	lockernet-admin histories export -out DIR [-since 24h] [-per-type N] [-running=false]
+//	                                             write the histories of recent and running workflows
+//	lockernet-admin histories replay -dir DIR    replay such a folder against this build's workflows
 package main
 
 import (
@@ -68,6 +71,7 @@ var commands = map[string]command{
 	"backup":             {"-out DIR [-temporal-sqlite F | -temporal-db URL,URL | -no-temporal]: back up Temporal's persistence, then the application's database (pg_dump)", backup},
 	"restore":            {"-from DIR [-temporal-sqlite F | -temporal-db URL,URL] [-force]: restore a backup into the stopped system and re-arm the active rows' workflows", restore},
 	"reconcile":          {"re-arm the workflows of every active reservation, token and access code and pending webhook delivery (after restoring the database alone)", reconcile},
+	"histories":          {"export -out DIR [-since 24h] [-per-type N] [-running=false]: write the histories of recent and running workflows; replay -dir DIR: replay such a folder against this build's workflows", historiesCmd},
 	"webhook":            {"listen -addr HOST:PORT (-secret whsec_... | -secret-file F): a receiver that verifies each delivery's signature and prints its event", webhookCmd},
 }
 
