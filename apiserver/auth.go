@@ -84,18 +84,19 @@ func (s *Server) authenticate(api huma.API) func(huma.Context, func(huma.Context
 			refuse(errUnauthenticated("the token's client is disabled"))
 			return
 		}
+		// Every bearer operation — the tower API (/api/v1) and the mobile SDK API (/sdk/v1) —
+		// counts against one limit per service-provider client (DESIGN §4.8, §8): the phones
+		// of an app spend its backend's budget, so a client past its limit is refused on both
+		// surfaces alike. The client is known from here on, so every answer, a refused scope
+		// included, carries the X-RateLimit-* headers; a refused request reaches no handler.
+		if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateTowerClient, p.ClientID, s.rates.Tower); wait > 0 {
+			refuse(rateLimited(wait))
+			return
+		}
 		for _, sc := range scopes {
 			if !p.HasScope(sc) {
 				ctx.SetHeader("WWW-Authenticate", `Bearer realm="lockernet", error="insufficient_scope", scope="`+sc+`"`)
 				refuse(errForbidden("the token lacks the scope " + sc))
-				return
-			}
-		}
-		// The tower API is limited per service-provider client (DESIGN §8). The mobile SDK's
-		// calls (/sdk/v1) come from many phones of one app and are not counted here.
-		if strings.HasPrefix(ctx.URL().Path, "/api/v1/") {
-			if wait := s.countRequest(ctx.Context(), ctx.SetHeader, store.RateTowerClient, p.ClientID, s.rates.Tower); wait > 0 {
-				refuse(rateLimited(wait))
 				return
 			}
 		}

@@ -14,7 +14,7 @@ import (
 // RateLimits are the default requests per minute of DESIGN §8 (per-caller overrides live in
 // the database). Zero values take the defaults.
 type RateLimits struct {
-	Tower  int // tower API, per service-provider client (600)
+	Tower  int // tower API and mobile SDK API together, per service-provider client (600)
 	AppKey int // app engine API, per key (300)
 	Token  int // token endpoint, per client id (60)
 	// TrustedProxies is LOCKERNET_TRUSTED_PROXIES: the proxies whose forwarded client address
@@ -83,8 +83,8 @@ func (s *Server) rateHeaders(setHeader func(name, value string), kind store.Rate
 	return wait
 }
 
-// rateLimited is the refusal of a request past its caller's rate limit (tower API, app
-// engine API), to wait seconds.
+// rateLimited is the refusal of a request past its caller's rate limit (tower API, mobile
+// SDK API, app engine API), to wait seconds.
 func rateLimited(wait int) error {
 	return &attemptsLimitedError{msg: "rate limit exceeded: try again in " + strconv.Itoa(wait) + " s", retryAfter: wait}
 }

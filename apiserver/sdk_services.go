@@ -63,7 +63,12 @@ const (
 type sdkLoginOutput struct {
 	Status       int
 	CacheControl string `header:"Cache-Control"`
-	Body         SDKLoginBody
+	// The client's token budget (DESIGN §4.8, §8), as on every answer once its secret was right.
+	// The document declares them as on every rate-limited answer (finishOpenAPI), as integers.
+	RateLimitLimit     string `header:"X-RateLimit-Limit" hidden:"true"`
+	RateLimitRemaining string `header:"X-RateLimit-Remaining" hidden:"true"`
+	RateLimitReset     string `header:"X-RateLimit-Reset" hidden:"true"`
+	Body               SDKLoginBody
 }
 
 func (s *Server) registerSDKServices(api huma.API) {
@@ -132,31 +137,42 @@ func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (
 		// No client has such an id (and Postgres could not even look it up).
 		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
-	// The token endpoint's exchange: its failure limit and its budget per client (DESIGN §8).
-	client, refused, err := s.checkClientSecret(ctx, id, secret)
+	// The token endpoint's exchange (DESIGN §4.8, §8): wrong passwords are limited per
+	// (username, source address), and right ones spend the client's budget per minute, which
+	// POST /oauth/token spends too. From a right password on, every answer carries the
+	// budget's X-RateLimit-* headers.
+	budget := http.Header{}
+	client, refused, err := s.checkClientSecret(ctx, id, secret, budget.Set)
 	switch {
 	case err != nil:
 		return nil, s.sdkError(ctx, "login", err)
 	case refused != nil && refused.code == "slow_down":
-		wait := refused.rateLimit["Retry-After"]
-		h := http.Header{"Retry-After": {wait}}
-		for _, k := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
-			if v := refused.rateLimit[k]; v != "" {
-				h.Set(k, v)
-			}
-		}
+		h := budget.Clone()
+		h.Set("Retry-After", refused.rateLimit["Retry-After"])
 		return nil, huma.ErrorWithHeaders(huma.NewError(http.StatusTooManyRequests, refused.desc), h)
 	case refused != nil:
 		return nil, s.sdkError(ctx, "login", errBadCredentials)
 	}
 	if !slices.Contains(client.Scopes, jwtauth.ScopeTowerAccess) {
-		return nil, s.sdkError(ctx, "login", errUnauthenticated("this client may not use the mobile SDK (it lacks the tower_access scope)"))
+		return nil, withBudget(s.sdkError(ctx, "login", errUnauthenticated("this client may not use the mobile SDK (it lacks the tower_access scope)")), budget)
 	}
 	tok, _, err := s.deps.Auth.Issue(ctx, client.ClientID, client.ClientID, client.OrganizationID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
 	if err != nil {
-		return nil, s.sdkError(ctx, "login", err)
+		return nil, withBudget(s.sdkError(ctx, "login", err), budget)
 	}
-	return &sdkLoginOutput{Status: http.StatusOK, CacheControl: "no-store", Body: SDKLoginBody{AccessToken: tok, TokenType: "bearer"}}, nil
+	return &sdkLoginOutput{Status: http.StatusOK, CacheControl: "no-store",
+		RateLimitLimit: budget.Get("X-RateLimit-Limit"), RateLimitRemaining: budget.Get("X-RateLimit-Remaining"),
+		RateLimitReset: budget.Get("X-RateLimit-Reset"),
+		Body:           SDKLoginBody{AccessToken: tok, TokenType: "bearer"}}, nil
+}
+
+// withBudget adds the X-RateLimit-* headers of the client's budget to an error of a login whose
+// password was right (none when the budget could not be counted).
+func withBudget(err error, budget http.Header) error {
+	if len(budget) == 0 {
+		return err
+	}
+	return huma.ErrorWithHeaders(err, budget)
 }
 
 func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason string) (SDKTowerBody, error) {

@@ -285,7 +285,7 @@ func (s *Server) issueClientToken(ctx context.Context, in *TokenInput) (*tokenOu
 	if id == "" || secret == "" {
 		return nil, refuseToken("invalid_client", "client authentication is required")
 	}
-	client, refused, err := s.checkClientSecret(ctx, id, secret)
+	client, refused, err := s.checkClientSecret(ctx, id, secret, nil)
 	switch {
 	case err != nil:
 		return nil, err
@@ -340,8 +340,10 @@ func basicCredentials(header string) (id, secret string, ok bool, err error) {
 // (DESIGN §8): wrong secrets are limited per (client id, source address) with a growing
 // back-off (credential_failures.go), and the client's token budget per minute counts right
 // secrets only, on both endpoints together. refused is a tokenRefusal: invalid_client or
-// slow_down with its headers.
-func (s *Server) checkClientSecret(ctx context.Context, id, secret string) (client store.Client, refused *tokenRefusal, err error) {
+// slow_down with its headers. Once the secret is right, setHeader (if not nil) receives the
+// X-RateLimit-* headers of the client's budget, so that a caller can send them on its answer
+// whatever it is.
+func (s *Server) checkClientSecret(ctx context.Context, id, secret string, setHeader func(name, value string)) (client store.Client, refused *tokenRefusal, err error) {
 	addr := clientAddrOf(ctx)
 	client, err = s.deps.Store.ClientByID(ctx, id)
 	switch {
@@ -364,7 +366,13 @@ func (s *Server) checkClientSecret(ctx context.Context, id, secret string) (clie
 		return store.Client{}, &tokenRefusal{code: "invalid_client", desc: "unknown client or wrong secret"}, nil
 	}
 	rl := map[string]string{}
-	if wait := s.countRequest(ctx, func(k, v string) { rl[k] = v }, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
+	collect := func(k, v string) {
+		rl[k] = v
+		if setHeader != nil {
+			setHeader(k, v)
+		}
+	}
+	if wait := s.countRequest(ctx, collect, store.RateTokenClient, client.ClientID, s.rates.Token); wait > 0 {
 		return store.Client{}, &tokenRefusal{code: "slow_down", desc: "too many token requests for this client: try again in " + strconv.Itoa(wait) + " s",
 			rateLimit: rl}, nil
 	}
