@@ -1,6 +1,7 @@
 package histories_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -141,9 +142,11 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 	t.Run("a history the code no longer makes fails the replay", func(t *testing.T) {
 		bad := t.TempDir()
 		require.NoError(t, os.CopyFS(bad, os.DirFS(dir)))
-		// A gateway request's run scheduled its send; the code replaying it is made to have
-		// scheduled another activity there, as a changed workflow would.
+		// A gateway request's run recorded its first send (a local activity's marker); the
+		// history is made to show another local activity there, as a changed workflow would
+		// have recorded.
 		var altered string
+		var h *historypb.History
 		for _, x := range res.Written {
 			if x.WorkflowType == workflows.GatewayRequestWorkflowName && x.Status == "Completed" {
 				altered = filepath.Join(bad, x.WorkflowType, filepath.Base(x.File))
@@ -151,12 +154,15 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 			}
 		}
 		require.NotEmpty(t, altered)
-		h := readHistory(t, altered)
+		h = readHistory(t, altered)
 		i := slices.IndexFunc(h.GetEvents(), func(ev *historypb.HistoryEvent) bool {
-			return ev.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+			return ev.GetEventType() == enumspb.EVENT_TYPE_MARKER_RECORDED &&
+				ev.GetMarkerRecordedEventAttributes().GetMarkerName() == "LocalActivity"
 		})
-		require.NotEqual(t, -1, i, "a gateway request schedules its send")
-		h.GetEvents()[i].GetActivityTaskScheduledEventAttributes().GetActivityType().Name = "SendSomethingElse"
+		require.NotEqual(t, -1, i, "a gateway request records its first send")
+		data := h.GetEvents()[i].GetMarkerRecordedEventAttributes().GetDetails()["data"].GetPayloads()[0]
+		require.Contains(t, string(data.GetData()), `"SendGatewayRequest"`)
+		data.Data = bytes.ReplaceAll(data.GetData(), []byte(`"SendGatewayRequest"`), []byte(`"SendSomethingElse"`))
 		writeHistory(t, altered, h)
 
 		rep, err := histories.ReplayDir(bad, nil)
@@ -166,7 +172,7 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 		require.Len(t, failed, 1)
 		assert.Equal(t, altered, failed[0].File)
 		assert.Equal(t, workflows.GatewayRequestWorkflowName, failed[0].WorkflowType)
-		assert.ErrorContains(t, failed[0].Err, "nondeterministic")
+		assert.ErrorContains(t, failed[0].Err, "TMPRL1100", "the SDK's non-determinism error")
 		t.Logf("%s: %v", failed[0].File, failed[0].Err)
 	})
 }
