@@ -26,6 +26,9 @@ const (
 	gatewayCodeTransactionExists  = "TRANSACTION_EXISTS"
 	gatewayCodeAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
 	gatewayCodeOutcomeUnknown     = gatewayreq.CodeOutcomeUnknown
+	// gatewayCodeStopping: the gateway is stopping and did nothing (hardware/gateway); it is
+	// back in seconds, so the request goes out again as after a refused delivery.
+	gatewayCodeStopping = "GATEWAY_STOPPING"
 )
 
 // HTTP statuses of the local API's answers that the workflows tell apart. Plain numbers:
@@ -226,6 +229,11 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		}
 		wf.state.Attempts = max(wf.state.Attempts, res.Attempts)
 		wf.state.UpdatedAt = workflow.Now(ctx)
+		if wf.stoppingGateway(res) {
+			// Nothing was carried out and the gateway is back in seconds (its supervisor
+			// restarts it): the request goes out again within the dispatch budget.
+			res.Outcome, res.Error = activities.SendNotDelivered, "the gateway was stopping"
+		}
 
 		switch res.Outcome {
 		case activities.SendFinished:
@@ -302,6 +310,14 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 	}
 }
 
+// stoppingGateway says whether res is a stopping gateway's refusal (503 GATEWAY_STOPPING:
+// nothing done), which runs of revision 2 and later send again as a refused delivery; runs
+// before it settle it rejected, as they always did.
+func (wf *gatewayRequestImpl) stoppingGateway(res activities.SendGatewayRequestResult) bool {
+	return wf.in.Revision >= gatewayreq.RevisionFirstSendLocal && res.Outcome == activities.SendAnswered &&
+		res.Status == gatewayStatusServiceUnavailable && res.ErrorCode == gatewayCodeStopping
+}
+
 // settleSpec is the request (without its body) a first send may settle itself
 // (SendGatewayRequestInput.Settle).
 func (wf *gatewayRequestImpl) settleSpec() *gatewayreq.Spec {
@@ -351,6 +367,9 @@ func SettleFirstSend(in gatewayreq.Spec, res activities.SendGatewayRequestResult
 		return activities.FinishGatewayRequestInput{}, false
 	}
 	wf := &gatewayRequestImpl{in: in, policy: in.Policy.WithDefaults()}
+	if wf.stoppingGateway(res) {
+		return activities.FinishGatewayRequestInput{}, false
+	}
 	wf.state.Attempts = res.Attempts
 	o, next := wf.afterAnswer(res, false, 0, 0)
 	if next != answerFinish {

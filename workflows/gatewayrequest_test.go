@@ -466,3 +466,27 @@ func TestGatewayRequestOutcomeUnknownIsNeverRefused(t *testing.T) {
 		assert.Equal(t, gatewayreq.StateDispatchFailed, fin.Outcome.Status)
 	})
 }
+
+// A gateway that is stopping refuses new work and does nothing (503 GATEWAY_STOPPING): the
+// request goes out again as after a refused delivery, within the dispatch budget, and is never
+// settled by the first send; runs of the revision before settle it rejected, as they did.
+func TestGatewayRequestSentAgainWhenTheGatewayWasStopping(t *testing.T) {
+	t.Parallel()
+	stopping := answered(503, `{"error":"GATEWAY_STOPPING","message":"the gateway is stopping"}`, "GATEWAY_STOPPING")
+	ok := answered(200, `{"success":true,"lockerId":101,"doorOpen":true}`, "")
+	s, fin, _ := runGateway(t, openLocker, stopping, ok)
+	require.Len(t, s.got, 2)
+	assert.GreaterOrEqual(t, s.at[1].Sub(s.at[0]), 500*time.Millisecond, "after the dispatch backoff")
+	assert.Equal(t, gatewayreq.StateCompleted, fin.Outcome.Status)
+
+	_, fin, _ = runGateway(t, openLocker, stopping)
+	assert.Equal(t, gatewayreq.StateDispatchFailed, fin.Outcome.Status, "still stopping after the dispatch budget: not carried out")
+
+	_, settles := workflows.SettleFirstSend(openLocker, stopping)
+	assert.False(t, settles, "the first send leaves it to the workflow")
+
+	before := openLocker
+	before.Revision = gatewayreq.RevisionMarkerless
+	_, fin, _ = runGateway(t, before, stopping)
+	assert.Equal(t, gatewayreq.StateRejected, fin.Outcome.Status)
+}

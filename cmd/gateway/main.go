@@ -21,6 +21,7 @@
 //	-open-attempts         LOCKERNET_GATEWAY_OPEN_ATTEMPTS         door-open attempts (default 3)
 //	-open-retry-delay      LOCKERNET_GATEWAY_OPEN_RETRY_DELAY      pause between attempts (default 1s)
 //	-sensor-timeout        LOCKERNET_GATEWAY_SENSOR_TIMEOUT        timeout of a door-sensor or status read (default 2s)
+//	-stop-grace            LOCKERNET_GATEWAY_STOP_GRACE            how long a stop waits for the requests in flight (default: the open policy's longest open + 5s, 67s)
 //	-door-close-after      LOCKERNET_GATEWAY_DOOR_CLOSE_AFTER      simulated doors close this long after opening; 0 = never (default 10s)
 //	-controller-latency    LOCKERNET_GATEWAY_CONTROLLER_LATENCY    latency of every simulated controller command (default 50ms)
 //	-log-format            LOCKERNET_LOG_FORMAT                    json or text (default json)
@@ -33,8 +34,13 @@
 // build refuses such a layout.
 //
 // One of -secret and -secret-file is required: at least 32 random bytes, as hex (64+ digits)
-// or base64. SIGINT or SIGTERM shuts the
-// gateway down within a couple of seconds.
+// or base64.
+//
+// SIGINT or SIGTERM stops the gateway gracefully: it stops taking requests, lets those in
+// flight finish and record their results (a door open its event-log line and, with an
+// Idempotency-Key, its answer) for at most -stop-grace, and only then closes its database.
+// An idle gateway stops at once; give the service manager's stop timeout (systemd's
+// TimeoutStopSec, compose's stop_grace_period) more than -stop-grace.
 package main
 
 import (
@@ -89,7 +95,7 @@ type config struct {
 	simulated                                bool
 	openAttemptTimeout, openRetryDelay       time.Duration
 	openAttempts                             int
-	sensorTimeout                            time.Duration
+	sensorTimeout, stopGrace                 time.Duration
 	doorCloseAfter, controllerLatency        time.Duration
 	logFormat, logLevel                      string
 	sim                                      simOptions
@@ -145,6 +151,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	integer(&c.openAttempts, "open-attempts", "LOCKERNET_GATEWAY_OPEN_ATTEMPTS", pol.Attempts, "door-open attempts")
 	dur(&c.openRetryDelay, "open-retry-delay", "LOCKERNET_GATEWAY_OPEN_RETRY_DELAY", pol.RetryDelay, "pause between door-open attempts")
 	dur(&c.sensorTimeout, "sensor-timeout", "LOCKERNET_GATEWAY_SENSOR_TIMEOUT", 2*time.Second, "timeout of a door-sensor or status read")
+	dur(&c.stopGrace, "stop-grace", "LOCKERNET_GATEWAY_STOP_GRACE", 0,
+		"how long a stop (SIGTERM, SIGINT) waits for the requests in flight to finish and record their results (0: the open policy's longest open + 5s)")
 	dur(&c.doorCloseAfter, "door-close-after", "LOCKERNET_GATEWAY_DOOR_CLOSE_AFTER", 10*time.Second, "simulated doors close this long after opening (0 = never)")
 	dur(&c.controllerLatency, "controller-latency", "LOCKERNET_GATEWAY_CONTROLLER_LATENCY", 50*time.Millisecond, "latency of every simulated controller command")
 	str(&c.logFormat, "log-format", "LOCKERNET_LOG_FORMAT", "json", "log format: json or text")
@@ -164,7 +172,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("-open-attempts must be at least 1")
 	case c.openAttemptTimeout <= 0:
 		return c, errors.New("-open-attempt-timeout must be positive")
-	case c.openRetryDelay < 0, c.doorCloseAfter < 0, c.controllerLatency < 0:
+	case c.openRetryDelay < 0, c.doorCloseAfter < 0, c.controllerLatency < 0, c.stopGrace < 0:
 		return c, errors.New("durations must not be negative")
 	case c.sensorTimeout <= 0:
 		return c, errors.New("-sensor-timeout must be positive")
@@ -267,12 +275,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			AttemptTimeout: c.openAttemptTimeout, Attempts: c.openAttempts, RetryDelay: c.openRetryDelay,
 		},
 		SensorTimeout: c.sensorTimeout,
+		StopGrace:     c.stopGrace,
 		Version:       version,
 		Logger:        logger,
 	}, ctls...)
 	if err != nil {
 		return err
 	}
+	// Serve closes the gateway itself once the requests in flight are done; this is for the
+	// ways out before it.
 	defer func() {
 		if err := srv.Close(); err != nil {
 			logger.Error("close gateway", "err", err)
@@ -297,11 +308,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
 	logger.Info("gateway listening", "gatewayId", id, "addr", ln.Addr().String(), "tls", c.tlsCert != "", "db", dbPath,
-		"layout", c.layout, "version", version)
+		"layout", c.layout, "version", version, "stopGraceMs", srv.StopGrace().Milliseconds())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	err = gateway.Serve(ctx, ln, handler, logger)
+	// The stop's order: no new requests, those in flight finish and record their results,
+	// then the database closes (all in Serve); the simulator and the buses go after.
+	err = srv.Serve(ctx, ln, handler)
 	c.sim.close()
 	if simDone != nil {
 		<-simDone

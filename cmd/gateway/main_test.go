@@ -35,6 +35,11 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, 20*time.Second, c.openAttemptTimeout)
 	assert.Equal(t, 3, c.openAttempts)
 	assert.Equal(t, time.Second, c.openRetryDelay)
+	assert.Zero(t, c.stopGrace, "zero: the gateway's default from the open policy")
+
+	c, err = parseConfig([]string{"-stop-grace", "90s"}, env(map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "30s"}), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 90*time.Second, c.stopGrace)
 
 	c, err = parseConfig([]string{"-open-attempts", "5", "-layout", "one-bank"}, env(map[string]string{
 		"LOCKERNET_GATEWAY_OPEN_ATTEMPTS":        "4",
@@ -58,6 +63,8 @@ func TestParseConfig(t *testing.T) {
 		{"bad env number", nil, map[string]string{"LOCKERNET_GATEWAY_OPEN_ATTEMPTS": "many"}, "LOCKERNET_GATEWAY_OPEN_ATTEMPTS"},
 		{"zero attempts", []string{"-open-attempts", "0"}, nil, "open-attempts"},
 		{"zero timeout", []string{"-open-attempt-timeout", "0s"}, nil, "open-attempt-timeout"},
+		{"negative stop grace", []string{"-stop-grace", "-1s"}, nil, "must not be negative"},
+		{"bad env stop grace", nil, map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "a while"}, "LOCKERNET_GATEWAY_STOP_GRACE"},
 		{"stray argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"unknown flag", []string{"-colour", "blue"}, nil, "flag provided but not defined"},
 	}
@@ -162,6 +169,96 @@ func runServesAndStops(t *testing.T, model kerong.Model) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after its context ended")
 	}
+}
+
+// A stop (SIGTERM or SIGINT end run's context) with a door open in flight lets it finish
+// first: its caller gets the answer, its event-log line and its keyed answer are written, and
+// only then is the database closed; after a restart, the open's repeat gets its answer and the
+// lock was pulsed once.
+func TestRunStopsAfterTheOpenInFlight(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	emu, pt := emutest.ServePTY(t, kerongemu.Config{Boards: []int{1}})
+	// The board may take longer to answer an unlock than the driver's default wait.
+	layoutPath := kerongLayout(t, "kerong+serial://"+pt.Path+"?baud=19200&board=1&opentimeout=10s")
+	start := func(ctx context.Context, logs io.Writer) (string, <-chan error) {
+		addrc := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath},
+				env(map[string]string{"LOCKERNET_DATA_DIR": dir}), logs, func(a string) { addrc <- a })
+		}()
+		select {
+		case addr := <-addrc:
+			return addr, done
+		case err := <-done:
+			t.Fatalf("run returned early: %v", err)
+		}
+		return "", nil
+	}
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	open := func(addr, path, key string) answer {
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+addr+path, nil)
+		if err != nil {
+			return answer{err: err}
+		}
+		req.Header.Set("Authorization", "Bearer "+goodSecret)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return answer{err: err}
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return answer{status: resp.StatusCode, body: string(body), err: err}
+	}
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var logs syncbuf.Buffer
+	addr, done := start(ctx, &logs)
+	first := open(addr, "/lockers/201/open", "warm-up")
+	require.NoError(t, first.err)
+	require.Equal(t, http.StatusOK, first.status, first.body)
+
+	// The board takes longer over the next unlock than a plain HTTP server's shutdown grace.
+	require.NoError(t, emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultSlowAnswer, Delay: gateway.ShutdownGrace + 500*time.Millisecond, Count: 1}))
+	frames := emu.Frames()
+	inFlight := make(chan answer, 1)
+	go func() { inFlight <- open(addr, "/lockers/204/open", "in-flight") }()
+	require.Eventually(t, func() bool { return emu.Frames() > frames }, 10*time.Second, 5*time.Millisecond, "the unlock reached the board")
+	stop()
+
+	a := <-inFlight
+	require.NoError(t, a.err, "the caller got its answer through the stop")
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	assert.Contains(t, a.body, `"doorOpen":true`)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+	out := logs.String()
+	assert.NotContains(t, out, "database is closed")
+	closed := strings.Index(out, `"msg":"gateway database closed"`)
+	require.GreaterOrEqual(t, closed, 0, "the gateway closed its database: %s", out)
+	assert.Equal(t, 2, strings.Count(out[:closed], `"msg":"door opened"`), "both opens were recorded before it")
+	assert.Less(t, closed, strings.Index(out, `"msg":"gateway stopped"`))
+
+	ctx2, stop2 := context.WithCancel(t.Context())
+	addr, done = start(ctx2, io.Discard)
+	again := open(addr, "/lockers/204/open", "in-flight")
+	require.NoError(t, again.err)
+	assert.Equal(t, http.StatusOK, again.status, "the result was kept: %s", again.body)
+	assert.Equal(t, a.body, again.body)
+	assert.Equal(t, 1, emu.Pulses(1, 4), "the lock was pulsed once")
+	stop2()
+	require.NoError(t, <-done)
 }
 
 // kerongLayout writes the one-bank layout (GW-0002, lockers 201–208 on channels 1–8)

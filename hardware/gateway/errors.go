@@ -37,6 +37,9 @@ const (
 	// CodeRequestOutcomeUnknown: a keyed request begun by an earlier run of the gateway that
 	// stopped before it finished: whether it was carried out is not known.
 	CodeRequestOutcomeUnknown = "REQUEST_OUTCOME_UNKNOWN"
+	// CodeGatewayStopping: the request reached a gateway that is stopping; it was not carried
+	// out.
+	CodeGatewayStopping = "GATEWAY_STOPPING"
 )
 
 // maxBody is the largest request body the API reads (§8).
@@ -65,6 +68,7 @@ var codeStatus = map[string]int{
 	CodeInternal:                 http.StatusInternalServerError,
 	CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
 	CodeRequestOutcomeUnknown:    http.StatusInternalServerError,
+	CodeGatewayStopping:          http.StatusServiceUnavailable,
 }
 
 // statusOf is the HTTP status of an error code (500 for a code the table lacks).

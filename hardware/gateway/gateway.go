@@ -32,6 +32,10 @@
 //     references are 422 VALIDATION_ERROR with details {field, reason}; unknown
 //     path ids are 404; bodies over 64 KiB are 413 PAYLOAD_TOO_LARGE.
 //   - GET /system/logs takes limit 1..1000 (default 100), newest first.
+//   - Once a stop has begun (Server.Serve, Close), a request that would begin new work
+//     answers 503 GATEWAY_STOPPING, having done nothing; a repeat of an Idempotency-Key is
+//     still answered from its record, and once the database is closing a keyed request that
+//     cannot be looked up answers 500 REQUEST_OUTCOME_UNKNOWN.
 package gateway
 
 import (
@@ -42,6 +46,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +74,21 @@ func DefaultOpenPolicy() OpenPolicy {
 	return OpenPolicy{AttemptTimeout: 20 * time.Second, Attempts: 3, RetryDelay: time.Second}
 }
 
+// Longest is the most one door open can take under the policy: every attempt timing out,
+// with the pauses between them (62 s for DefaultOpenPolicy).
+func (p OpenPolicy) Longest() time.Duration {
+	return time.Duration(p.Attempts)*p.AttemptTimeout + time.Duration(max(p.Attempts-1, 0))*p.RetryDelay
+}
+
+// resultWriteAllowance is what the default stop grace adds to the open policy's longest open:
+// the time writing the open's event-log line and result may wait for SQLite's write lock
+// (busy_timeout, store.go).
+const resultWriteAllowance = 5 * time.Second
+
+// DefaultStopGrace is the stop grace of a gateway with the open policy p: its longest open
+// plus the time to record it, so a graceful stop lets every open in flight finish.
+func DefaultStopGrace(p OpenPolicy) time.Duration { return p.Longest() + resultWriteAllowance }
+
 // Config configures a gateway Server.
 type Config struct {
 	// GatewayID is the gateway's serial, e.g. "GW-0001"; empty takes the
@@ -87,6 +107,10 @@ type Config struct {
 	SensorTimeout time.Duration
 	// SessionTTL is how long an admin-page login lasts (default 12 h).
 	SessionTTL time.Duration
+	// StopGrace bounds a graceful stop (Server.Serve, Close): how long the requests in
+	// flight get to finish and record their results before the database closes (default
+	// DefaultStopGrace of Open: 67 s for the design's policy).
+	StopGrace time.Duration
 	// Version is reported by GET /system.
 	Version string
 	// Logger receives one line per request and the gateway's events
@@ -110,6 +134,10 @@ type Server struct {
 	handler  http.Handler
 	// keyed are the calls with an Idempotency-Key in flight here (idempotency.go).
 	keyed idempotentCalls
+	// work is what is in flight, which a stop waits for (serve.go).
+	work      work
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // lockerInfo is a locker of the layout with its bank.
@@ -153,6 +181,9 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = DefaultStopGrace(cfg.Open)
 	}
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
@@ -204,13 +235,23 @@ func (s *Server) ID() string { return s.cfg.GatewayID }
 // Registry is the gateway's private Prometheus registry.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 
-// Close closes the database. Stop serving first.
+// Close stops the gateway: it refuses new requests, waits for those in flight to finish and
+// record their results (at most the stop grace, counted from the stop's start: Serve's or
+// this call's), and then closes the database. Serve calls it; later calls do nothing.
 func (s *Server) Close() error {
-	if err := s.store.close(); err != nil {
-		return fmt.Errorf("close gateway database: %w", err)
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		s.awaitWork()
+		if err := s.store.close(); err != nil {
+			s.closeErr = fmt.Errorf("close gateway database: %w", err)
+			return
+		}
+		s.logger.Info("gateway database closed")
+	})
+	return s.closeErr
 }
+
+// StopGrace is how long a stop waits for the requests in flight (Config.StopGrace).
+func (s *Server) StopGrace() time.Duration { return s.cfg.StopGrace }
 
 // event records a gateway event in the event log (GET /system/logs) and in the
 // process log. It never fails the caller: the log is best effort.

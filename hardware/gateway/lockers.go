@@ -210,7 +210,7 @@ func (s *Server) openLocker(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.openAndRecord(r.Context(), lk, "maintenance", nil); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, LockerOperationResponse{Success: true, LockerID: lk.LockerID, DoorOpen: true, Message: "locker opened"})
+	writeOpened(w, lk)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/lockernet/lockernet/hardware/lockctl"
@@ -159,6 +160,10 @@ func (s *Server) openAndRecord(ctx context.Context, lk lockerInfo, via string, e
 	for k, v := range extra {
 		fields[k] = v
 	}
+	if key, ok := ctx.Value(idempotencyKeyContext{}).(string); ok {
+		// The cloud's gateway request id: the line says which request moved the door.
+		fields["idempotencyKey"] = key
+	}
 	if o.Err == nil {
 		s.event(ctx, slog.LevelInfo, "door opened", fields)
 		return o, nil
@@ -166,6 +171,11 @@ func (s *Server) openAndRecord(ctx context.Context, lk lockerInfo, via string, e
 	fields["error"] = o.Err.Error()
 	s.event(ctx, slog.LevelError, "door open failed", fields)
 	return o, openError(lk.LockerID, o)
+}
+
+// writeOpened writes the answer of a door open carried out.
+func writeOpened(w http.ResponseWriter, lk lockerInfo) {
+	writeJSON(w, http.StatusOK, LockerOperationResponse{Success: true, LockerID: lk.LockerID, DoorOpen: true, Message: "locker opened"})
 }
 
 // openError maps a failed open to the API's answer.

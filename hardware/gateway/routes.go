@@ -34,7 +34,7 @@ func (s *Server) serve(fn handlerFunc) http.HandlerFunc {
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(telemetry.Middleware, s.observe, limitBody)
+	r.Use(telemetry.Middleware, s.observe, s.track, limitBody)
 
 	// Unknown routes and methods answer 401 before 404/405, so a caller
 	// without the secret learns nothing about the API.

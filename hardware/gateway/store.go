@@ -65,6 +65,13 @@ CREATE TABLE idempotent_requests (
 );
 CREATE INDEX idempotent_requests_created_at ON idempotent_requests (created_at);
 `,
+	// The request a key's record is the intent of, so a request found interrupted after a
+	// restart can be settled by reading its door (idempotency.go). Records written before
+	// have none and stay unknown.
+	`
+ALTER TABLE idempotent_requests ADD COLUMN method TEXT;
+ALTER TABLE idempotent_requests ADD COLUMN path TEXT;
+`,
 }
 
 // keepLogEntries bounds the event log's operational entries, keepSecurityEntries its
@@ -94,7 +101,11 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	// FULL: a commit is on disk before it returns, power cut included. A keyed door open's
+	// intent is committed before the lock is pulsed (idempotency.go); under NORMAL a power
+	// cut could lose it after the pulse, and the open's repeat would pulse the lock again.
+	// The gateway commits a few rows per request, so the fsync each costs is nothing.
+	q.Add("_pragma", "synchronous(FULL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	// Every transaction takes the write lock up front, so a read-then-insert
 	// (locker assignment) cannot interleave with another.

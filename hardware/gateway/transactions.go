@@ -263,6 +263,6 @@ func (s *Server) openTransaction(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.openAndRecord(r.Context(), lk, "transaction", map[string]any{"transactionId": t.ID}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, LockerOperationResponse{Success: true, LockerID: lk.LockerID, DoorOpen: true, Message: "locker opened"})
+	writeOpened(w, lk)
 	return nil
 }

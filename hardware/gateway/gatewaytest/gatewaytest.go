@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
+	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 	"github.com/lockernet/lockernet/internal/dev/contract"
 )
@@ -70,6 +71,15 @@ type Options struct {
 	Addr, SimAddr string
 	// Version is what GET /system reports (default "test").
 	Version string
+	// StopGrace is the gateway's stop grace (default gateway.DefaultStopGrace of the open
+	// policy).
+	StopGrace time.Duration
+	// WrapController, when set, wraps each simulated controller the gateway drives (on every
+	// start), e.g. to look at the gateway's database when a lock is pulsed.
+	WrapController func(lockctl.Controller) lockctl.Controller
+	// WrapHandler, when set, wraps the gateway's handler (inside the simulator's middleware),
+	// e.g. to look at the gateway's database when an answer is written.
+	WrapHandler func(http.Handler) http.Handler
 }
 
 // Gateway is a running test gateway.
@@ -90,9 +100,11 @@ type Gateway struct {
 	// gateway serves (internal/dev/contract); Start fails the test with its violations.
 	Contract *contract.Contract
 
-	cfg    gateway.Config
-	logger *slog.Logger
-	addr   string
+	cfg         gateway.Config
+	logger      *slog.Logger
+	addr        string
+	wrapCtl     func(lockctl.Controller) lockctl.Controller
+	wrapHandler func(http.Handler) http.Handler
 
 	mu      sync.Mutex
 	server  *gateway.Server
@@ -184,15 +196,17 @@ func Launch(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 
 	g := &Gateway{
-		ID:     id,
-		Secret: secret,
-		DBPath: dbPath,
-		Sim:    simctl.New(simctl.Config{Latency: opts.Latency, DoorCloseAfter: opts.DoorCloseAfter}, layout.Wiring()),
-		logger: logger,
-		tmpDir: tmpDir,
+		ID:          id,
+		Secret:      secret,
+		DBPath:      dbPath,
+		Sim:         simctl.New(simctl.Config{Latency: opts.Latency, DoorCloseAfter: opts.DoorCloseAfter}, layout.Wiring()),
+		logger:      logger,
+		tmpDir:      tmpDir,
+		wrapCtl:     opts.WrapController,
+		wrapHandler: opts.WrapHandler,
 		cfg: gateway.Config{
 			GatewayID: id, Secret: secret, DBPath: dbPath, Layout: *layout,
-			Open: policy, SensorTimeout: sensor, Version: version, Logger: logger,
+			Open: policy, SensorTimeout: sensor, Version: version, Logger: logger, StopGrace: opts.StopGrace,
 		},
 	}
 
@@ -232,18 +246,30 @@ func Launch(ctx context.Context, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// serve opens the gateway on its database and serves it on ln.
+// serve opens the gateway on its database and serves it on ln until shutdown, which stops
+// it as a gateway process stops (gateway.Server.Serve: requests in flight finish and record
+// their results, then the database closes).
 func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
-	srv, err := gateway.New(ctx, g.cfg, g.Sim.Controllers()...)
+	ctls := g.Sim.Controllers()
+	if g.wrapCtl != nil {
+		for i, c := range ctls {
+			ctls[i] = g.wrapCtl(c)
+		}
+	}
+	srv, err := gateway.New(ctx, g.cfg, ctls...)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("new gateway: %w", err)
+	}
+	h := srv.Handler()
+	if g.wrapHandler != nil {
+		h = g.wrapHandler(h)
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		if err := gateway.Serve(sctx, g.Sim.Listener(ln), g.Sim.Middleware(g.Contract.Middleware(srv.Handler())), g.logger); err != nil {
+		if err := srv.Serve(sctx, g.Sim.Listener(ln), g.Sim.Middleware(g.Contract.Middleware(h))); err != nil {
 			g.logger.Error("test gateway stopped serving", "err", err)
 		}
 	}()
@@ -253,7 +279,7 @@ func (g *Gateway) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// shutdown stops serving and closes the database.
+// shutdown stops serving gracefully; the database is closed once it returns.
 func (g *Gateway) shutdown() {
 	g.mu.Lock()
 	srv, stop, stopped := g.server, g.stop, g.stopped
