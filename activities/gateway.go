@@ -65,11 +65,6 @@ type GatewayDeps struct {
 	// followed up): an apiserver running this worker hands it to its handlers waiting for
 	// that request, in-process (nothing when nil).
 	Stored func(store.GatewayRequest)
-	// Settle decides whether a first send's answer settles its request at once, and with
-	// which outcome, by the gateway-request workflow's own rules (workflows.SettleFirstSend;
-	// worker.Register sets it): the send then stores the outcome itself
-	// (SendGatewayRequestInput.Settle). Nil: every outcome is the workflow's to store.
-	Settle func(gatewayreq.Spec, SendGatewayRequestResult) (FinishGatewayRequestInput, bool)
 }
 
 // SendGatewayRequestInput is one send of a gateway request to its gateway's local API.
@@ -88,7 +83,7 @@ type SendGatewayRequestInput struct {
 	// (SendGatewayRequestResult.BodyInStore): the workflow's history then never carries it.
 	StoreBody bool `json:",omitempty"`
 	// Settle, on a run's first send, is the request (without its body) the send may settle
-	// itself: when the gateway's answer decides the request at once (GatewayDeps.Settle),
+	// itself: when the gateway's answer decides the request at once (Spec.SettleFirstSend),
 	// the outcome is stored here, the waiting handlers are woken, and the result carries it
 	// (Settled) — the caller's answer does not wait for this activity's completion to go
 	// through Temporal and a second workflow task. Nil: the workflow settles the request.
@@ -171,15 +166,15 @@ func (a *Activities) SendGatewayRequest(ctx context.Context, in SendGatewayReque
 // away): res goes back as it was and the workflow stores the outcome with its own retries.
 func (a *Activities) settle(ctx context.Context, logger log.Logger, in SendGatewayRequestInput,
 	res SendGatewayRequestResult) (SendGatewayRequestResult, bool) {
-	d := a.Gateways
-	if in.Settle == nil || d.Settle == nil {
+	if in.Settle == nil {
 		return res, false
 	}
-	fin, ok := d.Settle(*in.Settle, res)
+	o, ok := in.Settle.SettleFirstSend(res)
 	if !ok {
 		return res, false
 	}
-	out, err := a.Finish(ctx, logger, fin)
+	out, err := a.Finish(ctx, logger, FinishGatewayRequestInput{RequestID: in.Settle.RequestID,
+		OrganizationID: in.Settle.OrganizationID, Class: in.Settle.Class, Outcome: o, GatewayAnswered: true})
 	if err != nil {
 		logger.Warn("store a first send's outcome; the workflow stores it", "requestId", in.RequestID, "err", err)
 		return res, false

@@ -360,15 +360,11 @@ func TestFirstSendThatSettlesStoresItsBodyWithTheOutcome(t *testing.T) {
 		_, _ = w.Write([]byte(`{"lockers":[]}`))
 	}))
 	t.Cleanup(srv.Close)
-	settleAll := func(in gatewayreq.Spec, res activities.SendGatewayRequestResult) (activities.FinishGatewayRequestInput, bool) {
-		return activities.FinishGatewayRequestInput{RequestID: in.RequestID, Class: in.Class, Outcome: gatewayreq.Outcome{Status: gatewayreq.StateCompleted,
-			HTTPStatus: res.Status, Body: res.Body, BodyInStore: res.BodyInStore}, GatewayAnswered: true}, true
-	}
 	run := func(f *fakeRequests) activities.SendGatewayRequestResult {
 		id := uuid.NewString()
 		var s testsuite.WorkflowTestSuite
 		env := s.NewTestActivityEnvironment()
-		env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f, Settle: settleAll,
+		env.RegisterActivity(&activities.Activities{Gateways: activities.GatewayDeps{Store: f,
 			Keyring: secretFor{keyring.GatewaySecretPurpose("GW-0001"): "s3cret"}}})
 		v, err := env.ExecuteActivity((&activities.Activities{}).SendGatewayRequest, activities.SendGatewayRequestInput{
 			RequestID: id, Send: 1, Method: "GET", Path: "/lockers", Timeout: 5 * time.Second, StoreBody: true,

@@ -14,7 +14,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // The app engine's access codes (DESIGN §5): their routes, their bodies and who may see
@@ -246,7 +246,7 @@ func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ B
 		if c, changed, err = tx.RemoveAccessCode(ctx, k.OrganizationID, id); err != nil || !changed {
 			return nil, err
 		}
-		return []store.OutboxItem{outbox.AccessCodeItem(c, workflows.SignalCodeEnded, workflows.CodeOutcomeRemoved)}, nil
+		return []store.OutboxItem{outbox.AccessCodeItem(c, contract.SignalCodeEnded, contract.CodeOutcomeRemoved)}, nil
 	})
 	if err != nil {
 		return nil, s.appError(ctx, "access code", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // The gateway cloud API (DESIGN §6): customers' backends drive their gateways through the
@@ -120,7 +120,7 @@ type cloud struct {
 func newCloud(d Deps) *cloud {
 	taskQueue := d.TaskQueue
 	if taskQueue == "" {
-		taskQueue = workflows.DefaultTaskQueue
+		taskQueue = contract.DefaultTaskQueue
 	}
 	c := &cloud{
 		settings: d.Cloud.withDefaults(taskQueue),

@@ -15,7 +15,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Every gateway request is a gateway-request/<id> workflow from the moment it is stored
@@ -69,7 +69,7 @@ func TestEveryGatewayRequestIsAWorkflow(t *testing.T) {
 // three search attributes.
 func requireRequestWorkflow(t *testing.T, e *testenv.Env, id, kind, org, loc string) {
 	t.Helper()
-	wfID := workflows.GatewayRequestWorkflowID(id)
+	wfID := contract.GatewayRequestWorkflowID(id)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		d, err := e.Temporal.DescribeWorkflowExecution(context.Background(), wfID, "")
 		if assert.NoError(c, err) {

@@ -47,7 +47,7 @@ type Deps struct {
 	Registry  *prometheus.Registry
 	PublicURL string
 	Version   string
-	// TaskQueue is the workflows' Temporal task queue (default workflows.DefaultTaskQueue).
+	// TaskQueue is the workflows' Temporal task queue (default contract.DefaultTaskQueue).
 	TaskQueue string
 	// Cloud configures the gateway cloud API (zero: DESIGN §6's defaults).
 	Cloud CloudSettings

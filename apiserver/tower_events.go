@@ -15,7 +15,7 @@ import (
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/towerproto"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // MaxEventBatches bounds one upload (the 64 KiB body limit bounds it anyway).
@@ -144,11 +144,11 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 		for i, u := range res.Uses {
 			used[i] = u.TokenID
 		}
-		items, err := outbox.EndTokens(ctx, tx, p.OrgID, used, workflows.TokenOutcomeUsed)
+		items, err := outbox.EndTokens(ctx, tx, p.OrgID, used, contract.TokenOutcomeUsed)
 		if err != nil {
 			return nil, err
 		}
-		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, workflows.TokenOutcomeRevoked)
+		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, contract.TokenOutcomeRevoked)
 		return append(items, revoked...), err
 	})
 	if err != nil {

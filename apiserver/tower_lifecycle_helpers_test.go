@@ -17,7 +17,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/towerproto"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Helpers of the tower-lifecycle tests (lifecycle_*_test.go). Their names start with lc so
@@ -203,12 +203,12 @@ func lcCount(t *testing.T, e *testenv.Env, query string, args ...any) int {
 func lcTokenOutcome(t *testing.T, e *testenv.Env, tokenID string) string {
 	t.Helper()
 	ctx := context.Background()
-	id := workflows.LockerTokenWorkflowID(tokenID)
+	id := contract.LockerTokenWorkflowID(tokenID)
 	require.Eventually(t, func() bool {
 		d, err := e.Temporal.DescribeWorkflowExecution(ctx, id, "")
 		return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	}, lcWait, 50*time.Millisecond, "workflow %s completes", id)
-	var st workflows.LockerTokenState
+	var st contract.LockerTokenState
 	require.NoError(t, e.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &st))
 	return st.Outcome
 }

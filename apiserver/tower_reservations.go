@@ -11,7 +11,7 @@ import (
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // MaxHoldSeconds bounds reservation and token durations (1 s to 24 h).
@@ -105,7 +105,7 @@ func (s *Server) registerReservations(api huma.API) {
 			if err != nil || !ok {
 				return nil, err
 			}
-			return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeCancelled)}, nil
+			return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, contract.SignalReservationEnded, contract.OutcomeCancelled)}, nil
 		})
 		if err != nil {
 			return nil, s.towerError(ctx, "reservation", err)

@@ -17,16 +17,16 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // workflowResult waits for a reservation's workflow to close and returns its result.
-func workflowResult(t *testing.T, e *testenv.Env, reservationID string) workflows.ReservationState {
+func workflowResult(t *testing.T, e *testenv.Env, reservationID string) contract.ReservationState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var st workflows.ReservationState
-	wfID := workflows.ReservationWorkflowID(reservationID)
+	var st contract.ReservationState
+	wfID := contract.ReservationWorkflowID(reservationID)
 	// The outbox starts the workflow right after the request; wait until it exists.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := e.Temporal.DescribeWorkflowExecution(ctx, wfID, "")
@@ -280,7 +280,7 @@ func TestCancelReservation(t *testing.T) {
 		assert.Equal(t, "cancelled", getReservation(t, e, tok, res.ID).Status)
 
 		st := workflowResult(t, e, res.ID)
-		assert.Equal(t, workflows.OutcomeCancelled, st.Outcome)
+		assert.Equal(t, contract.OutcomeCancelled, st.Outcome)
 		assert.False(t, st.ExpiryApplied)
 
 		// The locker can be reserved again at once.
@@ -330,9 +330,9 @@ func TestReservationExpires(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond)
 
 	st := workflowResult(t, e, res.ID)
-	assert.Equal(t, workflows.OutcomeExpired, st.Outcome)
+	assert.Equal(t, contract.OutcomeExpired, st.Outcome)
 	assert.True(t, st.ExpiryApplied)
-	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), workflows.ReservationWorkflowID(res.ID), "")
+	desc, err := e.Temporal.DescribeWorkflowExecution(context.Background(), contract.ReservationWorkflowID(res.ID), "")
 	require.NoError(t, err)
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.GetWorkflowExecutionInfo().GetStatus())
 
@@ -370,7 +370,7 @@ func TestReservationLazyExpiry(t *testing.T) {
 	// The late worker runs the old reservation's expiry; it must leave the new one alone.
 	e.StartWorker()
 	st := workflowResult(t, e, old.ID)
-	assert.Equal(t, workflows.OutcomeExpired, st.Outcome)
+	assert.Equal(t, contract.OutcomeExpired, st.Outcome)
 	assert.Equal(t, "reserved", towerLocker(t, e, tok, towerSantaMon, id).Status.Name)
 	assert.Equal(t, "active", getReservation(t, e, tok, fresh.ID).Status)
 	assert.Equal(t, "expired", getReservation(t, e, tok, old.ID).Status)

@@ -13,7 +13,7 @@ import (
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/towerproto"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // LockerTokenRequest is the body of the drop-off, pickup and release token operations.
@@ -119,7 +119,7 @@ func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64,
 			// own start, it starts the workflow with the right input.
 			rsv := store.Reservation{ID: *id, LockerID: res.Token.LockerID, TowerID: res.Token.TowerID, LocationID: res.Token.LocationID,
 				ExpiresAt: res.ConsumedReservationExpiresAt}
-			items = append(items, outbox.ReservationItem(rsv, p.OrgID, workflows.SignalReservationEnded, workflows.OutcomeConsumed))
+			items = append(items, outbox.ReservationItem(rsv, p.OrgID, contract.SignalReservationEnded, contract.OutcomeConsumed))
 		}
 		if payload, auth, err = encodeToken(res.Token, secret); err != nil {
 			return nil, err

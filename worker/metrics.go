@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // WorkflowOutcomeMetric counts finished workflows by their business outcome (a reservation
@@ -102,15 +102,15 @@ func workflowOutcome(res any, err error) string {
 		return "failed"
 	}
 	switch r := res.(type) {
-	case workflows.ReservationState:
+	case contract.ReservationState:
 		return r.Outcome
-	case workflows.LockerTokenState:
+	case contract.LockerTokenState:
 		return r.Outcome
-	case workflows.AccessCodeState:
+	case contract.AccessCodeState:
 		return r.Outcome
 	case gatewayreq.Result:
 		return r.Outcome.Status
-	case workflows.WebhookDeliveryResult:
+	case contract.WebhookDeliveryResult:
 		return r.Outcome
 	}
 	return "completed"

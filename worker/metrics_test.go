@@ -20,7 +20,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 type upDB struct{}
@@ -54,13 +54,13 @@ func TestWorkerMetricsServeTemporalSDKMetrics(t *testing.T) {
 
 	// A reservation cancelled before its expiry finishes without any activity.
 	id := uuid.NewString()
-	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.ReservationWorkflowID(id), TaskQueue: queue},
-		workflows.ReservationWorkflowName, workflows.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(time.Hour)})
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.ReservationWorkflowID(id), TaskQueue: queue},
+		contract.ReservationWorkflowName, contract.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	require.NoError(t, tc.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalReservationEnded, workflows.OutcomeCancelled))
-	var state workflows.ReservationState
+	require.NoError(t, tc.SignalWorkflow(ctx, run.GetID(), "", contract.SignalReservationEnded, contract.OutcomeCancelled))
+	var state contract.ReservationState
 	require.NoError(t, run.Get(ctx, &state))
-	require.Equal(t, workflows.OutcomeCancelled, state.Outcome)
+	require.Equal(t, contract.OutcomeCancelled, state.Outcome)
 
 	srv := httptest.NewServer(worker.HealthHandler(upDB{}, tc, reg))
 	t.Cleanup(srv.Close)

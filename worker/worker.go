@@ -13,16 +13,13 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
-// Register adds every workflow and activity to a worker. A gateway request's first send
-// settles its request by the workflow's own rules (activities.GatewayDeps.Settle).
+// Register adds every workflow and activity to a worker.
 func Register(r sdkworker.Registry, acts *activities.Activities) {
 	RegisterWorkflows(r)
 	if acts != nil {
-		if acts.Gateways.Settle == nil {
-			acts.Gateways.Settle = workflows.SettleFirstSend
-		}
 		r.RegisterActivity(acts)
 	}
 }
@@ -31,11 +28,11 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 // (workflows/replay_test.go) registers this same list, and fails for a workflow that has no
 // recorded history.
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.Reservation, workflow.RegisterOptions{Name: workflows.ReservationWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.LockerToken, workflow.RegisterOptions{Name: workflows.LockerTokenWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: workflows.WebhookDeliveryWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.Reservation, workflow.RegisterOptions{Name: contract.ReservationWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.LockerToken, workflow.RegisterOptions{Name: contract.LockerTokenWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: contract.AccessCodeWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: contract.GatewayRequestWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: contract.WebhookDeliveryWorkflowName})
 }
 
 // Options tune the worker; zero values take the SDK defaults.

@@ -22,6 +22,7 @@ import (
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 const codeID = "3c9a1f0e-7b2d-4e8f-9a1b-2c3d4e5f6a7b"
@@ -85,8 +86,8 @@ func (f *codeFakes) register(r interface {
 	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
 	RegisterActivityWithOptions(any, activity.RegisterOptions)
 }) {
-	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: workflows.AccessCodeWorkflowName})
-	r.RegisterWorkflowWithOptions(f.gatewayRequest, workflow.RegisterOptions{Name: workflows.GatewayRequestWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: contract.AccessCodeWorkflowName})
+	r.RegisterWorkflowWithOptions(f.gatewayRequest, workflow.RegisterOptions{Name: contract.GatewayRequestWorkflowName})
 	r.RegisterActivityWithOptions(f.awaitGatewayRequest, activity.RegisterOptions{Name: "AwaitGatewayRequest"})
 	r.RegisterActivityWithOptions(f.expireAccessCode, activity.RegisterOptions{Name: "ExpireAccessCode"})
 	r.RegisterActivityWithOptions(f.prepareHoldRelease, activity.RegisterOptions{Name: "PrepareHoldRelease"})
@@ -99,10 +100,10 @@ func newCodeEnv(f *codeFakes) *testsuite.TestWorkflowEnvironment {
 }
 
 // codeResult is the finished workflow's AccessCodeState.
-var codeResult = resultOf[workflows.AccessCodeState]
+var codeResult = resultOf[contract.AccessCodeState]
 
 func TestAccessCodeWorkflowID(t *testing.T) {
-	assert.Equal(t, "access-code/"+codeID, workflows.AccessCodeWorkflowID(codeID))
+	assert.Equal(t, "access-code/"+codeID, contract.AccessCodeWorkflowID(codeID))
 }
 
 // The outcomes are in recorded histories, in the signals the apiserver sends through the
@@ -111,10 +112,10 @@ func TestAccessCodeWorkflowID(t *testing.T) {
 func TestAccessCodeOutcomesAgree(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ outcome, value, status string }{
-		{workflows.CodeOutcomeActive, "active", store.CodeActive},
-		{workflows.CodeOutcomeExpired, "expired", store.CodeExpired},
-		{workflows.CodeOutcomeRemoved, "removed", store.CodeRemoved},
-		{workflows.CodeOutcomeUsed, "used", store.CodeUsed},
+		{contract.CodeOutcomeActive, "active", store.CodeActive},
+		{contract.CodeOutcomeExpired, "expired", store.CodeExpired},
+		{contract.CodeOutcomeRemoved, "removed", store.CodeRemoved},
+		{contract.CodeOutcomeUsed, "used", store.CodeUsed},
 	} {
 		assert.Equal(t, tc.value, tc.outcome)
 		assert.Equal(t, tc.status, tc.outcome)
@@ -126,9 +127,9 @@ func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
 	f := &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}}
 	env := newCodeEnv(f)
 	expiresAt := start.Add(24 * time.Hour)
-	var activeBefore workflows.AccessCodeState
+	var activeBefore contract.AccessCodeState
 	env.RegisterDelayedCallback(func() {
-		activeBefore = queryOf[workflows.AccessCodeState](t, env, workflows.QueryAccessCodeState)
+		activeBefore = queryOf[contract.AccessCodeState](t, env, contract.QueryAccessCodeState)
 	}, 23*time.Hour)
 	var expiredAt time.Time
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -136,11 +137,11 @@ func TestAccessCodeExpiresThenReleasesItsHold(t *testing.T) {
 			expiredAt = env.Now()
 		}
 	})
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: expiresAt})
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: expiresAt})
 
 	st := codeResult(t, env)
-	assert.Equal(t, workflows.CodeOutcomeActive, activeBefore.Outcome, "active until its expiry")
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeExpired, Released: true, Releases: 1}, st)
+	assert.Equal(t, contract.CodeOutcomeActive, activeBefore.Outcome, "active until its expiry")
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeExpired, Released: true, Releases: 1}, st)
 	assert.False(t, expiredAt.Before(expiresAt), "not expired before its time")
 	assert.WithinDuration(t, expiresAt, expiredAt, time.Second)
 	assert.Equal(t, []string{"expire " + codeID, "prepare release", "gateway DELETE /transactions/" + codeID}, f.calls)
@@ -151,20 +152,20 @@ func TestAccessCodeExpiryFindsItAlreadyEnded(t *testing.T) {
 	// The code was used just before the timer fired: the expiry changes nothing.
 	f := &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: false, Status: "used"}}
 	env := newCodeEnv(f)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(time.Hour)})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeUsed, Released: true, Releases: 1}, codeResult(t, env))
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(time.Hour)})
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeUsed, Released: true, Releases: 1}, codeResult(t, env))
 }
 
 func TestAccessCodeEndsEarlyOnSignal(t *testing.T) {
 	t.Parallel()
-	for _, reason := range []string{workflows.CodeOutcomeRemoved, workflows.CodeOutcomeUsed} {
+	for _, reason := range []string{contract.CodeOutcomeRemoved, contract.CodeOutcomeUsed} {
 		t.Run(reason, func(t *testing.T) {
 			t.Parallel()
 			f := &codeFakes{releases: []int{204}}
 			env := newCodeEnv(f)
-			env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCodeEnded, reason) }, time.Minute)
-			env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(30 * 24 * time.Hour)})
-			assert.Equal(t, workflows.AccessCodeState{Outcome: reason, Released: true, Releases: 1}, codeResult(t, env))
+			env.RegisterDelayedCallback(func() { env.SignalWorkflow(contract.SignalCodeEnded, reason) }, time.Minute)
+			env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start.Add(30 * 24 * time.Hour)})
+			assert.Equal(t, contract.AccessCodeState{Outcome: reason, Released: true, Releases: 1}, codeResult(t, env))
 			assert.NotContains(t, f.calls, "expire "+codeID)
 			assert.Less(t, env.Now().Sub(start), time.Hour, "it did not wait for the expiry")
 		})
@@ -176,9 +177,9 @@ func TestAccessCodeRetriesTheReleaseUntilTheGatewayConfirms(t *testing.T) {
 	// 503 and 500 from the gateway: not released; 404: the hold is gone, which is released too.
 	f := &codeFakes{releases: []int{503, 500, 404}}
 	env := newCodeEnv(f)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
 	st := codeResult(t, env)
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 3}, st)
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeRemoved, Released: true, Releases: 3}, st)
 	assert.GreaterOrEqual(t, env.Now().Sub(start), 45*time.Second, "backs off 15 s, then 30 s")
 }
 
@@ -189,20 +190,20 @@ func TestAccessCodeReleaseContinuesAsNew(t *testing.T) {
 	f := &codeFakes{releases: []int{503}}
 	env := newCodeEnv(f)
 	env.SetContinueAsNewSuggested(true)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: workflows.CodeOutcomeUsed, Releases: 4, Backoff: 2 * time.Minute})
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: contract.CodeOutcomeUsed, Releases: 4, Backoff: 2 * time.Minute})
 	var can *workflow.ContinueAsNewError
 	require.ErrorAs(t, failureOf(t, env), &can)
-	assert.Equal(t, workflows.AccessCodeWorkflowName, can.WorkflowType.Name)
-	var next workflows.AccessCodeInput
+	assert.Equal(t, contract.AccessCodeWorkflowName, can.WorkflowType.Name)
+	var next contract.AccessCodeInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	assert.Equal(t, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: workflows.CodeOutcomeUsed, Releases: 5, Backoff: 4 * time.Minute}, next)
+	assert.Equal(t, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true, Outcome: contract.CodeOutcomeUsed, Releases: 5, Backoff: 4 * time.Minute}, next)
 	assert.GreaterOrEqual(t, env.Now().Sub(start), 2*time.Minute, "it waited the carried back-off first")
 
 	// The next run goes on from there and reports the whole count.
 	f = &codeFakes{releases: []int{204}}
 	env = newCodeEnv(f)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, next)
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeUsed, Released: true, Releases: 6}, codeResult(t, env))
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, next)
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeUsed, Released: true, Releases: 6}, codeResult(t, env))
 }
 
 // The release runs under the policy PrepareHoldRelease put in its spec (the worker's
@@ -212,8 +213,8 @@ func TestAccessCodeReleaseRunsUnderThePreparedPolicy(t *testing.T) {
 	policy := gatewayreq.Policy{CallTimeout: 3 * time.Second, DispatchAttempts: 5}
 	f := &codeFakes{releases: []int{503, 204}, policy: policy}
 	env := newCodeEnv(f)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 2}, codeResult(t, env))
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeRemoved, Released: true, Releases: 2}, codeResult(t, env))
 	assert.Equal(t, []gatewayreq.Policy{policy, policy}, f.policies)
 }
 
@@ -222,8 +223,8 @@ func TestAccessCodeWaitsForALateHold(t *testing.T) {
 	const hold = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
 	f := &codeFakes{releases: []int{204}, notYet: 2}
 	env := newCodeEnv(f)
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, HoldRequestID: hold, Ended: true})
-	assert.Equal(t, workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved, Released: true, Releases: 1}, codeResult(t, env))
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, HoldRequestID: hold, Ended: true})
+	assert.Equal(t, contract.AccessCodeState{Outcome: contract.CodeOutcomeRemoved, Released: true, Releases: 1}, codeResult(t, env))
 	require.Len(t, f.calls, 5)
 	assert.Equal(t, []string{"await " + hold, "await " + hold, "await " + hold}, f.calls[:3], "the release waits until the hold settled")
 }
@@ -234,7 +235,7 @@ func TestAccessCodeFailsOnBadInput(t *testing.T) {
 	env := newCodeEnv(f)
 	env.OnActivity("PrepareHoldRelease", mock.Anything, mock.Anything).Return(gatewayreq.Spec{},
 		temporal.NewNonRetryableApplicationError("no such code", "InvalidInput", nil))
-	env.ExecuteWorkflow(workflows.AccessCodeWorkflowName, workflows.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
+	env.ExecuteWorkflow(contract.AccessCodeWorkflowName, contract.AccessCodeInput{CodeID: codeID, ExpiresAt: start, Ended: true})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(failureOf(t, env), &appErr))
 	assert.Equal(t, "InvalidInput", appErr.Type())

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,34 +10,7 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
-)
-
-// Gateway-request workflow names.
-const (
-	GatewayRequestWorkflowName = "GatewayRequest"
-	// QueryGatewayRequestState answers the request's current GatewayRequestState.
-	QueryGatewayRequestState = "state"
-)
-
-// Error codes of the local API the workflow reads (hardware/gateway's codes).
-const (
-	gatewayCodeAuthFailed         = "GATEWAY_AUTH_FAILED"
-	gatewayCodeTransactionExists  = "TRANSACTION_EXISTS"
-	gatewayCodeAssignmentConflict = "LOCKER_ASSIGNMENT_CONFLICT"
-	gatewayCodeOutcomeUnknown     = gatewayreq.CodeOutcomeUnknown
-	// gatewayCodeStopping: the gateway is stopping and did nothing (hardware/gateway); it is
-	// back in seconds, so the request goes out again as after a refused delivery.
-	gatewayCodeStopping = "GATEWAY_STOPPING"
-)
-
-// HTTP statuses of the local API's answers that the workflows tell apart. Plain numbers:
-// workflows does not import net/http.
-const (
-	gatewayStatusCreated            = 201
-	gatewayStatusUnauthorized       = 401
-	gatewayStatusNotFound           = 404
-	gatewayStatusConflict           = 409
-	gatewayStatusServiceUnavailable = 503
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // versionFirstSendInLine marks runs that may go on from a first send the apiserver made
@@ -67,21 +39,6 @@ const versionSendsAsActivities = "sends-as-activities"
 // maxKeyedResends bounds the re-sends of a request whose fate is unknown to a gateway that
 // honours keys (a second crash during the first re-send is covered too).
 const maxKeyedResends = 2
-
-// GatewayRequestWorkflowID is the workflow ID of a gateway request.
-func GatewayRequestWorkflowID(requestID string) string { return "gateway-request/" + requestID }
-
-// GatewayRequestState is the workflow's answer to QueryGatewayRequestState.
-type GatewayRequestState struct {
-	Status    string
-	Attempts  int
-	UpdatedAt time.Time
-	// LastError says why the last send did not settle the request, if it did not.
-	LastError string
-	// NextAttemptAt is when the next send goes out while the workflow waits to re-send
-	// (zero otherwise).
-	NextAttemptAt time.Time
-}
 
 // GatewayRequest forwards one call of the gateway cloud API to its gateway and settles it in
 // exactly one terminal state (DESIGN §6.2):
@@ -113,7 +70,7 @@ func GatewayRequest(ctx workflow.Context, in gatewayreq.Spec) (gatewayreq.Result
 type gatewayRequestImpl struct {
 	in     gatewayreq.Spec
 	policy gatewayreq.Policy
-	state  GatewayRequestState
+	state  contract.GatewayRequestState
 }
 
 func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in gatewayreq.Spec) error {
@@ -126,15 +83,10 @@ func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in gatewayreq.Spec) er
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown class %q", in.Class), "InvalidInput", nil)
 	}
 	wf.in, wf.policy = in, in.Policy.WithDefaults()
-	wf.state = GatewayRequestState{Status: gatewayreq.StatePending, UpdatedAt: workflow.Now(ctx)}
-	return workflow.SetQueryHandler(ctx, QueryGatewayRequestState, func() (GatewayRequestState, error) {
+	wf.state = contract.GatewayRequestState{Status: gatewayreq.StatePending, UpdatedAt: workflow.Now(ctx)}
+	return workflow.SetQueryHandler(ctx, contract.QueryGatewayRequestState, func() (contract.GatewayRequestState, error) {
 		return wf.state, nil
 	})
-}
-
-// resendableAfterNoAnswer says whether a delivered but unanswered request may go out again.
-func (wf *gatewayRequestImpl) resendableAfterNoAnswer() bool {
-	return wf.in.Class == gatewayreq.ClassRead || wf.in.Kind == gatewayreq.KindCreateTransaction || wf.in.Kind == gatewayreq.KindUpdateLocker
 }
 
 func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, error) {
@@ -222,14 +174,14 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		}
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeGatewayMisconfigured {
-			return wf.finish(ctx, dispatchFailed(appErr.Message()), false, false)
+			return wf.finish(ctx, gatewayreq.DispatchFailed(appErr.Message()), false, false)
 		}
 		if err != nil {
 			return gatewayreq.Result{}, err
 		}
 		wf.state.Attempts = max(wf.state.Attempts, res.Attempts)
 		wf.state.UpdatedAt = workflow.Now(ctx)
-		if wf.stoppingGateway(res) {
+		if wf.in.GatewayStopping(res) {
 			// Nothing was carried out and the gateway is back in seconds (its supervisor
 			// restarts it): the request goes out again within the dispatch budget.
 			res.Outcome, res.Error = activities.SendNotDelivered, "the gateway was stopping"
@@ -238,7 +190,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 		switch res.Outcome {
 		case activities.SendFinished:
 			// Another run stored the outcome already; finishing returns it.
-			return wf.finish(ctx, unresponsive(0, "the request was settled elsewhere"), false, false)
+			return wf.finish(ctx, gatewayreq.Unresponsive(0, "the request was settled elsewhere"), false, false)
 
 		case activities.SendNotDelivered:
 			dispatchFailures++
@@ -247,9 +199,9 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				if mayHaveArrived && wf.in.Class != gatewayreq.ClassRead {
 					// An earlier send may have reached the gateway and carried the request out:
 					// "not delivered" would tell the caller it did not happen.
-					return wf.finish(ctx, unresponsive(0, "an earlier send may have been carried out; the re-sends were not delivered: "+res.Error), false, false)
+					return wf.finish(ctx, gatewayreq.Unresponsive(0, "an earlier send may have been carried out; the re-sends were not delivered: "+res.Error), false, false)
 				}
-				return wf.finish(ctx, dispatchFailed(res.Error), false, !mayHaveArrived && !answered)
+				return wf.finish(ctx, gatewayreq.DispatchFailed(res.Error), false, !mayHaveArrived && !answered)
 			}
 			backoff := wf.policy.DispatchBackoff << (dispatchFailures - 1)
 			wf.state.NextAttemptAt = workflow.Now(ctx).Add(backoff)
@@ -265,7 +217,7 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				wf.state.LastError = "the send was interrupted; its answer is unknown"
 			}
 			mayHaveArrived = true
-			if wf.resendableAfterNoAnswer() && noAnswerResends == 0 {
+			if wf.in.ResendableAfterNoAnswer() && noAnswerResends == 0 {
 				noAnswerResends++
 				logger.Info("gateway request unanswered; re-sending once", "outcome", res.Outcome)
 				continue
@@ -280,21 +232,21 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				logger.Info("gateway request's fate unknown; re-sending with its key", "outcome", res.Outcome)
 				continue
 			}
-			return wf.finish(ctx, unresponsive(timeout, wf.state.LastError), false, false)
+			return wf.finish(ctx, gatewayreq.Unresponsive(timeout, wf.state.LastError), false, false)
 
 		case activities.SendAnswered:
 			answered = true
 			wf.state.Status = gatewayreq.StateDispatched
-			o, next := wf.afterAnswer(res, mayHaveArrived, serverResends, conflictRetries)
+			o, next := wf.in.AfterAnswer(res, mayHaveArrived, serverResends, conflictRetries)
 			switch next {
-			case answerResend:
+			case gatewayreq.AnswerResend:
 				serverResends++
 				wf.state.LastError = fmt.Sprintf("gateway answered %d", res.Status)
 				logger.Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
 				continue
-			case answerRetryConflict:
+			case gatewayreq.AnswerRetryConflict:
 				conflictRetries++
-				wf.state.LastError = gatewayCodeAssignmentConflict
+				wf.state.LastError = "LOCKER_ASSIGNMENT_CONFLICT"
 				wf.state.NextAttemptAt = workflow.Now(ctx).Add(wf.policy.ConflictBackoff * time.Duration(conflictRetries))
 				if err := workflow.Sleep(ctx, wf.policy.ConflictBackoff*time.Duration(conflictRetries)); err != nil {
 					return gatewayreq.Result{}, err
@@ -308,14 +260,6 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 				fmt.Sprintf("unknown send outcome %q", res.Outcome), "InvalidOutcome", nil)
 		}
 	}
-}
-
-// stoppingGateway says whether res is a stopping gateway's refusal (503 GATEWAY_STOPPING:
-// nothing done), which runs of revision 2 and later send again as a refused delivery; runs
-// before it settle it rejected, as they always did.
-func (wf *gatewayRequestImpl) stoppingGateway(res activities.SendGatewayRequestResult) bool {
-	return wf.in.Revision >= gatewayreq.RevisionFirstSendLocal && res.Outcome == activities.SendAnswered &&
-		res.Status == gatewayStatusServiceUnavailable && res.ErrorCode == gatewayCodeStopping
 }
 
 // settleSpec is the request (without its body) a first send may settle itself
@@ -333,169 +277,11 @@ func (wf *gatewayRequestImpl) sendOut(ctx workflow.Context, send int) {
 	wf.state.Status, wf.state.Attempts, wf.state.UpdatedAt = gatewayreq.StateDispatched, max(wf.state.Attempts, send), workflow.Now(ctx)
 }
 
-// What an answer leads to (afterAnswer).
-const (
-	answerFinish        = iota // settle the request with the outcome
-	answerResend               // a read answered 5xx: send it once more
-	answerRetryConflict        // a create answered 503 LOCKER_ASSIGNMENT_CONFLICT: retry after a pause
-)
-
-// afterAnswer decides what the gateway's answer leads to, given the re-sends and retries
-// made so far: the outcome to settle in, or another send.
-func (wf *gatewayRequestImpl) afterAnswer(res activities.SendGatewayRequestResult, mayHaveArrived bool,
-	serverResends, conflictRetries int) (gatewayreq.Outcome, int) {
-	if o, done := wf.decide(res, mayHaveArrived); done {
-		return o, answerFinish
-	}
-	if wf.in.Class == gatewayreq.ClassRead && res.Status >= 500 && serverResends == 0 {
-		return gatewayreq.Outcome{}, answerResend
-	}
-	if wf.in.Kind == gatewayreq.KindCreateTransaction && res.Status == gatewayStatusServiceUnavailable &&
-		res.ErrorCode == gatewayCodeAssignmentConflict && conflictRetries < wf.policy.ConflictRetries {
-		return gatewayreq.Outcome{}, answerRetryConflict
-	}
-	return rejected(res), answerFinish
-}
-
-// SettleFirstSend says how a request settles from its first send alone, exactly as its
-// workflow would settle it: ok with the outcome to store when the gateway's answer decides
-// it at once (the common case), false when more is to be done (a re-send, a retry after a
-// pause, a send not delivered or not answered), which is the workflow's to do. The first
-// send's activity applies it (activities.GatewayDeps.Settle) to store the outcome itself.
-func SettleFirstSend(in gatewayreq.Spec, res activities.SendGatewayRequestResult) (activities.FinishGatewayRequestInput, bool) {
-	if res.Outcome != activities.SendAnswered {
-		return activities.FinishGatewayRequestInput{}, false
-	}
-	wf := &gatewayRequestImpl{in: in, policy: in.Policy.WithDefaults()}
-	if wf.stoppingGateway(res) {
-		return activities.FinishGatewayRequestInput{}, false
-	}
-	wf.state.Attempts = res.Attempts
-	o, next := wf.afterAnswer(res, false, 0, 0)
-	if next != answerFinish {
-		return activities.FinishGatewayRequestInput{}, false
-	}
-	return wf.finishInput(o, true, false), true
-}
-
-// decide settles an answer that needs no retry: completed, or rejected outright. done is
-// false for 5xx answers, which the caller may retry.
-func (wf *gatewayRequestImpl) decide(res activities.SendGatewayRequestResult, mayHaveArrived bool) (gatewayreq.Outcome, bool) {
-	switch {
-	case !res.APIJSON:
-		o := rejected(res)
-		o.ErrorMessage = "the gateway answered with something other than its API's JSON"
-		return o, true
-	case res.Status < 200 || (res.Status >= 300 && res.Status < 400):
-		// The local API answers 2xx, 4xx or 5xx; a redirect comes from something in between.
-		o := rejected(res)
-		o.ErrorMessage = fmt.Sprintf("the gateway answered %d, which its API never does", res.Status)
-		return o, true
-	case res.Status == gatewayStatusUnauthorized && res.ErrorCode == gatewayCodeAuthFailed:
-		o := rejected(res)
-		o.ErrorMessage = "the gateway refused the cloud's credential"
-		return o, true
-	case res.Status >= 500 && res.ErrorCode == gatewayCodeOutcomeUnknown:
-		// The gateway cannot tell whether it carried the request out (the door may have
-		// moved): never "rejected", and not sent again (it would answer the same).
-		return outcomeUnknown(res), true
-	case res.Status == gatewayStatusConflict && res.ErrorCode == gatewayCodeTransactionExists &&
-		wf.in.Kind == gatewayreq.KindCreateTransaction && mayHaveArrived:
-		if body, ok := sameTransaction(wf.in.Body, res.Body); ok {
-			// The earlier, unanswered send created it: this is the original 201.
-			return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: gatewayStatusCreated,
-				Headers: map[string]string{"Content-Type": "application/json"}, Body: body}, true
-		}
-	}
-	if res.Status >= 500 {
-		return gatewayreq.Outcome{}, false
-	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateCompleted, HTTPStatus: res.Status, Headers: res.Headers, Body: res.Body,
-		BodyInStore: res.BodyInStore}, true
-}
-
-// sameTransaction checks that a 409 TRANSACTION_EXISTS names the transaction the request
-// created and returns the TransactionResponse the original 201 would have carried.
-// encoding/json of plain structs is deterministic; workflowcheck flags its reflection.
-//
-//workflowcheck:ignore
-func sameTransaction(reqBody, conflictBody []byte) ([]byte, bool) {
-	var req struct {
-		TransactionID string `json:"transactionId"`
-	}
-	var got struct {
-		TransactionID string          `json:"transactionId"`
-		LockerID      json.RawMessage `json:"lockerId"`
-		CreatedAt     string          `json:"createdAt"`
-	}
-	if json.Unmarshal(reqBody, &req) != nil || json.Unmarshal(conflictBody, &got) != nil ||
-		req.TransactionID == "" || got.TransactionID != req.TransactionID || len(got.LockerID) == 0 {
-		return nil, false
-	}
-	body, err := json.Marshal(struct {
-		TransactionID string          `json:"transactionId"`
-		LockerID      json.RawMessage `json:"lockerId"`
-		CreatedAt     string          `json:"createdAt"`
-	}{got.TransactionID, got.LockerID, got.CreatedAt})
-	if err != nil {
-		return nil, false
-	}
-	return append(body, '\n'), true
-}
-
-func rejected(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
-	details := map[string]any{"gatewayStatus": res.Status}
-	if res.ErrorCode != "" {
-		details["gatewayError"] = res.ErrorCode
-	}
-	if res.ErrorMessage != "" {
-		details["gatewayMessage"] = res.ErrorMessage
-	}
-	msg := fmt.Sprintf("the gateway rejected the request (HTTP %d)", res.Status)
-	if res.Error != "" {
-		details["reason"] = res.Error
-	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateRejected, HTTPStatus: gatewayreq.HTTPStatusRejected,
-		ErrorCode: gatewayreq.CodeGatewayRejected, ErrorMessage: msg, Details: details}
-}
-
-// outcomeUnknown is the outcome of a gateway answer that says its own outcome is unknown
-// (REQUEST_OUTCOME_UNKNOWN): gateway_unresponsive, with the gateway's error and
-// "outcome": "unknown" (DESIGN §6.2).
-func outcomeUnknown(res activities.SendGatewayRequestResult) gatewayreq.Outcome {
-	details := map[string]any{"gatewayStatus": res.Status, "gatewayError": res.ErrorCode, "outcome": gatewayreq.OutcomeUnknown}
-	if res.ErrorMessage != "" {
-		details["gatewayMessage"] = res.ErrorMessage
-	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: gatewayreq.HTTPStatusGatewayUnresponsive,
-		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway could not tell whether it carried the request out",
-		Details: details}
-}
-
-func dispatchFailed(cause string) gatewayreq.Outcome {
-	return gatewayreq.Outcome{Status: gatewayreq.StateDispatchFailed, HTTPStatus: gatewayreq.HTTPStatusDispatchFailed,
-		ErrorCode: gatewayreq.CodeDispatchFailed, ErrorMessage: "the request could not be delivered to the gateway",
-		Details: map[string]any{"gatewayStatus": nil, "error": cause}}
-}
-
-// unresponsive is the outcome of a request whose fate the cloud cannot know: delivered (or
-// possibly delivered) with no answer. The door may have moved: "outcome": "unknown".
-func unresponsive(timeout time.Duration, cause string) gatewayreq.Outcome {
-	details := map[string]any{"gatewayStatus": nil, "error": cause, "outcome": gatewayreq.OutcomeUnknown}
-	if timeout > 0 {
-		details["timeoutSeconds"] = timeout.Seconds()
-	}
-	return gatewayreq.Outcome{Status: gatewayreq.StateGatewayUnresponsive, HTTPStatus: gatewayreq.HTTPStatusGatewayUnresponsive,
-		ErrorCode: gatewayreq.CodeGatewayUnresponsive, ErrorMessage: "the gateway did not answer in time", Details: details}
-}
-
 // finishInput is what FinishGatewayRequest stores for outcome o.
 func (wf *gatewayRequestImpl) finishInput(o gatewayreq.Outcome, answered, unreachable bool) activities.FinishGatewayRequestInput {
-	if o.Status != gatewayreq.StateCompleted {
-		o.Details["attempts"] = wf.state.Attempts
-	}
 	return activities.FinishGatewayRequestInput{
-		RequestID: wf.in.RequestID, OrganizationID: wf.in.OrganizationID, Class: wf.in.Class, Outcome: o, GatewayAnswered: answered, GatewayUnreachable: unreachable,
+		RequestID: wf.in.RequestID, OrganizationID: wf.in.OrganizationID, Class: wf.in.Class, Outcome: o.WithAttempts(wf.state.Attempts),
+		GatewayAnswered: answered, GatewayUnreachable: unreachable,
 	}
 }
 
@@ -516,11 +302,11 @@ func (wf *gatewayRequestImpl) finish(ctx workflow.Context, o gatewayreq.Outcome,
 // settled ends the run with the outcome as stored (by its finish, or by a first send that
 // settled the request itself) and its follow-up.
 func (wf *gatewayRequestImpl) settled(ctx workflow.Context, res gatewayreq.Result, usedCode string) (gatewayreq.Result, error) {
-	wf.state = GatewayRequestState{Status: res.Outcome.Status, Attempts: res.Attempts, UpdatedAt: res.UpdatedAt, LastError: wf.state.LastError}
+	wf.state = contract.GatewayRequestState{Status: res.Outcome.Status, Attempts: res.Attempts, UpdatedAt: res.UpdatedAt, LastError: wf.state.LastError}
 	if usedCode != "" {
 		// A single-use access code opened its locker: its workflow releases the hold. A
 		// workflow that is already over has nothing left to release.
-		_ = workflow.SignalExternalWorkflow(ctx, AccessCodeWorkflowID(usedCode), "", SignalCodeEnded, CodeOutcomeUsed).Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, contract.AccessCodeWorkflowID(usedCode), "", contract.SignalCodeEnded, contract.CodeOutcomeUsed).Get(ctx, nil)
 	}
 	return res, nil
 }

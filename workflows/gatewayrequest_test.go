@@ -15,13 +15,14 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 const gatewayRequestID = "0b9a6c1e-3f2d-4e5a-8b7c-6d5e4f3a2b1c"
 
 // newGatewayEnv runs the gateway-request workflow; its activities are mocked.
 func newGatewayEnv() *testsuite.TestWorkflowEnvironment {
-	return newWorkflowEnv(workflows.GatewayRequest, workflows.GatewayRequestWorkflowName, &activities.Activities{})
+	return newWorkflowEnv(workflows.GatewayRequest, contract.GatewayRequestWorkflowName, &activities.Activities{})
 }
 
 func gatewayInput(kind, class, method, path string, body []byte) gatewayreq.Spec {
@@ -87,7 +88,7 @@ func runGateway(t *testing.T, in gatewayreq.Spec, results ...activities.SendGate
 	s, f := &sends{results: results}, &finishes{}
 	s.mock(env)
 	f.mock(env)
-	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	env.ExecuteWorkflow(contract.GatewayRequestWorkflowName, in)
 	res := resultOf[gatewayreq.Result](t, env)
 	require.Len(t, f.got, 1, "the outcome is stored once, last")
 	for i, in := range s.got {
@@ -99,7 +100,7 @@ func runGateway(t *testing.T, in gatewayreq.Spec, results ...activities.SendGate
 
 func TestGatewayRequestWorkflowID(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, "gateway-request/"+gatewayRequestID, workflows.GatewayRequestWorkflowID(gatewayRequestID))
+	assert.Equal(t, "gateway-request/"+gatewayRequestID, contract.GatewayRequestWorkflowID(gatewayRequestID))
 }
 
 func TestGatewayRequestCompleted(t *testing.T) {
@@ -249,7 +250,7 @@ func TestGatewayRequestMisconfiguredGatewayFailsToDispatch(t *testing.T) {
 		temporal.NewNonRetryableApplicationError("secret does not open", activities.ErrTypeGatewayMisconfigured, nil)).Once()
 	f := &finishes{}
 	f.mock(env)
-	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, readLockers)
+	env.ExecuteWorkflow(contract.GatewayRequestWorkflowName, readLockers)
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, f.got, 1)
 	assert.Equal(t, gatewayreq.StateDispatchFailed, f.got[0].Outcome.Status)
@@ -322,15 +323,15 @@ func TestGatewayRequestQueryAnswersThePendingState(t *testing.T) {
 		After(10*time.Second).Return(activities.SendGatewayRequestResult{Outcome: activities.SendAnswered, Status: 200, APIJSON: true, Attempts: 2}, nil).Once()
 	(&finishes{}).mock(env)
 
-	var states []workflows.GatewayRequestState
+	var states []contract.GatewayRequestState
 	q := func() {
-		states = append(states, queryOf[workflows.GatewayRequestState](t, env, workflows.QueryGatewayRequestState))
+		states = append(states, queryOf[contract.GatewayRequestState](t, env, contract.QueryGatewayRequestState))
 	}
 	env.RegisterDelayedCallback(q, 20*time.Millisecond)  // the first send is out
 	env.RegisterDelayedCallback(q, 300*time.Millisecond) // backing off after the refused delivery
 	env.RegisterDelayedCallback(q, 5*time.Second)        // the second send is out
 	start := env.Now()
-	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, openLocker)
+	env.ExecuteWorkflow(contract.GatewayRequestWorkflowName, openLocker)
 	require.NoError(t, env.GetWorkflowError())
 	q()
 	require.Len(t, states, 4)
@@ -357,7 +358,7 @@ func TestGatewayRequestRefusesBadInput(t *testing.T) {
 	env := newGatewayEnv()
 	in := readLockers
 	in.Class = "sometimes"
-	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	env.ExecuteWorkflow(contract.GatewayRequestWorkflowName, in)
 	failureOf(t, env)
 }
 
@@ -373,10 +374,10 @@ func TestGatewayRequestFirstSendSettlesIt(t *testing.T) {
 		Settled: &stored, UsedCode: "7f3c0c52-1d5e-4c1f-9d55-0b8a3c1c2d11"}}}, &finishes{}
 	s.mock(env)
 	f.mock(env)
-	env.OnSignalExternalWorkflow(mock.Anything, workflows.AccessCodeWorkflowID("7f3c0c52-1d5e-4c1f-9d55-0b8a3c1c2d11"), "",
-		workflows.SignalCodeEnded, workflows.CodeOutcomeUsed).Return(nil).Once()
+	env.OnSignalExternalWorkflow(mock.Anything, contract.AccessCodeWorkflowID("7f3c0c52-1d5e-4c1f-9d55-0b8a3c1c2d11"), "",
+		contract.SignalCodeEnded, contract.CodeOutcomeUsed).Return(nil).Once()
 	in := gatewayInput(gatewayreq.KindAccessCodeOpen, gatewayreq.ClassHardware, http.MethodPost, "/transactions/x/open", []byte(`{}`))
-	env.ExecuteWorkflow(workflows.GatewayRequestWorkflowName, in)
+	env.ExecuteWorkflow(contract.GatewayRequestWorkflowName, in)
 	res := resultOf[gatewayreq.Result](t, env)
 	assert.Equal(t, stored, res)
 	assert.Empty(t, f.got, "no finish: the send stored the outcome")
@@ -482,7 +483,7 @@ func TestGatewayRequestSentAgainWhenTheGatewayWasStopping(t *testing.T) {
 	_, fin, _ = runGateway(t, openLocker, stopping)
 	assert.Equal(t, gatewayreq.StateDispatchFailed, fin.Outcome.Status, "still stopping after the dispatch budget: not carried out")
 
-	_, settles := workflows.SettleFirstSend(openLocker, stopping)
+	_, settles := openLocker.SettleFirstSend(stopping)
 	assert.False(t, settles, "the first send leaves it to the workflow")
 
 	before := openLocker

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 const tokenID = "0f4e3b2a-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -17,47 +18,47 @@ const tokenID = "0f4e3b2a-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
 // tokenWorkflow is the locker-token workflow for the expiry workflows' tests
 // (expiry_test.go).
 var tokenWorkflow = expiryWorkflow{
-	name:       workflows.LockerTokenWorkflowName,
+	name:       contract.LockerTokenWorkflowName,
 	id:         tokenID,
-	workflowID: workflows.LockerTokenWorkflowID,
+	workflowID: contract.LockerTokenWorkflowID,
 	activity:   "ExpireToken",
-	signal:     workflows.SignalTokenEnded,
+	signal:     contract.SignalTokenEnded,
 	newEnv: func(st *fakeExpiries) *testsuite.TestWorkflowEnvironment {
 		deps := &activities.Activities{}
 		if st != nil {
 			deps.Tokens = st
 		}
-		return newWorkflowEnv(workflows.LockerToken, workflows.LockerTokenWorkflowName, deps)
+		return newWorkflowEnv(workflows.LockerToken, contract.LockerTokenWorkflowName, deps)
 	},
 	input: func(id string, expiresAt time.Time) any {
-		return workflows.LockerTokenInput{TokenID: id, Type: "dropoff", ExpiresAt: expiresAt}
+		return contract.LockerTokenInput{TokenID: id, Type: "dropoff", ExpiresAt: expiresAt}
 	},
 	onExpire: func(env *testsuite.TestWorkflowEnvironment, expired bool, err error, at *time.Time) *testsuite.MockCallWrapper {
 		return mockExpiry(env, acts.ExpireToken, activities.ExpireTokenInput{TokenID: tokenID},
 			activities.ExpireTokenResult{Expired: expired}, err, at)
 	},
-	state: func(outcome string, _ bool) any { return workflows.LockerTokenState{Outcome: outcome} },
+	state: func(outcome string, _ bool) any { return contract.LockerTokenState{Outcome: outcome} },
 	result: func(t *testing.T, env *testsuite.TestWorkflowEnvironment) any {
-		return resultOf[workflows.LockerTokenState](t, env)
+		return resultOf[contract.LockerTokenState](t, env)
 	},
 	current: func(t *testing.T, env *testsuite.TestWorkflowEnvironment) any {
-		return queryOf[workflows.LockerTokenState](t, env, workflows.QueryTokenState)
+		return queryOf[contract.LockerTokenState](t, env, contract.QueryTokenState)
 	},
-	active:  workflows.TokenOutcomeActive,
-	expired: workflows.TokenOutcomeExpired,
+	active:  contract.TokenOutcomeActive,
+	expired: contract.TokenOutcomeExpired,
 	ends: []struct{ signal, want string }{
-		{workflows.TokenOutcomeUsed, workflows.TokenOutcomeUsed},
-		{workflows.TokenOutcomeRevoked, workflows.TokenOutcomeRevoked},
-		{"something else", workflows.TokenOutcomeRevoked},
+		{contract.TokenOutcomeUsed, contract.TokenOutcomeUsed},
+		{contract.TokenOutcomeRevoked, contract.TokenOutcomeRevoked},
+		{"something else", contract.TokenOutcomeRevoked},
 	},
 	// The timer fired while the use was being applied: Postgres says the token was not
 	// expired (it was used), and the workflow reports the use.
-	notExpired: workflows.LockerTokenState{Outcome: workflows.TokenOutcomeUsed},
+	notExpired: contract.LockerTokenState{Outcome: contract.TokenOutcomeUsed},
 }
 
 func TestLockerTokenWorkflowID(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, "locker-token/"+tokenID, workflows.LockerTokenWorkflowID(tokenID))
+	assert.Equal(t, "locker-token/"+tokenID, contract.LockerTokenWorkflowID(tokenID))
 }
 
 // Every type of token expires the same way (TestExpiryWorkflowsExpire runs a drop-off token).
@@ -67,7 +68,7 @@ func TestLockerTokenExpiresWhateverItsType(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
 			expiresAt := start.Add(24 * time.Hour)
-			checkExpires(t, tokenWorkflow, tokenWorkflow.newEnv(nil), workflows.LockerTokenInput{TokenID: tokenID, Type: typ, ExpiresAt: expiresAt}, expiresAt)
+			checkExpires(t, tokenWorkflow, tokenWorkflow.newEnv(nil), contract.LockerTokenInput{TokenID: tokenID, Type: typ, ExpiresAt: expiresAt}, expiresAt)
 		})
 	}
 }
@@ -79,9 +80,9 @@ func TestLockerTokenLateSignal(t *testing.T) {
 	env.OnActivity(acts.ExpireToken, mock.Anything, mock.Anything).
 		Return(activities.ExpireTokenResult{Expired: true}, nil).After(time.Second).Once()
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalTokenEnded, workflows.TokenOutcomeUsed)
+		env.SignalWorkflow(contract.SignalTokenEnded, contract.TokenOutcomeUsed)
 	}, time.Minute+500*time.Millisecond)
-	env.ExecuteWorkflow(workflows.LockerTokenWorkflowName, tokenWorkflow.input(tokenID, start.Add(time.Minute)))
-	assert.Equal(t, workflows.LockerTokenState{Outcome: workflows.TokenOutcomeExpired}, tokenWorkflow.result(t, env))
+	env.ExecuteWorkflow(contract.LockerTokenWorkflowName, tokenWorkflow.input(tokenID, start.Add(time.Minute)))
+	assert.Equal(t, contract.LockerTokenState{Outcome: contract.TokenOutcomeExpired}, tokenWorkflow.result(t, env))
 	env.AssertActivityNumberOfCalls(t, "ExpireToken", 1)
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/worker"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // The tests that record the histories replay_test.go replays: each runs its workflow on an
@@ -87,16 +87,16 @@ func writeHistory(ctx context.Context, t *testing.T, c client.Client, r client.W
 
 func TestRecordReservationHistories(t *testing.T) {
 	recordExpiryHistories(t, reservationWorkflow, &activities.Activities{Reservations: &fakeExpiries{}}, []expiryRecording{
-		{"", workflows.OutcomeExpired, "reservation_expired.json"},
-		{workflows.OutcomeCancelled, workflows.OutcomeCancelled, "reservation_cancelled.json"},
+		{"", contract.OutcomeExpired, "reservation_expired.json"},
+		{contract.OutcomeCancelled, contract.OutcomeCancelled, "reservation_cancelled.json"},
 	})
 }
 
 func TestRecordLockerTokenHistories(t *testing.T) {
 	recordExpiryHistories(t, tokenWorkflow, &activities.Activities{Tokens: &fakeExpiries{}}, []expiryRecording{
-		{"", workflows.TokenOutcomeExpired, "lockertoken_expired.json"},
-		{workflows.TokenOutcomeUsed, workflows.TokenOutcomeUsed, "lockertoken_used.json"},
-		{workflows.TokenOutcomeRevoked, workflows.TokenOutcomeRevoked, "lockertoken_revoked.json"},
+		{"", contract.TokenOutcomeExpired, "lockertoken_expired.json"},
+		{contract.TokenOutcomeUsed, contract.TokenOutcomeUsed, "lockertoken_used.json"},
+		{contract.TokenOutcomeRevoked, contract.TokenOutcomeRevoked, "lockertoken_revoked.json"},
 	})
 }
 
@@ -135,29 +135,29 @@ func TestRecordAccessCodeHistories(t *testing.T) {
 	_, c := testenv.Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	run := func(taskQueue string, f *codeFakes, in workflows.AccessCodeInput, signal string) (client.WorkflowRun, workflows.AccessCodeState) {
+	run := func(taskQueue string, f *codeFakes, in contract.AccessCodeInput, signal string) (client.WorkflowRun, contract.AccessCodeState) {
 		w := sdkworker.New(c, taskQueue, sdkworker.Options{})
 		f.register(w)
 		require.NoError(t, w.Start())
 		defer w.Stop()
-		return runRecorded[workflows.AccessCodeState](ctx, t, c,
-			client.StartWorkflowOptions{ID: workflows.AccessCodeWorkflowID(in.CodeID), TaskQueue: taskQueue}, workflows.AccessCodeWorkflowName,
-			in, workflows.SignalCodeEnded, signal)
+		return runRecorded[contract.AccessCodeState](ctx, t, c,
+			client.StartWorkflowOptions{ID: contract.AccessCodeWorkflowID(in.CodeID), TaskQueue: taskQueue}, contract.AccessCodeWorkflowName,
+			in, contract.SignalCodeEnded, signal)
 	}
 
 	r, st := run("record-code-expired", &codeFakes{releases: []int{204}, expired: activities.ExpireAccessCodeResult{Expired: true}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Second)}, "")
-	assert.Equal(t, workflows.CodeOutcomeExpired, st.Outcome)
+		contract.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Second)}, "")
+	assert.Equal(t, contract.CodeOutcomeExpired, st.Outcome)
 	writeHistory(ctx, t, c, r, "accesscode_expired.json")
 
 	r, st = run("record-code-removed", &codeFakes{releases: []int{204}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour), HoldRequestID: uuid.NewString()}, workflows.CodeOutcomeRemoved)
-	assert.Equal(t, workflows.CodeOutcomeRemoved, st.Outcome)
+		contract.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour), HoldRequestID: uuid.NewString()}, contract.CodeOutcomeRemoved)
+	assert.Equal(t, contract.CodeOutcomeRemoved, st.Outcome)
 	writeHistory(ctx, t, c, r, "accesscode_removed.json")
 
 	// One failed release, then the 15 s backoff and a confirmed one.
 	r, st = run("record-code-release-retried", &codeFakes{releases: []int{503, 204}},
-		workflows.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now(), Ended: true}, "")
+		contract.AccessCodeInput{CodeID: uuid.NewString(), ExpiresAt: time.Now(), Ended: true}, "")
 	assert.Equal(t, 2, st.Releases)
 	writeHistory(ctx, t, c, r, "accesscode_release_retried.json")
 }
@@ -224,8 +224,8 @@ func TestRecordGatewayRequestHistories(t *testing.T) {
 	run := func(in gatewayreq.Spec) (client.WorkflowRun, gatewayreq.Result) {
 		in.RequestID, in.Revision = uuid.NewString(), gatewayreq.RevisionCurrent
 		return runRecorded[gatewayreq.Result](ctx, t, c,
-			client.StartWorkflowOptions{ID: workflows.GatewayRequestWorkflowID(in.RequestID), TaskQueue: taskQueue},
-			workflows.GatewayRequestWorkflowName, in, "", "")
+			client.StartWorkflowOptions{ID: contract.GatewayRequestWorkflowID(in.RequestID), TaskQueue: taskQueue},
+			contract.GatewayRequestWorkflowName, in, "", "")
 	}
 
 	// The read's first send, inside the first task, settles it (the answer decides it at
@@ -300,9 +300,9 @@ func TestRecordWebhookDeliveryHistories(t *testing.T) {
 		calls.Store(0)
 		failFirst.Store(fail)
 		id := uuid.NewString()
-		r, _ := runRecorded[workflows.WebhookDeliveryResult](ctx, t, c,
-			client.StartWorkflowOptions{ID: workflows.WebhookDeliveryWorkflowID(id), TaskQueue: taskQueue},
-			workflows.WebhookDeliveryWorkflowName, workflows.WebhookDeliveryInput{DeliveryID: id, Revision: workflows.WebhookRevisionMarkerless}, "", "")
+		r, _ := runRecorded[contract.WebhookDeliveryResult](ctx, t, c,
+			client.StartWorkflowOptions{ID: contract.WebhookDeliveryWorkflowID(id, 0), TaskQueue: taskQueue},
+			contract.WebhookDeliveryWorkflowName, contract.WebhookDeliveryInput{DeliveryID: id, Revision: contract.WebhookRevisionMarkerless}, "", "")
 		writeHistory(ctx, t, c, r, file)
 	}
 	run(1, "webhook_delivery_retried.json") // 500, then 204

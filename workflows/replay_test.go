@@ -22,7 +22,7 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/worker"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Replay: every history in testdata/ is a real run, recorded on an embedded Temporal server
@@ -43,44 +43,44 @@ type recordedHistory struct{ workflowType, file string }
 
 // histories is every recorded history.
 var histories = []recordedHistory{
-	{workflows.ReservationWorkflowName, "reservation_expired.json"},
-	{workflows.ReservationWorkflowName, "reservation_cancelled.json"},
-	{workflows.LockerTokenWorkflowName, "lockertoken_expired.json"},
-	{workflows.LockerTokenWorkflowName, "lockertoken_used.json"},
-	{workflows.LockerTokenWorkflowName, "lockertoken_revoked.json"},
-	{workflows.AccessCodeWorkflowName, "accesscode_expired.json"},
-	{workflows.AccessCodeWorkflowName, "accesscode_removed.json"},
-	{workflows.AccessCodeWorkflowName, "accesscode_release_retried.json"},
+	{contract.ReservationWorkflowName, "reservation_expired.json"},
+	{contract.ReservationWorkflowName, "reservation_cancelled.json"},
+	{contract.LockerTokenWorkflowName, "lockertoken_expired.json"},
+	{contract.LockerTokenWorkflowName, "lockertoken_used.json"},
+	{contract.LockerTokenWorkflowName, "lockertoken_revoked.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_expired.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_removed.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_release_retried.json"},
 	// Runs from before the hold-release loop's continue-as-new (changeHoldReleaseContinueAsNew).
-	{workflows.AccessCodeWorkflowName, "accesscode_expired_before_continue_as_new.json"},
-	{workflows.AccessCodeWorkflowName, "accesscode_removed_before_continue_as_new.json"},
-	{workflows.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_completed.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_first_send_interrupted.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_expired_before_continue_as_new.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_removed_before_continue_as_new.json"},
+	{contract.AccessCodeWorkflowName, "accesscode_release_retried_before_continue_as_new.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_completed.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_first_send_interrupted.json"},
 	// Runs of the markerless revision, whose first send was an activity of its own
 	// (gatewayreq.RevisionMarkerless, before gatewayreq.RevisionFirstSendLocal).
-	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_first_send_local.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_first_send_local.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_first_send_local.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_first_send_local.json"},
 	// Runs from before the markerless revision (gatewayreq.RevisionMarkerless): their markers decide.
-	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json"},
 	// Runs from before the sends were activities of their own (versionSendsAsActivities).
-	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_sends_as_activities.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_sends_as_activities.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_sends_as_activities.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_sends_as_activities.json"},
 	// Runs from before the sends stored the gateway's body with the request (versionBodiesInPostgres).
-	{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_bodies_in_postgres.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_bodies_in_postgres.json"},
-	{workflows.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
-	// Runs from before the markerless revision (workflows.WebhookRevisionMarkerless).
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json"},
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_bodies_in_postgres.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_bodies_in_postgres.json"},
+	{contract.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
+	// Runs from before the markerless revision (contract.WebhookRevisionMarkerless).
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json"},
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json"},
 	// Runs from before the attempt became a local activity (changeAttemptLocal).
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json"},
-	{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_local_attempt.json"},
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json"},
+	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_local_attempt.json"},
 }
 
 // The replay tests run one replay at a time (no t.Parallel): the SDK keeps workflow
@@ -170,13 +170,13 @@ func TestMarkerlessRunsReplayMarkersRecordedByTheBuildBefore(t *testing.T) {
 		workflowType, file, field string
 		wantErr                   bool
 	}{
-		{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json", "Revision", false},
-		{workflows.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json", "Revision", false},
-		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json", "revision", false},
-		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json", "revision", false},
+		{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_markerless.json", "Revision", false},
+		{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_markerless.json", "Revision", false},
+		{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_markerless.json", "revision", false},
+		{contract.WebhookDeliveryWorkflowName, "webhook_delivery_failed_before_markerless.json", "revision", false},
 		// Older paths: sends as local activities, the attempt as a regular activity.
-		{workflows.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json", "Revision", true},
-		{workflows.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json", "revision", true},
+		{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_sends_as_activities.json", "Revision", true},
+		{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried_before_local_attempt.json", "revision", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			hist := readHistory(t, tc.file)
@@ -217,10 +217,10 @@ func TestReplayCatchesAChangedWorkflow(t *testing.T) {
 		name, workflowType, file string
 		changed                  any
 	}{
-		{"a reservation without its expiry timer", workflows.ReservationWorkflowName, "reservation_expired.json", changedReservation},
-		{"a locker token without its expiry timer", workflows.LockerTokenWorkflowName, "lockertoken_expired.json", changedLockerToken},
-		{"an access code released without waiting for its expiry", workflows.AccessCodeWorkflowName, "accesscode_expired.json", changedAccessCode},
-		{"a gateway request that skips the dispatch", workflows.GatewayRequestWorkflowName, "gateway_request_completed.json", changedGatewayRequest},
+		{"a reservation without its expiry timer", contract.ReservationWorkflowName, "reservation_expired.json", changedReservation},
+		{"a locker token without its expiry timer", contract.LockerTokenWorkflowName, "lockertoken_expired.json", changedLockerToken},
+		{"an access code released without waiting for its expiry", contract.AccessCodeWorkflowName, "accesscode_expired.json", changedAccessCode},
+		{"a gateway request that skips the dispatch", contract.GatewayRequestWorkflowName, "gateway_request_completed.json", changedGatewayRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.True(t, slices.ContainsFunc(histories, func(h recordedHistory) bool {
@@ -233,25 +233,25 @@ func TestReplayCatchesAChangedWorkflow(t *testing.T) {
 	}
 }
 
-func changedReservation(ctx workflow.Context, in workflows.ReservationInput) (workflows.ReservationState, error) {
+func changedReservation(ctx workflow.Context, in contract.ReservationInput) (contract.ReservationState, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var res activities.ExpireReservationResult
 	err := workflow.ExecuteActivity(ctx, "ExpireReservation", activities.ExpireReservationInput{ReservationID: in.ReservationID}).Get(ctx, &res)
-	return workflows.ReservationState{Outcome: workflows.OutcomeExpired, ExpiryApplied: res.Expired}, err
+	return contract.ReservationState{Outcome: contract.OutcomeExpired, ExpiryApplied: res.Expired}, err
 }
 
-func changedLockerToken(ctx workflow.Context, in workflows.LockerTokenInput) (workflows.LockerTokenState, error) {
+func changedLockerToken(ctx workflow.Context, in contract.LockerTokenInput) (contract.LockerTokenState, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var res activities.ExpireTokenResult
 	err := workflow.ExecuteActivity(ctx, "ExpireToken", activities.ExpireTokenInput{TokenID: in.TokenID}).Get(ctx, &res)
-	return workflows.LockerTokenState{Outcome: workflows.TokenOutcomeExpired}, err
+	return contract.LockerTokenState{Outcome: contract.TokenOutcomeExpired}, err
 }
 
-func changedAccessCode(ctx workflow.Context, in workflows.AccessCodeInput) (workflows.AccessCodeState, error) {
+func changedAccessCode(ctx workflow.Context, in contract.AccessCodeInput) (contract.AccessCodeState, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
 	var spec gatewayreq.Spec
 	err := workflow.ExecuteActivity(ctx, "PrepareHoldRelease", activities.PrepareHoldReleaseInput{CodeID: in.CodeID, Attempt: 1}).Get(ctx, &spec)
-	return workflows.AccessCodeState{Outcome: workflows.CodeOutcomeRemoved}, err
+	return contract.AccessCodeState{Outcome: contract.CodeOutcomeRemoved}, err
 }
 
 func changedGatewayRequest(workflow.Context, gatewayreq.Spec) (gatewayreq.Result, error) {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // With LOCKERNET_API_WORKER the apiserver runs a worker of the main task queue on its own
@@ -56,7 +56,7 @@ func TestInProcessWorkerStartsOutboxWorkflowsEagerly(t *testing.T) {
 			tower := db.Demo.Towers[0]
 			res := postJSON(t, fmt.Sprintf("%s/api/v1/towers/%s/lockers/%d/reservations", base, tower.ID, tower.LockerIDs[0]), tok,
 				map[string]any{"duration": 600})
-			wfID := workflows.ReservationWorkflowID(res["id"].(string))
+			wfID := contract.ReservationWorkflowID(res["id"].(string))
 
 			started := firstEvent(t, tc, wfID)
 			assert.Equal(t, tt.wantEager, started.GetWorkflowExecutionStartedEventAttributes().GetEagerExecutionAccepted(),

@@ -19,7 +19,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // backup then restore, of make run's shape (the dev Temporal server's SQLite files): what
@@ -128,8 +128,8 @@ func TestBackupRestore(t *testing.T) {
 	assert.Equal(t, 1, lockerStatus, "the locker reserved after the backup is available")
 	var input []byte
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT input FROM workflow_outbox WHERE workflow_id = $1`,
-		workflows.ReservationWorkflowID(before.String())).Scan(&input))
-	var in workflows.ReservationInput
+		contract.ReservationWorkflowID(before.String())).Scan(&input))
+	var in contract.ReservationInput
 	require.NoError(t, json.Unmarshal(input, &in))
 	assert.True(t, expires.Equal(in.ExpiresAt), "the original expiry: %s, not %s", expires, in.ExpiresAt)
 	v, err := st.SchemaVersion(ctx)

@@ -20,7 +20,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/jwtauth"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 const tower = "0100000000000011" // the first demo tower (Union Station)
@@ -190,7 +190,7 @@ func TestLockerServiceState(t *testing.T) {
 		r = e.Do(http.MethodGet, "/api/v1/reservations/"+resID, f.b, nil)
 		require.Equal(t, http.StatusOK, r.Status)
 		assert.Equal(t, "cancelled", r.Map(t)["status"])
-		assert.Equal(t, workflows.OutcomeCancelled, f.outcome(workflows.ReservationWorkflowID(resID)))
+		assert.Equal(t, contract.OutcomeCancelled, f.outcome(contract.ReservationWorkflowID(resID)))
 		assert.NotContains(t, f.assigned(f.b), k)
 		_, err = f.inService(k)
 		require.NoError(t, err)
@@ -208,7 +208,7 @@ func TestLockerServiceState(t *testing.T) {
 		assert.EqualValues(t, 2, out["revokedTokens"])
 		for _, d := range []tokenResp{d1, d2} {
 			assert.Equal(t, "revoked", f.tokenStatus(d.ID))
-			assert.Equal(t, workflows.TokenOutcomeRevoked, f.outcome(workflows.LockerTokenWorkflowID(d.ID)))
+			assert.Equal(t, contract.TokenOutcomeRevoked, f.outcome(contract.LockerTokenWorkflowID(d.ID)))
 		}
 		assert.NotContains(t, f.assigned(f.a), k)
 		_, err = f.inService(k)
@@ -249,7 +249,7 @@ func TestLockerServiceState(t *testing.T) {
 		out, err := f.outOfService(k)
 		require.NoError(t, err)
 		assert.Equal(t, "declined", out["from"])
-		assert.Equal(t, workflows.TokenOutcomeRevoked, f.outcome(workflows.LockerTokenWorkflowID(d.ID)))
+		assert.Equal(t, contract.TokenOutcomeRevoked, f.outcome(contract.LockerTokenWorkflowID(d.ID)))
 		assert.NotContains(t, f.assigned(f.a), k)
 		_, err = f.inService(k)
 		require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestLockerServiceState(t *testing.T) {
 		assert.Equal(t, "occupied", out["from"])
 		assert.Equal(t, "out_of_service", f.status(k))
 		assert.Equal(t, "out_of_service", f.assigned(f.a)[k], "the possession is kept: the item is inside")
-		assert.Equal(t, workflows.TokenOutcomeRevoked, f.outcome(workflows.LockerTokenWorkflowID(p.ID)))
+		assert.Equal(t, contract.TokenOutcomeRevoked, f.outcome(contract.LockerTokenWorkflowID(p.ID)))
 		_, r := f.token(f.a, "pickup", k)
 		assert.Equal(t, http.StatusConflict, r.Status)
 

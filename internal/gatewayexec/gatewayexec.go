@@ -28,7 +28,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Settings are how an Executor runs requests; the apiserver gives them with its defaults
@@ -134,7 +134,7 @@ func (g *Executor) Await(ctx context.Context, row store.GatewayRequest, wait tim
 	var run client.WorkflowRun
 	var err error
 	if poll {
-		run = g.temporal.GetWorkflow(ctx, workflows.GatewayRequestWorkflowID(row.ID.String()), "")
+		run = g.temporal.GetWorkflow(ctx, contract.GatewayRequestWorkflowID(row.ID.String()), "")
 	} else {
 		began := time.Now()
 		run, err = g.start(ctx, row)
@@ -202,9 +202,9 @@ func (g *Executor) Live(ctx context.Context, row store.GatewayRequest) LiveReque
 }
 
 // query asks the request's workflow for its state.
-func (g *Executor) query(ctx context.Context, id uuid.UUID) (workflows.GatewayRequestState, error) {
-	var st workflows.GatewayRequestState
-	v, err := g.temporal.QueryWorkflow(ctx, workflows.GatewayRequestWorkflowID(id.String()), "", workflows.QueryGatewayRequestState)
+func (g *Executor) query(ctx context.Context, id uuid.UUID) (contract.GatewayRequestState, error) {
+	var st contract.GatewayRequestState
+	v, err := g.temporal.QueryWorkflow(ctx, contract.GatewayRequestWorkflowID(id.String()), "", contract.QueryGatewayRequestState)
 	if err != nil {
 		return st, fmt.Errorf("query gateway request workflow: %w", err)
 	}
@@ -263,7 +263,7 @@ func (g *Executor) afterWait(ctx context.Context, row store.GatewayRequest, res 
 func (g *Executor) start(ctx context.Context, row store.GatewayRequest) (client.WorkflowRun, error) {
 	id := row.ID.String()
 	opts := client.StartWorkflowOptions{
-		ID:                       workflows.GatewayRequestWorkflowID(id),
+		ID:                       contract.GatewayRequestWorkflowID(id),
 		TaskQueue:                g.taskQueue,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -271,11 +271,11 @@ func (g *Executor) start(ctx context.Context, row store.GatewayRequest) (client.
 		// noticed after this, not the default 10 s (decision 0018).
 		WorkflowTaskTimeout: gatewayreq.TaskTimeout,
 		EnableEagerStart:    g.eager,
-		TypedSearchAttributes: workflows.SearchAttrs{OrganizationID: row.OrganizationID, LocationID: row.LocationID,
+		TypedSearchAttributes: contract.SearchAttrs{OrganizationID: row.OrganizationID, LocationID: row.LocationID,
 			RequestKind: gatewayreq.SearchKind(row.GatewaySerial, row.Kind)}.Typed(),
 		Memo: map[string]any{"gatewaySerial": row.GatewaySerial, "method": row.Method, "path": row.Path},
 	}
-	run, err := g.temporal.ExecuteWorkflow(ctx, opts, workflows.GatewayRequestWorkflowName, row.Spec(g.policy))
+	run, err := g.temporal.ExecuteWorkflow(ctx, opts, contract.GatewayRequestWorkflowName, row.Spec(g.policy))
 	if err != nil {
 		return nil, fmt.Errorf("start workflow %s: %w", opts.ID, err)
 	}

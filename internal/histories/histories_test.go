@@ -25,7 +25,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/histories"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // ranExecution is an execution the test made through the APIs, and its status when exported.
@@ -47,8 +47,8 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 	ctx := t.Context()
 	// A run no worker has taken up: nothing in its history to replay.
 	undecided, err := e.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: workflows.ReservationWorkflowID(uuid.NewString()), TaskQueue: "no-worker-polls-this"}, workflows.ReservationWorkflowName,
-		workflows.ReservationInput{ReservationID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour)})
+		ID: contract.ReservationWorkflowID(uuid.NewString()), TaskQueue: "no-worker-polls-this"}, contract.ReservationWorkflowName,
+		contract.ReservationInput{ReservationID: uuid.NewString(), ExpiresAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	waitListed(t, e.Temporal, append(slices.Clone(ran), ranExecution{undecided.GetID(), "Running"}))
 	for _, r := range ran {
@@ -102,7 +102,7 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 		for k, n := range count {
 			assert.Equal(t, 1, n, k)
 		}
-		assert.Equal(t, 1, count[workflows.GatewayRequestWorkflowName+" Completed"], "two closed gateway requests ran; one is taken")
+		assert.Equal(t, 1, count[contract.GatewayRequestWorkflowName+" Completed"], "two closed gateway requests ran; one is taken")
 	})
 
 	t.Run("closed ones by their close time, running ones whenever they started", func(t *testing.T) {
@@ -148,7 +148,7 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 		var altered string
 		var h *historypb.History
 		for _, x := range res.Written {
-			if x.WorkflowType == workflows.GatewayRequestWorkflowName && x.Status == "Completed" {
+			if x.WorkflowType == contract.GatewayRequestWorkflowName && x.Status == "Completed" {
 				altered = filepath.Join(bad, x.WorkflowType, filepath.Base(x.File))
 				break
 			}
@@ -171,7 +171,7 @@ func TestExportAndReplayWhatRuns(t *testing.T) {
 		failed := rep.Failed()
 		require.Len(t, failed, 1)
 		assert.Equal(t, altered, failed[0].File)
-		assert.Equal(t, workflows.GatewayRequestWorkflowName, failed[0].WorkflowType)
+		assert.Equal(t, contract.GatewayRequestWorkflowName, failed[0].WorkflowType)
 		assert.ErrorContains(t, failed[0].Err, "TMPRL1100", "the SDK's non-determinism error")
 		t.Logf("%s: %v", failed[0].File, failed[0].Err)
 	})
@@ -218,10 +218,10 @@ func driveEveryWorkflow(t *testing.T, e *testenv.Env, gw1 *testenv.Gateway) []ra
 	require.Equal(t, http.StatusAccepted, r.Status, "webhook test event: %s", r.Body)
 
 	return []ranExecution{
-		{workflows.ReservationWorkflowID(cancelled), "Completed"},
-		{workflows.ReservationWorkflowID(held), "Running"},
-		{workflows.LockerTokenWorkflowID(token), "Running"},
-		{workflows.AccessCodeWorkflowID(code), "Running"},
+		{contract.ReservationWorkflowID(cancelled), "Completed"},
+		{contract.ReservationWorkflowID(held), "Running"},
+		{contract.LockerTokenWorkflowID(token), "Running"},
+		{contract.AccessCodeWorkflowID(code), "Running"},
 	}
 }
 
@@ -231,8 +231,8 @@ func driveEveryWorkflow(t *testing.T, e *testenv.Env, gw1 *testenv.Gateway) []ra
 func waitListed(t *testing.T, c client.Client, ran []ranExecution) {
 	t.Helper()
 	queries := map[string]int64{
-		fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Completed'", workflows.GatewayRequestWorkflowName):  2,
-		fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Completed'", workflows.WebhookDeliveryWorkflowName): 1,
+		fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Completed'", contract.GatewayRequestWorkflowName):  2,
+		fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Completed'", contract.WebhookDeliveryWorkflowName): 1,
 	}
 	for _, r := range ran {
 		queries[fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = '%s'", r.workflowID, r.status)] = 1

@@ -7,11 +7,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // EndTokens is, for each token, the signal that tells its workflow it ended with outcome
-// (workflows.TokenOutcomeUsed, TokenOutcomeRevoked), read in tx. It is the one rule for
+// (contract.TokenOutcomeUsed, TokenOutcomeRevoked), read in tx. It is the one rule for
 // every change that ends tokens — a tower's events, an operator's service change — whoever
 // makes it; the change's Record writes the items. orgID scopes the lookup (0: an operator,
 // any organization); a token not found is skipped.
@@ -25,7 +25,7 @@ func EndTokens(ctx context.Context, tx *store.Store, orgID int64, ids []uuid.UUI
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, TokenItem(t, workflows.SignalTokenEnded, outcome))
+		items = append(items, TokenItem(t, contract.SignalTokenEnded, outcome))
 	}
 	return items, nil
 }
@@ -36,8 +36,8 @@ func EndServiceChange(ctx context.Context, tx *store.Store, towerID string, lock
 	var items []store.OutboxItem
 	if ch.CancelledReservation != nil {
 		r := store.Reservation{ID: *ch.CancelledReservation, TowerID: towerID, LockerID: lockerID, ExpiresAt: ch.CancelledReservationExpiresAt}
-		items = append(items, ReservationItem(r, 0, workflows.SignalReservationEnded, workflows.OutcomeCancelled))
+		items = append(items, ReservationItem(r, 0, contract.SignalReservationEnded, contract.OutcomeCancelled))
 	}
-	ended, err := EndTokens(ctx, tx, 0, ch.RevokedTokens, workflows.TokenOutcomeRevoked)
+	ended, err := EndTokens(ctx, tx, 0, ch.RevokedTokens, contract.TokenOutcomeRevoked)
 	return append(items, ended...), err
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // fairQueue holds committed items waiting for a dispatch worker, one FIFO per organization,
@@ -26,7 +26,7 @@ func newFairQueue(capacity int) *fairQueue {
 // orgOf is the organization an item belongs to (its OrganizationId search attribute; items
 // without one share a queue).
 func orgOf(it store.OutboxItem) string {
-	return it.SearchAttributes[workflows.AttrOrganizationID.GetName()]
+	return it.SearchAttributes[contract.AttrOrganizationID.GetName()]
 }
 
 // push queues it; false when the queue is full (the item stays in the table for the sweep).

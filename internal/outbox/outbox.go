@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Store is the outbox persistence the dispatcher needs.
@@ -199,7 +199,7 @@ func (d *Dispatcher) start(ctx context.Context, it store.OutboxItem) error {
 		ID:                    it.WorkflowID,
 		TaskQueue:             d.taskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: workflows.KeywordAttributes(it.SearchAttributes),
+		TypedSearchAttributes: contract.KeywordAttributes(it.SearchAttributes),
 	}
 	if it.SignalName == "" {
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING

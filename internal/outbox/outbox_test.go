@@ -19,7 +19,7 @@ import (
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 const taskQueue = "outbox-test"
@@ -54,9 +54,9 @@ func setup(t *testing.T) fixture {
 }
 
 func reservationItem(id string) store.OutboxItem {
-	input, _ := json.Marshal(workflows.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(time.Hour)})
+	input, _ := json.Marshal(contract.ReservationInput{ReservationID: id, ExpiresAt: time.Now().Add(time.Hour)})
 	return store.OutboxItem{
-		WorkflowID: workflows.ReservationWorkflowID(id), WorkflowType: workflows.ReservationWorkflowName, Input: input,
+		WorkflowID: contract.ReservationWorkflowID(id), WorkflowType: contract.ReservationWorkflowName, Input: input,
 		SearchAttributes: map[string]string{"LockerId": "42", "TowerId": "0100000000000011", "OrganizationId": "7"},
 	}
 }
@@ -124,8 +124,8 @@ func (f fixture) assertOnlyRunTerminated(t *testing.T, wfID, runID string) {
 
 // endedSignal is item as a signal item: it signals the reservation ended (cancelled).
 func endedSignal(item store.OutboxItem) store.OutboxItem {
-	item.SignalName = workflows.SignalReservationEnded
-	item.SignalArg, _ = json.Marshal(workflows.OutcomeCancelled)
+	item.SignalName = contract.SignalReservationEnded
+	item.SignalArg, _ = json.Marshal(contract.OutcomeCancelled)
 	return item
 }
 
@@ -143,7 +143,7 @@ func (f fixture) describe(t *testing.T, wfID string) (runID string, status enums
 		}
 	}
 	assert.Equal(t, taskQueue, info.GetTaskQueue())
-	assert.Equal(t, workflows.ReservationWorkflowName, info.GetType().GetName())
+	assert.Equal(t, contract.ReservationWorkflowName, info.GetType().GetName())
 	return info.GetExecution().GetRunId(), info.GetStatus(), attrs
 }
 

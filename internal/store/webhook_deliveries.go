@@ -10,24 +10,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
-// The webhook-delivery workflow the outbox starts for each delivery (webhookrow's names).
-const (
-	WebhookDeliveryWorkflowType = webhookrow.WorkflowType
-	WebhookDeliveryIDPrefix     = webhookrow.IDPrefix
-)
-
-// WebhookDeliveryWorkflowID is the workflow of one delivery's round (0: the first delivery,
-// n: the n-th redelivery asked for through the API).
-func WebhookDeliveryWorkflowID(deliveryID uuid.UUID, round int) string {
-	return webhookrow.WorkflowID(deliveryID, round)
-}
-
-// webhookStart is the outbox item that starts a delivery's round, as webhookrow builds it.
-func webhookStart(d webhookrow.Delivery) OutboxItem {
-	r := webhookrow.For(d)
+// webhookStart is the outbox item that starts a delivery's round, as the contract builds it.
+func webhookStart(d contract.WebhookDelivery) OutboxItem {
+	r := d.Start()
 	return OutboxItem{WorkflowID: r.WorkflowID, WorkflowType: r.WorkflowType, Input: r.Input, SearchAttributes: r.SearchAttributes}
 }
 
@@ -111,7 +99,7 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 			return fmt.Errorf("retry webhook delivery: %w: the endpoint is disabled", ErrConflict)
 		}
 		round++
-		start := webhookStart(webhookrow.Delivery{ID: id, Round: round, OrgID: sc.OrgID, EndpointID: endpointID, EventType: eventType})
+		start := webhookStart(contract.WebhookDelivery{ID: id.String(), Round: round, OrgID: sc.OrgID, EndpointID: endpointID.String(), EventType: eventType})
 		attrs, err := json.Marshal(start.SearchAttributes)
 		if err != nil {
 			return fmt.Errorf("retry webhook delivery: encode search attributes: %w", err)

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // WebhookEvent is one recorded event.
@@ -38,7 +38,7 @@ type Event struct {
 const MaxEventSize = 60 << 10
 
 // RecordEvent records an event, a delivery to every enabled endpoint that wants it, and each
-// delivery's workflow start in the outbox (the row webhookrow describes), in one statement:
+// delivery's workflow start in the outbox (the row contract.WebhookDelivery.Start describes), in one statement:
 // called on a transaction's store (WithTx), the event commits or rolls back with the change
 // it reports; called outside one, the statement commits on its own. The deliveries'
 // workflows start right after the commit when the store hands them off (HandOffEvents),
@@ -62,7 +62,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 	id := uuid.New()
 	var recorded int
 	var started []committedStart
-	// The outbox rows are webhookrow.For's (its prefix, type, input and search attributes,
+	// The outbox rows are contract.WebhookDelivery.Start's (its prefix, type, input and search attributes,
 	// built here in SQL so the event, its deliveries and their starts are one statement and
 	// one round trip; TestRecordEventOutboxRowsAreWebhookrows keeps the two equal).
 	err = s.db.QueryRow(ctx, `
@@ -89,8 +89,8 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event) (uuid.UUID, error) {
 		    RETURNING `+committedStartColumns+`
 		)
 		SELECT (SELECT count(*) FROM ev), `+committedStartsAgg+` FROM ob`,
-		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, webhookrow.IDPrefix, webhookrow.WorkflowType, ev.LocationID,
-		s.deliveryGrace().Seconds(), webhookrow.Revision).Scan(&recorded, &started)
+		id, ev.OrgID, ev.SubOrgID, ev.Type, data, ev.Only, contract.WebhookDeliveryIDPrefix, contract.WebhookDeliveryWorkflowName, ev.LocationID,
+		s.deliveryGrace().Seconds(), contract.WebhookRevisionMarkerless).Scan(&recorded, &started)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("record event %s: %w", ev.Type, translate(err))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 type handedOff struct {
@@ -78,8 +79,8 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 			DeliveryID string `json:"delivery_id"`
 		}
 		require.NoError(t, json.Unmarshal(it.Input, &in))
-		assert.Equal(t, store.WebhookDeliveryWorkflowID(uuid.MustParse(in.DeliveryID), 0), it.WorkflowID)
-		assert.Equal(t, store.WebhookDeliveryWorkflowType, it.WorkflowType)
+		assert.Equal(t, contract.WebhookDeliveryWorkflowID(in.DeliveryID, 0), it.WorkflowID)
+		assert.Equal(t, contract.WebhookDeliveryWorkflowName, it.WorkflowType)
 		if in.DeliveryID == rows[0].ID.String() {
 			mine = it
 		}
@@ -108,7 +109,7 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	require.NoError(t, err)
 	retried := h.take()
 	require.Len(t, retried, 1)
-	assert.Equal(t, store.WebhookDeliveryWorkflowID(rows[0].ID, 1), retried[0].WorkflowID)
+	assert.Equal(t, contract.WebhookDeliveryWorkflowID(rows[0].ID.String(), 1), retried[0].WorkflowID)
 	assert.JSONEq(t, `{"delivery_id": "`+rows[0].ID.String()+`", "round": 1, "revision": 1}`, string(retried[0].Input))
 
 	// Without a hand-off the rows are due at once, for the sweep.
@@ -124,7 +125,7 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 func deliveries(items []store.OutboxItem) []store.OutboxItem {
 	var out []store.OutboxItem
 	for _, it := range items {
-		if it.WorkflowType == store.WebhookDeliveryWorkflowType {
+		if it.WorkflowType == contract.WebhookDeliveryWorkflowName {
 			out = append(out, it)
 		}
 	}

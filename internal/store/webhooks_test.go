@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/internal/outbox/webhookrow"
 	"github.com/lockernet/lockernet/internal/store"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // An event commits with its change or not at all, reaches the endpoints that want it, and
@@ -105,10 +105,11 @@ func endpointFixture(t *testing.T) (*store.Store, int64, store.WebhookEndpoint) 
 	return st, org, createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
 }
 
-// The outbox rows RecordEvent writes in SQL are the rows webhookrow describes, to the byte of
-// their input and search attributes: the re-arm after a restore and a redelivery build theirs
-// with webhookrow, and the workflow reads its input as webhookrow writes it.
-func TestRecordEventOutboxRowsAreWebhookrows(t *testing.T) {
+// The outbox rows RecordEvent writes in SQL are the starts the workflows' contract describes
+// (contract.WebhookDelivery.Start), to the byte of their input and search attributes: the
+// re-arm after a restore and a redelivery build theirs with it, and the workflow reads its
+// input as it writes it.
+func TestRecordEventOutboxRowsAreTheContractsStarts(t *testing.T) {
 	t.Parallel()
 	st, org, ep := endpointFixture(t)
 	ctx := context.Background()
@@ -118,7 +119,7 @@ func TestRecordEventOutboxRowsAreWebhookrows(t *testing.T) {
 	require.NotEqual(t, uuid.Nil, id)
 	var delivery uuid.UUID
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE event_id = $1`, id).Scan(&delivery))
-	want := webhookrow.For(webhookrow.Delivery{ID: delivery, OrgID: org, EndpointID: ep.ID, EventType: "locker.released"})
+	want := contract.WebhookDelivery{ID: delivery.String(), OrgID: org, EndpointID: ep.ID.String(), EventType: "locker.released"}.Start()
 
 	var typ string
 	var input, attrs []byte

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/lockernet/lockernet/internal/telemetry"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Dial connects to the Temporal frontend, retrying until ctx is done so a process can start
@@ -62,7 +62,7 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, name := range workflows.SearchAttributeNames {
+	for _, name := range contract.SearchAttributeNames {
 		if _, ok := have.GetCustomAttributes()[name]; !ok {
 			missing[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 		}

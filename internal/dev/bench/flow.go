@@ -13,7 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // sustainWindow is how long a rate must hold before the report calls it sustained.
@@ -211,7 +211,7 @@ func (b *bench) reservationsNotEnded(ctx context.Context, flows []answeredFlow, 
 			continue
 		}
 		last++
-		d, err := b.temporal.DescribeWorkflowExecution(ctx, workflows.ReservationWorkflowID(f.reservation), "")
+		d, err := b.temporal.DescribeWorkflowExecution(ctx, contract.ReservationWorkflowID(f.reservation), "")
 		if err != nil || d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			notEnded++
 		}

@@ -46,7 +46,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 type bench struct {
@@ -501,7 +501,7 @@ func (b *bench) taskBacklog(ctx context.Context) int64 {
 
 // shortLivedQuery selects the running workflows that a step leaves behind and that end in
 // seconds when the system keeps up: gateway requests and the bench's own.
-const shortLivedQuery = `ExecutionStatus = 'Running' AND WorkflowType IN ('` + workflows.GatewayRequestWorkflowName +
+const shortLivedQuery = `ExecutionStatus = 'Running' AND WorkflowType IN ('` + contract.GatewayRequestWorkflowName +
 	`', 'BenchBare', 'BenchActivityShape', 'BenchDeliveryShape')`
 
 // shortLivedRunning counts them (0 when Temporal cannot say).

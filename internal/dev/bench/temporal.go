@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -99,7 +99,7 @@ func outboxShapedStart(id string, attrs map[string]string) client.StartWorkflowO
 	return client.StartWorkflowOptions{ID: id, TaskQueue: bareQueue, EnableEagerStart: true,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    workflows.KeywordAttributes(attrs),
+		TypedSearchAttributes:    contract.KeywordAttributes(attrs),
 	}
 }
 

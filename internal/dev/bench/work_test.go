@@ -20,7 +20,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // work is what Temporal did for one workflow run, read from its history.
@@ -128,8 +128,8 @@ func TestTemporalWorkPerOperation(t *testing.T) {
 	r = e.Do(http.MethodPost, path+"dropoff-locker-tokens", tok, map[string]any{"duration": 300, "client_info": "work"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	token := r.Map(t)
-	resWork := settled(t, e.Temporal, workflows.ReservationWorkflowID(res["id"].(string)), false)
-	tokWork := settled(t, e.Temporal, workflows.LockerTokenWorkflowID(token["id"].(string)), true)
+	resWork := settled(t, e.Temporal, contract.ReservationWorkflowID(res["id"].(string)), false)
+	tokWork := settled(t, e.Temporal, contract.LockerTokenWorkflowID(token["id"].(string)), true)
 	flow := resWork
 	flow.add(tokWork)
 	flow.Status = enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
@@ -143,7 +143,7 @@ func TestTemporalWorkPerOperation(t *testing.T) {
 	r = e.Do(http.MethodPost, path+"reservations", tok, map[string]any{"duration": 1})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	rows = append(rows, workRow{"expiry", "`reservation/<id>` expiring on its timer", settled(t, e.Temporal,
-		workflows.ReservationWorkflowID(r.Map(t)["id"].(string)), false)})
+		contract.ReservationWorkflowID(r.Map(t)["id"].(string)), false)})
 
 	// The drop-off token's end when it is never used: its timer, then the write-back.
 	path = fmt.Sprintf("/api/v1/towers/%s/lockers/%d/", tower.ID, tower.LockerIDs[2])
@@ -152,7 +152,7 @@ func TestTemporalWorkPerOperation(t *testing.T) {
 	r = e.Do(http.MethodPost, path+"dropoff-locker-tokens", tok, map[string]any{"duration": 1, "client_info": "work"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	rows = append(rows, workRow{"token expiry", "`locker-token/<id>` of a drop-off token expiring unused (the whole run)", settled(t, e.Temporal,
-		workflows.LockerTokenWorkflowID(r.Map(t)["id"].(string)), false)})
+		contract.LockerTokenWorkflowID(r.Map(t)["id"].(string)), false)})
 
 	// Webhook delivery: one event to one endpoint that answers 204.
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -168,7 +168,7 @@ func TestTemporalWorkPerOperation(t *testing.T) {
 	var deliveryID uuid.UUID
 	require.NoError(t, e.Store.Pool().QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1`, epID).Scan(&deliveryID))
 	rows = append(rows, workRow{"webhook delivery", "`webhook-delivery/<id>`, delivered at the first attempt",
-		settled(t, e.Temporal, store.WebhookDeliveryWorkflowID(deliveryID, 0), false)})
+		settled(t, e.Temporal, contract.WebhookDeliveryWorkflowID(deliveryID.String(), 0), false)})
 
 	// Gateway request: an open through the gateway cloud API, answered by the gateway at once.
 	for _, pref := range []string{"respond-async", "wait=10"} {
@@ -176,7 +176,7 @@ func TestTemporalWorkPerOperation(t *testing.T) {
 		gr, err := testenv.Exchange(http.MethodPost, fmt.Sprintf("%s/api/customer/v1/locations/%d/lockers/101/open", e.URL, gw1.LocationID), h, nil)
 		require.NoError(t, err)
 		require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, gr.Status, "%s", gr.Body)
-		id := workflows.GatewayRequestWorkflowID(gr.Header.Get("X-Request-Id"))
+		id := contract.GatewayRequestWorkflowID(gr.Header.Get("X-Request-Id"))
 		what := "`gateway-request/<id>` of an open, `Prefer: " + pref + "`"
 		// Every gateway request is a workflow (decision 0012), the one that waits included.
 		_, err = e.Temporal.DescribeWorkflowExecution(ctx, id, "")

@@ -28,7 +28,7 @@ import (
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // Run starts the stack and blocks until ctx is done, then stops it all. A child that dies
@@ -64,7 +64,7 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		}
 		srv, err := devtemporal.Start(devtemporal.Options{
 			DBPath: filepath.Join(s.DataDir, "temporal.db"), IP: host, Port: port, UIPort: s.TemporalUIPort,
-			Namespace: s.TemporalNS, SearchAttributes: workflows.SearchAttributeNames,
+			Namespace: s.TemporalNS, SearchAttributes: contract.SearchAttributeNames,
 			LogFile: filepath.Join(s.DataDir, "temporal.log"),
 		})
 		if err != nil {

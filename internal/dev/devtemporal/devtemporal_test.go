@@ -23,7 +23,7 @@ import (
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // A reservation made before the dev server stops still expires on time after it restarts:
@@ -41,7 +41,7 @@ func TestReservationExpiresAcrossServerRestart(t *testing.T) {
 		ports[i] = p
 	}
 	opts := devtemporal.Options{DBPath: filepath.Join(dir, "temporal.db"), Port: ports[0], UIPort: ports[1],
-		Namespace: "default", SearchAttributes: workflows.SearchAttributeNames, LogFile: filepath.Join(dir, "temporal.log")}
+		Namespace: "default", SearchAttributes: contract.SearchAttributeNames, LogFile: filepath.Join(dir, "temporal.log")}
 
 	st, err := store.Open(ctx, testenv.NewDatabase(t), store.Options{MaxConns: 4})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestReservationExpiresAcrossServerRestart(t *testing.T) {
 	go func() { _ = disp.Run(dctx); close(ddone) }()
 	disp.Dispatch(item)
 	require.Eventually(t, func() bool {
-		_, err := tc.DescribeWorkflowExecution(ctx, workflows.ReservationWorkflowID(r1.ID.String()), "")
+		_, err := tc.DescribeWorkflowExecution(ctx, contract.ReservationWorkflowID(r1.ID.String()), "")
 		return err == nil
 	}, 30*time.Second, 50*time.Millisecond, "workflow started")
 	dcancel()

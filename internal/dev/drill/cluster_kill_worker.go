@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // drillClusterKillWorker: one of the two workers gets SIGKILL while gateway opens are in
@@ -83,7 +83,7 @@ func drillClusterKillWorker(ctx context.Context, o options, shape *clusterShape)
 	}
 	var mu sync.Mutex
 	parallel(len(ids), 8, func(i int) {
-		seen := taskPollers(ctx, sys, workflows.GatewayRequestWorkflowID(ids[i]))
+		seen := taskPollers(ctx, sys, contract.GatewayRequestWorkflowID(ids[i]))
 		mu.Lock()
 		defer mu.Unlock()
 		if len(seen) == 0 {

@@ -12,7 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // clusterShape is the one cluster-shape system the cluster drills share, started by the
@@ -89,9 +89,9 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 		if !c.ok() {
 			continue
 		}
-		id := workflows.ReservationWorkflowID(c.id)
+		id := contract.ReservationWorkflowID(c.id)
 		if c.kind == "dropoff-token" {
-			id = workflows.LockerTokenWorkflowID(c.id)
+			id = contract.LockerTokenWorkflowID(c.id)
 		}
 		holds = append(holds, &hold{call: c, wfID: id})
 		ids[c.kind] = append(ids[c.kind], c.id)

@@ -15,7 +15,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // towerCall is one tower API call of the load.
@@ -329,9 +329,9 @@ func checkHolds(ctx context.Context, r *result, sys *system, calls []towerCall) 
 		var mu sync.Mutex
 		parallel(len(k.ids), 16, func(i int) {
 			id := k.ids[i]
-			wfID := workflows.ReservationWorkflowID(id)
+			wfID := contract.ReservationWorkflowID(id)
 			if kind == "dropoff-token" {
-				wfID = workflows.LockerTokenWorkflowID(id)
+				wfID = contract.LockerTokenWorkflowID(id)
 			}
 			_, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
 			var nf *serviceerror.NotFound

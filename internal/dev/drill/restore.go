@@ -24,7 +24,7 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // drillRestore: tower flows and gateway opens run; the whole system is backed up twice with
@@ -259,9 +259,9 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		}
 	}
 	for _, call := range pending {
-		table, wfID := "reservations", workflows.ReservationWorkflowID(call.id)
+		table, wfID := "reservations", contract.ReservationWorkflowID(call.id)
 		if call.kind == "dropoff-token" {
-			table, wfID = "locker_tokens", workflows.LockerTokenWorkflowID(call.id)
+			table, wfID = "locker_tokens", contract.LockerTokenWorkflowID(call.id)
 		}
 		var held bool
 		err := sys.st.Pool().QueryRow(ctx, `
@@ -354,9 +354,9 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		}
 		var late []time.Duration
 		for _, call := range pending {
-			wfID := workflows.ReservationWorkflowID(call.id)
+			wfID := contract.ReservationWorkflowID(call.id)
 			if call.kind == "dropoff-token" {
-				wfID = workflows.LockerTokenWorkflowID(call.id)
+				wfID = contract.LockerTokenWorkflowID(call.id)
 			}
 			d, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
 			if err == nil && d.WorkflowExecutionInfo.GetCloseTime() != nil {
@@ -441,7 +441,7 @@ func (s *system) restartAfterRestore(ctx context.Context, temporalFile string, b
 	if _, ok := waitFor(ctx, 30*time.Second, 500*time.Millisecond, func() bool {
 		s.temporal, startErr = devtemporal.Start(devtemporal.Options{
 			DBPath: temporalFile, IP: "127.0.0.1", Port: port, Namespace: "default",
-			SearchAttributes: workflows.SearchAttributeNames, LogFile: filepath.Join(s.dir, "logs", "temporal.log"),
+			SearchAttributes: contract.SearchAttributeNames, LogFile: filepath.Join(s.dir, "logs", "temporal.log"),
 		})
 		return startErr == nil
 	}); !ok {

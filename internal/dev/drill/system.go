@@ -23,7 +23,7 @@ import (
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
-	"github.com/lockernet/lockernet/workflows"
+	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // systemOptions shape one drill's system.
@@ -120,7 +120,7 @@ func newSystem(ctx context.Context, opts systemOptions) (sys *system, err error)
 	}
 	if s.temporal, err = devtemporal.Start(devtemporal.Options{
 		DBPath: filepath.Join(s.dir, "temporal.db"), IP: "127.0.0.1", Port: tport, Namespace: "default",
-		SearchAttributes: workflows.SearchAttributeNames, LogFile: filepath.Join(s.dir, "logs", "temporal.log"),
+		SearchAttributes: contract.SearchAttributeNames, LogFile: filepath.Join(s.dir, "logs", "temporal.log"),
 	}); err != nil {
 		return nil, err
 	}
