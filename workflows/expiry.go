@@ -3,7 +3,6 @@ package workflows
 import (
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -32,15 +31,4 @@ func withExpiryActivity(ctx workflow.Context) workflow.Context {
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         shortRetry(30*time.Second, "InvalidInput"),
 	})
-}
-
-// shortRetry is the retry policy of short activities: 200 ms between the first
-// attempts, doubling up to maxInterval, the error types nonRetryable final.
-func shortRetry(maxInterval time.Duration, nonRetryable ...string) *temporal.RetryPolicy {
-	return &temporal.RetryPolicy{
-		InitialInterval:        200 * time.Millisecond,
-		BackoffCoefficient:     2,
-		MaximumInterval:        maxInterval,
-		NonRetryableErrorTypes: nonRetryable,
-	}
 }

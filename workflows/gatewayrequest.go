@@ -71,6 +71,7 @@ type gatewayRequestImpl struct {
 	in     gatewayreq.Spec
 	policy gatewayreq.Policy
 	state  contract.GatewayRequestState
+	sends  sendCounts
 }
 
 func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in gatewayreq.Spec) error {
@@ -90,84 +91,10 @@ func (wf *gatewayRequestImpl) setup(ctx workflow.Context, in gatewayreq.Spec) er
 }
 
 func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, error) {
-	logger := workflow.GetLogger(ctx)
-	timeout := wf.policy.Timeout(wf.in.Class)
-	// The first send is a local activity inside the first workflow task
-	// (gatewayreq.RevisionFirstSendLocal, decision 0018): with eager start on the apiserver's
-	// own gateway worker it runs in the process that took the request, and when its answer
-	// settles the request (it stores the outcome itself) the workflow completes in that same
-	// task — a bare workflow's cost. Every later send is an activity of its own
-	// (versionSendsAsActivities), so the workflow answers queries while one is in flight; a
-	// poll during the first send answers from the stored row instead (gatewayreq.FirstSendOut).
-	// Runs recorded before decision 0012 send every time with local activities, runs of
-	// revision 1 every time with activities. A process that stops during a send loses it; the
-	// send's retry (or the first task's, after gatewayreq.TaskTimeout) finds it begun and
-	// answers SendUnknown instead of sending it twice.
-	sendCtx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		// One send: the call's deadline plus room to record it.
-		StartToCloseTimeout: timeout + 15*time.Second,
-		RetryPolicy:         shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
-	})
-
-	var (
-		send             int
-		dispatchFailures int
-		serverResends    int  // reads re-sent after a 5xx
-		conflictRetries  int  // creates retried after 503 LOCKER_ASSIGNMENT_CONFLICT
-		noAnswerResends  int  // re-sends after a delivered send got no answer
-		mayHaveArrived   bool // an earlier send may have reached the gateway
-		answered         bool
-	)
-	// The apiserver that stored the request may have made its first send itself and handed
-	// what it came to over (Spec.FirstSend): the workflow goes on from there.
-	firstSend := wf.in.FirstSend
-	// A run started as RevisionMarkerless takes every change's current path and records no
-	// marker (a change made after it goes behind workflow.GetVersion again); the runs started
-	// before it decide each change by their recorded markers.
-	storeBody, sendsAsActivities := true, true
-	firstSendLocal := wf.in.Revision >= gatewayreq.RevisionFirstSendLocal
-	if wf.in.Revision < gatewayreq.RevisionMarkerless {
-		if firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			firstSend = nil
-		}
-		storeBody = workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
-		sendsAsActivities = workflow.GetVersion(ctx, versionSendsAsActivities, workflow.DefaultVersion, 1) >= 1
-	}
-	activityCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		// The same budget as the local activity's: one send, with room to record it.
-		StartToCloseTimeout: timeout + 15*time.Second,
-		// The send heartbeats while it is out: a worker that dies mid-send is noticed in
-		// seconds, and the retry finds the send begun (SendUnknown).
-		HeartbeatTimeout: 10 * time.Second,
-		RetryPolicy:      shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
-	})
+	paths := wf.sendPaths(ctx)
 	for {
-		send++
-		var res activities.SendGatewayRequestResult
-		var err error
-		in := activities.SendGatewayRequestInput{
-			RequestID: wf.in.RequestID, Send: send, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: timeout,
-			StoreBody: storeBody,
-		}
-		wf.state.NextAttemptAt = time.Time{}
-		switch {
-		case send == 1 && firstSend != nil:
-			res = *firstSend
-		case send == 1 && firstSendLocal:
-			// The first send may settle the request itself (it stores the outcome and wakes the
-			// waiting handler); the workflow then ends in this same task.
-			in.Settle = wf.settleSpec()
-			wf.sendOut(ctx, send)
-			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, in).Get(ctx, &res)
-		case sendsAsActivities:
-			if send == 1 {
-				in.Settle = wf.settleSpec()
-			}
-			wf.sendOut(ctx, send)
-			err = workflow.ExecuteActivity(activityCtx, a.SendGatewayRequest, in).Get(ctx, &res)
-		default:
-			err = workflow.ExecuteLocalActivity(sendCtx, a.SendGatewayRequest, in).Get(ctx, &res)
-		}
+		wf.sends.send++
+		res, err := paths.send(ctx, wf)
 		if err == nil && res.Settled != nil {
 			// The send stored the outcome itself (its answer decided the request).
 			return wf.settled(ctx, *res.Settled, res.UsedCode)
@@ -187,79 +114,217 @@ func (wf *gatewayRequestImpl) run(ctx workflow.Context) (gatewayreq.Result, erro
 			res.Outcome, res.Error = activities.SendNotDelivered, "the gateway was stopping"
 		}
 
+		var next sendStep
 		switch res.Outcome {
 		case activities.SendFinished:
 			// Another run stored the outcome already; finishing returns it.
-			return wf.finish(ctx, gatewayreq.Unresponsive(0, "the request was settled elsewhere"), false, false)
-
+			next = settle(gatewayreq.Unresponsive(0, "the request was settled elsewhere"), false, false)
 		case activities.SendNotDelivered:
-			dispatchFailures++
-			wf.state.Status, wf.state.LastError = gatewayreq.StatePending, res.Error
-			if dispatchFailures >= wf.policy.DispatchAttempts {
-				if mayHaveArrived && wf.in.Class != gatewayreq.ClassRead {
-					// An earlier send may have reached the gateway and carried the request out:
-					// "not delivered" would tell the caller it did not happen.
-					return wf.finish(ctx, gatewayreq.Unresponsive(0, "an earlier send may have been carried out; the re-sends were not delivered: "+res.Error), false, false)
-				}
-				return wf.finish(ctx, gatewayreq.DispatchFailed(res.Error), false, !mayHaveArrived && !answered)
-			}
-			backoff := wf.policy.DispatchBackoff << (dispatchFailures - 1)
-			wf.state.NextAttemptAt = workflow.Now(ctx).Add(backoff)
-			logger.Info("gateway request not delivered; retrying", "attempt", dispatchFailures, "backoff", backoff, "err", res.Error)
-			if err := workflow.Sleep(ctx, backoff); err != nil {
-				return gatewayreq.Result{}, err
-			}
-			continue
-
+			next, err = wf.notDelivered(ctx, res)
 		case activities.SendNoAnswer, activities.SendUnknown:
-			wf.state.Status, wf.state.LastError = gatewayreq.StateDispatched, res.Error
-			if res.Outcome == activities.SendUnknown {
-				wf.state.LastError = "the send was interrupted; its answer is unknown"
-			}
-			mayHaveArrived = true
-			if wf.in.ResendableAfterNoAnswer() && noAnswerResends == 0 {
-				noAnswerResends++
-				logger.Info("gateway request unanswered; re-sending once", "outcome", res.Outcome)
-				continue
-			}
-			if sendsAsActivities && res.Outcome == activities.SendUnknown && res.KeysHonoured && noAnswerResends < maxKeyedResends {
-				// The send was cut off with the process that made it (its retry found it begun):
-				// the gateway carries a keyed request out once and answers a re-send with what
-				// the first send did, so sending again cannot act twice. A send the gateway did
-				// not answer in time is not re-sent: the gateway itself is in trouble, and the
-				// caller should not wait another deadline for it.
-				noAnswerResends++
-				logger.Info("gateway request's fate unknown; re-sending with its key", "outcome", res.Outcome)
-				continue
-			}
-			return wf.finish(ctx, gatewayreq.Unresponsive(timeout, wf.state.LastError), false, false)
-
+			next = wf.noAnswer(ctx, res, paths.sendsAsActivities)
 		case activities.SendAnswered:
-			answered = true
-			wf.state.Status = gatewayreq.StateDispatched
-			o, next := wf.in.AfterAnswer(res, mayHaveArrived, serverResends, conflictRetries)
-			switch next {
-			case gatewayreq.AnswerResend:
-				serverResends++
-				wf.state.LastError = fmt.Sprintf("gateway answered %d", res.Status)
-				logger.Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
-				continue
-			case gatewayreq.AnswerRetryConflict:
-				conflictRetries++
-				wf.state.LastError = "LOCKER_ASSIGNMENT_CONFLICT"
-				wf.state.NextAttemptAt = workflow.Now(ctx).Add(wf.policy.ConflictBackoff * time.Duration(conflictRetries))
-				if err := workflow.Sleep(ctx, wf.policy.ConflictBackoff*time.Duration(conflictRetries)); err != nil {
-					return gatewayreq.Result{}, err
-				}
-				continue
-			}
-			return wf.finish(ctx, o, true, false)
-
+			next, err = wf.answered(ctx, res)
 		default:
 			return gatewayreq.Result{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("unknown send outcome %q", res.Outcome), "InvalidOutcome", nil)
 		}
+		if err != nil {
+			return gatewayreq.Result{}, err
+		}
+		if next.done {
+			return wf.finish(ctx, next.outcome, next.answered, next.unreachable)
+		}
 	}
+}
+
+// sendCounts is what the sends of a run have come to so far.
+type sendCounts struct {
+	send             int
+	dispatchFailures int
+	serverResends    int  // reads re-sent after a 5xx
+	conflictRetries  int  // creates retried after 503 LOCKER_ASSIGNMENT_CONFLICT
+	noAnswerResends  int  // re-sends after a delivered send got no answer
+	mayHaveArrived   bool // an earlier send may have reached the gateway
+	answered         bool // the gateway answered a send
+}
+
+// sendStep is what a send's result leads to: another send, or settling with outcome.
+type sendStep struct {
+	done                  bool
+	outcome               gatewayreq.Outcome
+	answered, unreachable bool
+}
+
+func settle(o gatewayreq.Outcome, answered, unreachable bool) sendStep {
+	return sendStep{done: true, outcome: o, answered: answered, unreachable: unreachable}
+}
+
+// sendAgain is a sendStep that makes another send.
+var sendAgain = sendStep{}
+
+// sendPaths are the ways a run's sends go out, decided once per run by its revision (or, for
+// runs from before the markerless revision, by the markers it recorded).
+type sendPaths struct {
+	// firstSend is what the apiserver's own first send came to (decision 0009's runs).
+	firstSend *activities.SendGatewayRequestResult
+	// firstSendLocal: the first send is a local activity inside the first workflow task
+	// (gatewayreq.RevisionFirstSendLocal, decision 0018).
+	firstSendLocal bool
+	// sendsAsActivities: sends are activities of their own (decision 0012); otherwise local
+	// activities (the runs recorded before it).
+	sendsAsActivities bool
+	storeBody         bool
+	timeout           time.Duration
+	localCtx, actCtx  workflow.Context
+}
+
+// sendPaths decides the run's send paths. The first send is a local activity inside the
+// first workflow task (gatewayreq.RevisionFirstSendLocal, decision 0018): with eager start on
+// the apiserver's own gateway worker it runs in the process that took the request, and when
+// its answer settles the request (it stores the outcome itself) the workflow completes in
+// that same task — a bare workflow's cost. Every later send is an activity of its own
+// (versionSendsAsActivities), so the workflow answers queries while one is in flight; a poll
+// during the first send answers from the stored row instead (gatewayreq.FirstSendOut). Runs
+// recorded before decision 0012 send every time with local activities, runs of revision 1
+// every time with activities. A process that stops during a send loses it; the send's retry
+// (or the first task's, after gatewayreq.TaskTimeout) finds it begun and answers SendUnknown
+// instead of sending it twice.
+func (wf *gatewayRequestImpl) sendPaths(ctx workflow.Context) sendPaths {
+	timeout := wf.policy.Timeout(wf.in.Class)
+	p := sendPaths{
+		// The apiserver that stored the request may have made its first send itself and
+		// handed what it came to over (Spec.FirstSend): the workflow goes on from there.
+		firstSend:      wf.in.FirstSend,
+		firstSendLocal: wf.in.Revision >= gatewayreq.RevisionFirstSendLocal,
+		// A run started as RevisionMarkerless or later takes every change's current path and
+		// records no marker (a change made after it goes behind workflow.GetVersion again);
+		// the runs started before it decide each change by their recorded markers.
+		sendsAsActivities: true, storeBody: true, timeout: timeout,
+		localCtx: workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			// One send: the call's deadline plus room to record it.
+			StartToCloseTimeout: timeout + 15*time.Second,
+			RetryPolicy:         shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
+		}),
+	}
+	if wf.in.Revision < gatewayreq.RevisionMarkerless {
+		if p.firstSend != nil && workflow.GetVersion(ctx, versionFirstSendInLine, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			p.firstSend = nil
+		}
+		p.storeBody = workflow.GetVersion(ctx, versionBodiesInPostgres, workflow.DefaultVersion, 1) >= 1
+		p.sendsAsActivities = workflow.GetVersion(ctx, versionSendsAsActivities, workflow.DefaultVersion, 1) >= 1
+	}
+	p.actCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// The same budget as the local activity's: one send, with room to record it.
+		StartToCloseTimeout: timeout + 15*time.Second,
+		// The send heartbeats while it is out: a worker that dies mid-send is noticed in
+		// seconds, and the retry finds the send begun (SendUnknown).
+		HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy:      shortRetry(10*time.Second, "InvalidInput", activities.ErrTypeGatewayMisconfigured),
+	})
+	return p
+}
+
+// send makes the run's current send (wf.sends.send) on its path.
+func (p sendPaths) send(ctx workflow.Context, wf *gatewayRequestImpl) (activities.SendGatewayRequestResult, error) {
+	n := wf.sends.send
+	in := activities.SendGatewayRequestInput{
+		RequestID: wf.in.RequestID, Send: n, Method: wf.in.Method, Path: wf.in.Path, Body: wf.in.Body, Timeout: p.timeout,
+		StoreBody: p.storeBody,
+	}
+	wf.state.NextAttemptAt = time.Time{}
+	var res activities.SendGatewayRequestResult
+	var err error
+	switch {
+	case n == 1 && p.firstSend != nil:
+		res = *p.firstSend
+	case n == 1 && p.firstSendLocal:
+		// The first send may settle the request itself (it stores the outcome and wakes the
+		// waiting handler); the workflow then ends in this same task.
+		in.Settle = wf.settleSpec()
+		wf.sendOut(ctx, n)
+		err = workflow.ExecuteLocalActivity(p.localCtx, a.SendGatewayRequest, in).Get(ctx, &res)
+	case p.sendsAsActivities:
+		if n == 1 {
+			in.Settle = wf.settleSpec()
+		}
+		wf.sendOut(ctx, n)
+		err = workflow.ExecuteActivity(p.actCtx, a.SendGatewayRequest, in).Get(ctx, &res)
+	default:
+		err = workflow.ExecuteLocalActivity(p.localCtx, a.SendGatewayRequest, in).Get(ctx, &res)
+	}
+	return res, err
+}
+
+// notDelivered is what a send that never reached the gateway leads to: another after the
+// dispatch backoff, until the dispatch budget is spent.
+func (wf *gatewayRequestImpl) notDelivered(ctx workflow.Context, res activities.SendGatewayRequestResult) (sendStep, error) {
+	c := &wf.sends
+	c.dispatchFailures++
+	wf.state.Status, wf.state.LastError = gatewayreq.StatePending, res.Error
+	if c.dispatchFailures >= wf.policy.DispatchAttempts {
+		if c.mayHaveArrived && wf.in.Class != gatewayreq.ClassRead {
+			// An earlier send may have reached the gateway and carried the request out:
+			// "not delivered" would tell the caller it did not happen.
+			return settle(gatewayreq.Unresponsive(0, "an earlier send may have been carried out; the re-sends were not delivered: "+res.Error), false, false), nil
+		}
+		return settle(gatewayreq.DispatchFailed(res.Error), false, !c.mayHaveArrived && !c.answered), nil
+	}
+	backoff := wf.policy.DispatchBackoff << (c.dispatchFailures - 1)
+	wf.state.NextAttemptAt = workflow.Now(ctx).Add(backoff)
+	workflow.GetLogger(ctx).Info("gateway request not delivered; retrying", "attempt", c.dispatchFailures, "backoff", backoff, "err", res.Error)
+	return sendAgain, workflow.Sleep(ctx, backoff)
+}
+
+// noAnswer is what a delivered send without an answer (or one of unknown fate) leads to: a
+// re-send where it is safe, else gateway_unresponsive.
+func (wf *gatewayRequestImpl) noAnswer(ctx workflow.Context, res activities.SendGatewayRequestResult, sendsAsActivities bool) sendStep {
+	c := &wf.sends
+	logger := workflow.GetLogger(ctx)
+	wf.state.Status, wf.state.LastError = gatewayreq.StateDispatched, res.Error
+	if res.Outcome == activities.SendUnknown {
+		wf.state.LastError = "the send was interrupted; its answer is unknown"
+	}
+	c.mayHaveArrived = true
+	if wf.in.ResendableAfterNoAnswer() && c.noAnswerResends == 0 {
+		c.noAnswerResends++
+		logger.Info("gateway request unanswered; re-sending once", "outcome", res.Outcome)
+		return sendAgain
+	}
+	if sendsAsActivities && res.Outcome == activities.SendUnknown && res.KeysHonoured && c.noAnswerResends < maxKeyedResends {
+		// The send was cut off with the process that made it (its retry found it begun):
+		// the gateway carries a keyed request out once and answers a re-send with what
+		// the first send did, so sending again cannot act twice. A send the gateway did
+		// not answer in time is not re-sent: the gateway itself is in trouble, and the
+		// caller should not wait another deadline for it.
+		c.noAnswerResends++
+		logger.Info("gateway request's fate unknown; re-sending with its key", "outcome", res.Outcome)
+		return sendAgain
+	}
+	return settle(gatewayreq.Unresponsive(wf.policy.Timeout(wf.in.Class), wf.state.LastError), false, false)
+}
+
+// answered is what the gateway's answer leads to (gatewayreq.Spec.AfterAnswer): its outcome,
+// a read's re-send after a 5xx, or a create's retry after an assignment conflict.
+func (wf *gatewayRequestImpl) answered(ctx workflow.Context, res activities.SendGatewayRequestResult) (sendStep, error) {
+	c := &wf.sends
+	c.answered = true
+	wf.state.Status = gatewayreq.StateDispatched
+	o, next := wf.in.AfterAnswer(res, c.mayHaveArrived, c.serverResends, c.conflictRetries)
+	switch next {
+	case gatewayreq.AnswerResend:
+		c.serverResends++
+		wf.state.LastError = fmt.Sprintf("gateway answered %d", res.Status)
+		workflow.GetLogger(ctx).Info("gateway answered a read with a server error; re-sending once", "status", res.Status)
+		return sendAgain, nil
+	case gatewayreq.AnswerRetryConflict:
+		c.conflictRetries++
+		wf.state.LastError = "LOCKER_ASSIGNMENT_CONFLICT"
+		pause := wf.policy.ConflictBackoff * time.Duration(c.conflictRetries)
+		wf.state.NextAttemptAt = workflow.Now(ctx).Add(pause)
+		return sendAgain, workflow.Sleep(ctx, pause)
+	}
+	return settle(o, true, false), nil
 }
 
 // settleSpec is the request (without its body) a first send may settle itself
