@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockernet/lockernet/internal/gatewayexec"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/idemhash"
 	"github.com/lockernet/lockernet/internal/store"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) proxy(ctx context.Context, call proxyCall) (*huma.StreamRespons
 	}
 	var idem *store.IdempotencyClaim
 	if call.idemKey != "" && isMutating(call.method) {
-		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: gatewayreq.IdempotencyHash(call.method, e.uri, e.rawBody),
+		idem = &store.IdempotencyClaim{Key: call.idemKey, Hash: idemhash.Sum(call.method, e.uri, e.rawBody),
 			TTL: s.cloud.settings.IdempotencyTTL}
 	}
 	// The location's gateway is found in the same round trip that stores the request, and

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/internal/dev/browsertest"
+	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
 )
 
 // TestAdminPageInBrowser drives the admin page in headless Chromium: log in

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
 )
 
 // timestampPattern is RFC 3339, UTC, milliseconds (§8).

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/idemhash"
 )
 
 // Idempotency keys on the local API's mutating operations (DESIGN §6.2, §7): a caller that
@@ -91,7 +91,7 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		hash := gatewayreq.IdempotencyHash(r.Method, r.URL.RequestURI(), body)
+		hash := idemhash.Sum(r.Method, r.URL.RequestURI(), body)
 
 		cl, err := s.claimKey(r.Context(), key, intent{hash: hash, method: r.Method, path: r.URL.Path})
 		if err != nil {

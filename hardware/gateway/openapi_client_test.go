@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/internal/apiclient/gatewaylocal"
+	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
 )
 
 // A client generated from the committed docs/openapi-gateway.yaml (internal/apiclient) runs a

@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
 	"github.com/lockernet/lockernet/hardware/lockctl"
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
-	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
+	"github.com/lockernet/lockernet/internal/idemhash"
 )
 
 // The gateway never acts on a door without a durable record around it (DESIGN §7): these
@@ -361,7 +361,7 @@ func recordIntent(t *testing.T, gw *gatewaytest.Gateway, key, method, path, body
 	t.Helper()
 	_, err := openGatewayDB(t, gw.DBPath).ExecContext(t.Context(),
 		`INSERT INTO idempotent_requests (key, request_hash, method, path, created_at) VALUES (?, ?, ?, ?, ?)`,
-		key, gatewayreq.IdempotencyHash(method, path, []byte(body)), method, path, time.Now().UTC().Format(time.RFC3339Nano))
+		key, idemhash.Sum(method, path, []byte(body)), method, path, time.Now().UTC().Format(time.RFC3339Nano))
 	require.NoError(t, err)
 }
 

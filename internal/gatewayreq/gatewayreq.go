@@ -7,7 +7,6 @@
 package gatewayreq
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"time"
 )
@@ -331,16 +330,4 @@ func Opened(o Outcome) bool {
 	}
 	d := ReadDoor(o)
 	return d.Success == nil || *d.Success
-}
-
-// IdempotencyHash is the SHA-256 of method, path with query, and the raw body bytes: what an
-// Idempotency-Key is bound to, at the cloud (DESIGN §6.3) and at a gateway (§7) alike.
-func IdempotencyHash(method, uri string, body []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(uri))
-	h.Write([]byte{0})
-	h.Write(body)
-	return h.Sum(nil)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
-	"github.com/lockernet/lockernet/hardware/gateway/gatewaytest"
+	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/keyring"
