@@ -196,15 +196,7 @@ func (s *Store) CancelReservation(ctx context.Context, orgID int64, clientID, to
 func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bool, err error) {
 	var due bool
 	err = s.atomically(ctx, 0, func(tx *Store) error {
-		var r Reservation
-		var subOrg *int64
-		err := tx.db.QueryRow(ctx, `
-			UPDATE reservations SET status = 'expired', ended_at = expires_at
-			WHERE id = $1 AND status = 'active' AND expires_at <= now()
-			RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at,
-			          ended_at, `+locationSubOrg("reservations.locker_id"), id).
-			Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status, &r.DurationSeconds,
-				&r.CreatedAt, &r.ExpiresAt, &r.EndedAt, &subOrg)
+		ev, err := scanExpiredReservation(tx.db.QueryRow(ctx, expireReservationsSQL(`id = $1 AND expires_at <= now()`), id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -215,8 +207,7 @@ func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bo
 		if err := tx.releaseReservedLocker(ctx, id); err != nil {
 			return err
 		}
-		_, err = tx.RecordEvent(ctx, Event{OrgID: r.OrganizationID, SubOrgID: subOrg, Type: EventTypeReservationExpired,
-			Data: eventReservation(r)})
+		_, err = tx.RecordEvent(ctx, ev)
 		return err
 	})
 	if err != nil {
@@ -226,6 +217,27 @@ func (s *Store) ExpireReservation(ctx context.Context, id uuid.UUID) (expired bo
 		return false, s.notDueIfActive(ctx, "reservations", id, "expire reservation")
 	}
 	return true, nil
+}
+
+// expireReservationsSQL is the one statement that writes active reservations expired (their
+// end is their expiry), those that cond selects besides, returning what
+// scanExpiredReservation reads: by its workflow's timer (ExpireReservation) or by the sweep
+// of holds lapsed long ago (ReleaseLapsedHolds).
+func expireReservationsSQL(cond string) string {
+	return `UPDATE reservations SET status = 'expired', ended_at = expires_at
+		WHERE status = 'active' AND ` + cond + `
+		RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at,
+		          ended_at, ` + locationSubOrg("reservations.locker_id")
+}
+
+// scanExpiredReservation reads a row of expireReservationsSQL as its reservation.expired event.
+func scanExpiredReservation(row pgx.Row) (Event, error) {
+	var r Reservation
+	ev := Event{Type: EventTypeReservationExpired}
+	err := row.Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status, &r.DurationSeconds,
+		&r.CreatedAt, &r.ExpiresAt, &r.EndedAt, &ev.SubOrgID)
+	ev.OrgID, ev.Data = r.OrganizationID, eventReservation(r)
+	return ev, err
 }
 
 // releaseReservedLocker frees the locker only if this reservation still holds it.
@@ -245,22 +257,11 @@ func (s *Store) releaseReservedLocker(ctx context.Context, reservationID uuid.UU
 func (s *Store) ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error) {
 	err = s.atomically(ctx, 0, func(tx *Store) error {
 		var events []Event
-		rows, err := tx.db.Query(ctx, `
-			UPDATE reservations SET status = 'expired', ended_at = expires_at
-			WHERE status = 'active' AND expires_at <= now() - make_interval(secs => $1)
-			RETURNING id, organization_id, client_id, locker_id, tower_id, status, duration_seconds, created_at, expires_at,
-			          ended_at, `+locationSubOrg("reservations.locker_id"), olderThan.Seconds())
+		rows, err := tx.db.Query(ctx, expireReservationsSQL(`expires_at <= now() - make_interval(secs => $1)`), olderThan.Seconds())
 		if err != nil {
 			return fmt.Errorf("release lapsed reservations: %w", translate(err))
 		}
-		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
-			var r Reservation
-			ev := Event{Type: EventTypeReservationExpired}
-			err := row.Scan(&r.ID, &r.OrganizationID, &r.ClientID, &r.LockerID, &r.TowerID, &r.Status, &r.DurationSeconds,
-				&r.CreatedAt, &r.ExpiresAt, &r.EndedAt, &ev.SubOrgID)
-			ev.OrgID, ev.Data = r.OrganizationID, eventReservation(r)
-			return ev, err
-		})
+		events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) { return scanExpiredReservation(row) })
 		if err != nil {
 			return fmt.Errorf("release lapsed reservations: %w", translate(err))
 		}
