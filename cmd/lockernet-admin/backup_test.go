@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/backup"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
@@ -81,7 +82,7 @@ func TestBackupRestore(t *testing.T) {
 		require.NoError(t, err)
 	}
 	addSQLiteRow(temporalDB)
-	addSQLiteRow(visibilityPath(temporalDB))
+	addSQLiteRow(backup.VisibilityPath(temporalDB))
 
 	before := reserve(lockers[0])
 	dir := filepath.Join(t.TempDir(), "backup")
@@ -91,7 +92,7 @@ func TestBackupRestore(t *testing.T) {
 	for _, f := range []string{"manifest.json", "app.dump", "temporal.db", "temporal-visibility.db"} {
 		assert.FileExists(t, filepath.Join(dir, f))
 	}
-	var m manifest
+	var m backup.Manifest
 	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &m))
@@ -140,7 +141,7 @@ func TestBackupRestore(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "temporal-elsewhere.db")
 	require.NoError(t, run(ctx, []string{"restore", "-from", dir, "-temporal-sqlite", elsewhere}, &out))
 	assert.Equal(t, 1, sqliteRows(elsewhere))
-	assert.Equal(t, 1, sqliteRows(visibilityPath(elsewhere)))
+	assert.Equal(t, 1, sqliteRows(backup.VisibilityPath(elsewhere)))
 
 	// Unhappy paths: no directory, not a backup, a running system.
 	assert.ErrorContains(t, run(ctx, []string{"restore"}, &out), "-from DIR is required")
