@@ -90,178 +90,192 @@ func (s *Server) registerWebhooks(api huma.API) {
 		Summary:       "Create a webhook endpoint",
 		Description:   "Registers a receiver for the organization's events (a sub-organization key: its sub-organization's events only). In production the URL must be https and resolve to public addresses only. The signing secret is shown once.",
 		DefaultStatus: http.StatusCreated, Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		Body CreateWebhookEndpointRequest
-	}) (*struct{ Body CreatedWebhookEndpoint }, error) {
-		k := appKey(ctx)
-		if err := s.checkWebhookURL(ctx, in.Body.URL); err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		if err := checkEventTypes(in.Body.EventTypes); err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		secret, key := webhook.NewSecret()
-		id := uuid.New()
-		enabled := in.Body.Enabled == nil || *in.Body.Enabled
-		e, err := s.deps.Store.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: id, OrgID: k.OrganizationID,
-			SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
-			Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key)})
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		return &struct{ Body CreatedWebhookEndpoint }{Body: CreatedWebhookEndpoint{WebhookEndpointBody: endpointBody(e), Secret: secret}}, nil
-	})
+	}), s.createWebhookEndpoint)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-webhook-endpoints", Method: http.MethodGet, Path: "/webhooks/endpoints", Tags: tags,
 		Summary:     "List webhook endpoints",
 		Description: "The endpoints within the key's scope, oldest first. Never the secrets.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []WebhookEndpointBody }, error) {
-		list, err := s.deps.Store.WebhookEndpoints(ctx, webhookScope(appKey(ctx)))
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoints", err)
-		}
-		return &struct{ Body []WebhookEndpointBody }{Body: bodies(list, endpointBody)}, nil
-	})
+	}), s.listWebhookEndpoints)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-webhook-endpoint", Method: http.MethodGet, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
 		Summary: "Get a webhook endpoint", Security: needsAppKey,
-	}), func(ctx context.Context, in *endpointPath) (*struct{ Body WebhookEndpointBody }, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		e, err := s.deps.Store.WebhookEndpoint(ctx, webhookScope(appKey(ctx)), id)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
-	})
+	}), s.getWebhookEndpoint)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "update-webhook-endpoint", Method: http.MethodPatch, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
 		Summary:     "Update a webhook endpoint",
 		Description: "Changes the fields given. `enabled: true` re-enables an endpoint the service disabled; deliveries that failed meanwhile can be sent again with the redeliver operation.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		EndpointID string `path:"endpoint_id" maxLength:"64"`
-		Body       UpdateWebhookEndpointRequest
-	}) (*struct{ Body WebhookEndpointBody }, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		if in.Body.URL != nil {
-			if err := s.checkWebhookURL(ctx, *in.Body.URL); err != nil {
-				return nil, s.appError(ctx, "webhook endpoint", err)
-			}
-		}
-		p := store.WebhookEndpointPatch{URL: in.Body.URL, Description: in.Body.Description, Enabled: in.Body.Enabled}
-		if in.Body.EventTypes != nil {
-			if err := checkEventTypes(*in.Body.EventTypes); err != nil {
-				return nil, s.appError(ctx, "webhook endpoint", err)
-			}
-			types := dedupe(*in.Body.EventTypes)
-			p.EventTypes = &types
-		}
-		e, err := s.deps.Store.UpdateWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id, p)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
-	})
+	}), s.updateWebhookEndpoint)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "delete-webhook-endpoint", Method: http.MethodDelete, Path: "/webhooks/endpoints/{endpoint_id}", Tags: tags,
 		Summary:       "Delete a webhook endpoint",
 		Description:   "Its pending deliveries stop (they end `failed`, last_error `endpoint deleted`).",
 		DefaultStatus: http.StatusNoContent, Security: needsAppKey,
-	}), func(ctx context.Context, in *endpointPath) (*struct{}, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		if err := s.deps.Store.DeleteWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id); err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		return nil, nil
-	})
+	}), s.deleteWebhookEndpoint)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/webhooks/endpoints/{endpoint_id}/rotate-secret", Tags: tags,
 		Summary:     "Rotate a webhook endpoint's secret",
 		Description: "Returns the new secret, shown once. For 24 hours deliveries carry two signatures, one with each secret, so the receiver can switch at its own pace.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *endpointPath) (*struct {
-		Body struct {
-			Secret string `json:"secret"`
-		}
-	}, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		secret, key := webhook.NewSecret()
-		overlap := s.deps.Webhooks.RotationOverlap
-		if overlap == 0 {
-			overlap = 24 * time.Hour
-		}
-		if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
-			s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		out := &struct {
-			Body struct {
-				Secret string `json:"secret"`
-			}
-		}{}
-		out.Body.Secret = secret
-		return out, nil
-	})
+	}), s.rotateWebhookSecret)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "test-webhook-endpoint", Method: http.MethodPost, Path: "/webhooks/endpoints/{endpoint_id}/test", Tags: tags,
 		Summary:       "Send a test event",
 		Description:   "Records a `webhook.test` event delivered to this endpoint only (whatever its event types). 409 when the endpoint is disabled.",
 		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
-	}), func(ctx context.Context, in *endpointPath) (*struct {
+	}), s.testWebhookEndpoint)
+
+	s.registerWebhookLogs(api, tags)
+}
+
+func (s *Server) createWebhookEndpoint(ctx context.Context, in *struct {
+	Body CreateWebhookEndpointRequest
+}) (*struct{ Body CreatedWebhookEndpoint }, error) {
+	k := appKey(ctx)
+	if err := s.checkWebhookURL(ctx, in.Body.URL); err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	if err := checkEventTypes(in.Body.EventTypes); err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	secret, key := webhook.NewSecret()
+	id := uuid.New()
+	enabled := in.Body.Enabled == nil || *in.Body.Enabled
+	e, err := s.deps.Store.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: id, OrgID: k.OrganizationID,
+		SubOrgID: k.SubOrganizationID, URL: in.Body.URL, Description: in.Body.Description, EventTypes: dedupe(in.Body.EventTypes),
+		Enabled: enabled, SecretSealed: s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key)})
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	return &struct{ Body CreatedWebhookEndpoint }{Body: CreatedWebhookEndpoint{WebhookEndpointBody: endpointBody(e), Secret: secret}}, nil
+}
+
+func (s *Server) listWebhookEndpoints(ctx context.Context, _ *struct{}) (*struct{ Body []WebhookEndpointBody }, error) {
+	list, err := s.deps.Store.WebhookEndpoints(ctx, webhookScope(appKey(ctx)))
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoints", err)
+	}
+	return &struct{ Body []WebhookEndpointBody }{Body: bodies(list, endpointBody)}, nil
+}
+
+func (s *Server) getWebhookEndpoint(ctx context.Context, in *endpointPath) (*struct{ Body WebhookEndpointBody }, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	e, err := s.deps.Store.WebhookEndpoint(ctx, webhookScope(appKey(ctx)), id)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
+}
+
+func (s *Server) updateWebhookEndpoint(ctx context.Context, in *struct {
+	EndpointID string `path:"endpoint_id" maxLength:"64"`
+	Body       UpdateWebhookEndpointRequest
+}) (*struct{ Body WebhookEndpointBody }, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	if in.Body.URL != nil {
+		if err := s.checkWebhookURL(ctx, *in.Body.URL); err != nil {
+			return nil, s.appError(ctx, "webhook endpoint", err)
+		}
+	}
+	p := store.WebhookEndpointPatch{URL: in.Body.URL, Description: in.Body.Description, Enabled: in.Body.Enabled}
+	if in.Body.EventTypes != nil {
+		if err := checkEventTypes(*in.Body.EventTypes); err != nil {
+			return nil, s.appError(ctx, "webhook endpoint", err)
+		}
+		types := dedupe(*in.Body.EventTypes)
+		p.EventTypes = &types
+	}
+	e, err := s.deps.Store.UpdateWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id, p)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	return &struct{ Body WebhookEndpointBody }{Body: endpointBody(e)}, nil
+}
+
+func (s *Server) deleteWebhookEndpoint(ctx context.Context, in *endpointPath) (*struct{}, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	if err := s.deps.Store.DeleteWebhookEndpoint(ctx, webhookScope(appKey(ctx)), id); err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	return nil, nil
+}
+
+func (s *Server) rotateWebhookSecret(ctx context.Context, in *endpointPath) (*struct {
+	Body struct {
+		Secret string `json:"secret"`
+	}
+}, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	secret, key := webhook.NewSecret()
+	overlap := s.deps.Webhooks.RotationOverlap
+	if overlap == 0 {
+		overlap = 24 * time.Hour
+	}
+	if err := s.deps.Store.RotateWebhookSecret(ctx, webhookScope(appKey(ctx)), id,
+		s.deps.Keyring.Seal(keyring.WebhookSecretPurpose(id), key), time.Now().Add(overlap)); err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	out := &struct {
+		Body struct {
+			Secret string `json:"secret"`
+		}
+	}{}
+	out.Body.Secret = secret
+	return out, nil
+}
+
+func (s *Server) testWebhookEndpoint(ctx context.Context, in *endpointPath) (*struct {
+	Body struct {
+		EventID string `json:"event_id"`
+	}
+}, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	sc := webhookScope(appKey(ctx))
+	e, err := s.deps.Store.WebhookEndpoint(ctx, sc, id)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	if !e.Enabled {
+		return nil, s.appError(ctx, "webhook endpoint", errEndpointDisabled)
+	}
+	evID, err := s.deps.Store.RecordEvent(ctx, store.Event{OrgID: e.OrgID, SubOrgID: e.SubOrgID, Type: "webhook.test", Only: &e.ID,
+		Data: map[string]any{"endpoint_id": e.ID, "message": "a test event sent through the API"}})
+	if err != nil {
+		return nil, s.appError(ctx, "webhook test", err)
+	}
+	if evID == uuid.Nil {
+		// Deleted between the read above and the record.
+		return nil, s.appError(ctx, "webhook endpoint", errNotFound("webhook endpoint: not found"))
+	}
+	out := &struct {
 		Body struct {
 			EventID string `json:"event_id"`
 		}
-	}, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		sc := webhookScope(appKey(ctx))
-		e, err := s.deps.Store.WebhookEndpoint(ctx, sc, id)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		if !e.Enabled {
-			return nil, s.appError(ctx, "webhook endpoint", errEndpointDisabled)
-		}
-		evID, err := s.deps.Store.RecordEvent(ctx, store.Event{OrgID: e.OrgID, SubOrgID: e.SubOrgID, Type: "webhook.test", Only: &e.ID,
-			Data: map[string]any{"endpoint_id": e.ID, "message": "a test event sent through the API"}})
-		if err != nil {
-			return nil, s.appError(ctx, "webhook test", err)
-		}
-		if evID == uuid.Nil {
-			// Deleted between the read above and the record.
-			return nil, s.appError(ctx, "webhook endpoint", errNotFound("webhook endpoint: not found"))
-		}
-		out := &struct {
-			Body struct {
-				EventID string `json:"event_id"`
-			}
-		}{}
-		out.Body.EventID = webhook.EventIDPrefix + evID.String()
-		return out, nil
-	})
-
-	s.registerWebhookLogs(api, tags)
+	}{}
+	out.Body.EventID = webhook.EventIDPrefix + evID.String()
+	return out, nil
 }
 
 // checkWebhookURL applies the deployment's URL policy; its error names the rule broken.

@@ -121,42 +121,19 @@ func (s *Server) registerOAuth(api huma.API) {
 		"400": {Description: "RFC 6749 error", Content: map[string]*huma.MediaType{"application/json": {Schema: reg.Schema(reflect.TypeFor[OAuthError](), true, "OAuthError")}}},
 		"401": {Description: "Unknown client or wrong secret (invalid_client)", Content: map[string]*huma.MediaType{"application/json": {Schema: reg.Schema(reflect.TypeFor[OAuthError](), true, "OAuthError")}}},
 	}
-	tokenHandler := func(ctx context.Context, in *TokenInput) (*tokenOutput, error) {
-		out, err := s.issueClientToken(ctx, in)
-		if err != nil {
-			return s.tokenFailure(ctx, err), nil
-		}
-		return out, nil
-	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-oauth-token", Method: http.MethodPost, Path: "/oauth/token", Tags: []string{"Token service"},
 		Summary:     "Get an access token (client credentials)",
 		Description: "RFC 6749 client credentials grant. Client authentication by HTTP Basic or by the form fields client_id and client_secret.",
 		RequestBody: formBody, Responses: responses, SkipValidateBody: true,
-	}), tokenHandler)
+	}), s.postOAuthToken)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-realm-token", Method: http.MethodPost, Path: "/realms/{realm}/protocol/openid-connect/token", Tags: []string{"Token service"},
 		Summary:     "Get an access token (Keycloak-style alias)",
 		Description: "The same handler as POST /oauth/token, at the path Harbor clients use.",
 		RequestBody: formBody, Responses: responses, SkipValidateBody: true,
-	}), func(ctx context.Context, in *struct {
-		Realm string `path:"realm" maxLength:"64"`
-		TokenInput
-	}) (*tokenOutput, error) {
-		return tokenHandler(ctx, &in.TokenInput)
-	})
+	}), s.postRealmToken)
 
-	type jwksOutput struct {
-		CacheControl string `header:"Cache-Control"`
-		Body         json.RawMessage
-	}
-	jwks := func(ctx context.Context, _ *struct{}) (*jwksOutput, error) {
-		b, err := s.deps.Auth.JWKS(ctx)
-		if err != nil {
-			return nil, s.towerError(ctx, "get jwks", err)
-		}
-		return &jwksOutput{CacheControl: "public, max-age=60", Body: b}, nil
-	}
 	jwksResponses := func() map[string]*huma.Response {
 		return map[string]*huma.Response{"200": {Description: "The key set (RFC 7517)", Content: map[string]*huma.MediaType{
 			"application/json": {Schema: reg.Schema(reflect.TypeFor[JWKSBody](), true, "")}}}}
@@ -164,89 +141,134 @@ func (s *Server) registerOAuth(api huma.API) {
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-jwks", Method: http.MethodGet, Path: "/.well-known/jwks.json", Tags: []string{"Token service"},
 		Summary: "Public keys that verify access tokens (JWKS)", Responses: jwksResponses(),
-	}), jwks)
+	}), s.getJWKS)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-realm-certs", Method: http.MethodGet, Path: "/realms/{realm}/protocol/openid-connect/certs", Tags: []string{"Token service"},
 		Summary: "JWKS (Keycloak-style alias)", Responses: jwksResponses(),
-	}), func(ctx context.Context, in *struct {
-		Realm string `path:"realm" maxLength:"64"`
-	}) (*jwksOutput, error) {
-		return jwks(ctx, nil)
-	})
+	}), s.getRealmCerts)
 
-	type discoveryOutput struct{ Body DiscoveryDocument }
-	discovery := func(tokenPath string) *discoveryOutput {
-		base := s.deps.PublicURL
-		return &discoveryOutput{Body: DiscoveryDocument{
-			Issuer:                            s.deps.Auth.Issuer(),
-			TokenEndpoint:                     base + tokenPath,
-			JWKSURI:                           base + "/.well-known/jwks.json",
-			GrantTypesSupported:               []string{"client_credentials"},
-			TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post"},
-			ScopesSupported:                   []string{jwtauth.ScopeServiceProvider, jwtauth.ScopeTowerAccess},
-			ResponseTypesSupported:            []string{"token"},
-			IDTokenSigningAlgValuesSupported:  []string{"EdDSA"},
-			SubjectTypesSupported:             []string{"public"},
-		}}
-	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-openid-configuration", Method: http.MethodGet, Path: "/.well-known/openid-configuration", Tags: []string{"Token service"},
 		Summary: "Discovery document",
-	}), func(ctx context.Context, _ *struct{}) (*discoveryOutput, error) {
-		return discovery("/oauth/token"), nil
-	})
+	}), s.getOpenIDConfiguration)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-realm-openid-configuration", Method: http.MethodGet, Path: "/realms/{realm}/.well-known/openid-configuration", Tags: []string{"Token service"},
 		Summary: "Discovery document (Keycloak-style alias)",
-	}), func(ctx context.Context, in *struct {
-		Realm string `path:"realm" maxLength:"64"`
-	}) (*discoveryOutput, error) {
-		return discovery("/realms/" + url.PathEscape(in.Realm) + "/protocol/openid-connect/token"), nil
-	})
+	}), s.getRealmOpenIDConfiguration)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-login-test-token", Method: http.MethodPost, Path: "/api/v1/login/test-token", Tags: []string{"Login"},
 		Summary: "Check a token and see whom it speaks for", Security: needs(""),
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body PrincipalBody }, error) {
-		p := principal(ctx)
-		scopes := p.Scopes
-		if scopes == nil {
-			scopes = []string{}
-		}
-		return &struct{ Body PrincipalBody }{Body: PrincipalBody{
-			ClientID: p.ClientID, Subject: p.Subject, OrganizationID: p.OrgID, Scopes: scopes, ExpiresAt: ts(p.ExpiresAt),
-		}}, nil
-	})
+	}), s.postLoginTestToken)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "post-login-authorize", Method: http.MethodPost, Path: "/api/v1/login/authorize", Tags: []string{"Login"},
 		Summary:     "Get the tower_access token for a mobile app user",
 		Description: "Returns a tower_access token whose subject is the given user label, for the mobile SDK to open tower sessions and upload tower events. 403 when the client is not granted tower_access.",
 		Security:    needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		Body struct {
-			UserID string `json:"userId" minLength:"1" maxLength:"128" doc:"The app's label for its user"`
-		}
-	}) (*struct{ Body SDKToken }, error) {
-		p := principal(ctx)
-		userID := strings.TrimSpace(in.Body.UserID)
-		if userID == "" {
-			return nil, s.towerError(ctx, "authorize", invalidInput("userId must not be blank"))
-		}
-		// Only a client granted tower_access may hand it to its users.
-		cl, err := s.deps.Store.ClientByID(ctx, p.ClientID)
-		if err != nil {
-			return nil, s.towerError(ctx, "client", err)
-		}
-		if !slices.Contains(cl.Scopes, jwtauth.ScopeTowerAccess) {
-			return nil, s.towerError(ctx, "authorize", errForbidden("the client is not granted the scope "+jwtauth.ScopeTowerAccess))
-		}
-		tok, _, err := s.deps.Auth.Issue(ctx, userID, p.ClientID, p.OrgID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
-		if err != nil {
-			return nil, s.towerError(ctx, "authorize", err)
-		}
-		return &struct{ Body SDKToken }{Body: SDKToken{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int(SDKTokenTTL.Seconds())}}, nil
-	})
+	}), s.postLoginAuthorize)
+}
+
+// postOAuthToken answers a client credentials grant; every refusal is an RFC 6749 body.
+func (s *Server) postOAuthToken(ctx context.Context, in *TokenInput) (*tokenOutput, error) {
+	out, err := s.issueClientToken(ctx, in)
+	if err != nil {
+		return s.tokenFailure(ctx, err), nil
+	}
+	return out, nil
+}
+
+// postRealmToken is postOAuthToken at the path Harbor's clients use.
+func (s *Server) postRealmToken(ctx context.Context, in *struct {
+	Realm string `path:"realm" maxLength:"64"`
+	TokenInput
+}) (*tokenOutput, error) {
+	return s.postOAuthToken(ctx, &in.TokenInput)
+}
+
+type jwksOutput struct {
+	CacheControl string `header:"Cache-Control"`
+	Body         json.RawMessage
+}
+
+func (s *Server) getJWKS(ctx context.Context, _ *struct{}) (*jwksOutput, error) {
+	b, err := s.deps.Auth.JWKS(ctx)
+	if err != nil {
+		return nil, s.towerError(ctx, "get jwks", err)
+	}
+	return &jwksOutput{CacheControl: "public, max-age=60", Body: b}, nil
+}
+
+// getRealmCerts is getJWKS at the path Harbor's clients use.
+func (s *Server) getRealmCerts(ctx context.Context, _ *struct {
+	Realm string `path:"realm" maxLength:"64"`
+}) (*jwksOutput, error) {
+	return s.getJWKS(ctx, nil)
+}
+
+type discoveryOutput struct{ Body DiscoveryDocument }
+
+// discovery is the discovery document naming tokenPath as the token endpoint.
+func (s *Server) discovery(tokenPath string) *discoveryOutput {
+	base := s.deps.PublicURL
+	return &discoveryOutput{Body: DiscoveryDocument{
+		Issuer:                            s.deps.Auth.Issuer(),
+		TokenEndpoint:                     base + tokenPath,
+		JWKSURI:                           base + "/.well-known/jwks.json",
+		GrantTypesSupported:               []string{"client_credentials"},
+		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post"},
+		ScopesSupported:                   []string{jwtauth.ScopeServiceProvider, jwtauth.ScopeTowerAccess},
+		ResponseTypesSupported:            []string{"token"},
+		IDTokenSigningAlgValuesSupported:  []string{"EdDSA"},
+		SubjectTypesSupported:             []string{"public"},
+	}}
+}
+
+func (s *Server) getOpenIDConfiguration(_ context.Context, _ *struct{}) (*discoveryOutput, error) {
+	return s.discovery("/oauth/token"), nil
+}
+
+func (s *Server) getRealmOpenIDConfiguration(_ context.Context, in *struct {
+	Realm string `path:"realm" maxLength:"64"`
+}) (*discoveryOutput, error) {
+	return s.discovery("/realms/" + url.PathEscape(in.Realm) + "/protocol/openid-connect/token"), nil
+}
+
+func (s *Server) postLoginTestToken(ctx context.Context, _ *struct{}) (*struct{ Body PrincipalBody }, error) {
+	p := principal(ctx)
+	scopes := p.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return &struct{ Body PrincipalBody }{Body: PrincipalBody{
+		ClientID: p.ClientID, Subject: p.Subject, OrganizationID: p.OrgID, Scopes: scopes, ExpiresAt: ts(p.ExpiresAt),
+	}}, nil
+}
+
+// postLoginAuthorize hands a client's app user a tower_access token, if the client may.
+func (s *Server) postLoginAuthorize(ctx context.Context, in *struct {
+	Body struct {
+		UserID string `json:"userId" minLength:"1" maxLength:"128" doc:"The app's label for its user"`
+	}
+}) (*struct{ Body SDKToken }, error) {
+	p := principal(ctx)
+	userID := strings.TrimSpace(in.Body.UserID)
+	if userID == "" {
+		return nil, s.towerError(ctx, "authorize", invalidInput("userId must not be blank"))
+	}
+	// Only a client granted tower_access may hand it to its users.
+	cl, err := s.deps.Store.ClientByID(ctx, p.ClientID)
+	if err != nil {
+		return nil, s.towerError(ctx, "client", err)
+	}
+	if !slices.Contains(cl.Scopes, jwtauth.ScopeTowerAccess) {
+		return nil, s.towerError(ctx, "authorize", errForbidden("the client is not granted the scope "+jwtauth.ScopeTowerAccess))
+	}
+	tok, _, err := s.deps.Auth.Issue(ctx, userID, p.ClientID, p.OrgID, []string{jwtauth.ScopeTowerAccess}, SDKTokenTTL)
+	if err != nil {
+		return nil, s.towerError(ctx, "authorize", err)
+	}
+	return &struct{ Body SDKToken }{Body: SDKToken{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int(SDKTokenTTL.Seconds())}}, nil
 }
 
 // issueClientToken implements the client credentials grant. A refusal is a tokenRefusal;
