@@ -26,13 +26,42 @@ func Register(r sdkworker.Registry, acts *activities.Activities) {
 
 // RegisterWorkflows adds every workflow to a worker or a replayer: the replay test
 // (workflows/replay_test.go) registers this same list, and fails for a workflow that has no
-// recorded history.
+// recorded history. Each type declares how its runs keep to a build under worker versioning
+// (decision 0019); an unversioned worker ignores it.
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.Reservation, workflow.RegisterOptions{Name: contract.ReservationWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.LockerToken, workflow.RegisterOptions{Name: contract.LockerTokenWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.AccessCode, workflow.RegisterOptions{Name: contract.AccessCodeWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.GatewayRequest, workflow.RegisterOptions{Name: contract.GatewayRequestWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.WebhookDelivery, workflow.RegisterOptions{Name: contract.WebhookDeliveryWorkflowName})
+	for _, wt := range workflowTypes {
+		r.RegisterWorkflowWithOptions(wt.fn, workflow.RegisterOptions{Name: wt.name, VersioningBehavior: wt.behavior})
+	}
+}
+
+// workflowTypes are the workflows, their names and their versioning behaviours (decision
+// 0019). Pinned: a run is handed only to workers of the build that ran its first task, until
+// it ends. Auto-upgrade: a run's next task goes to the deployment's current build; the
+// workflow's code keeps every build's runs replaying (input revisions, workflow.GetVersion).
+var workflowTypes = []struct {
+	fn       any
+	name     string
+	behavior workflow.VersioningBehavior
+}{
+	{workflows.Reservation, contract.ReservationWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
+	{workflows.LockerToken, contract.LockerTokenWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
+	{workflows.AccessCode, contract.AccessCodeWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
+	// Seconds to minutes long, and its first task's path depends on the input revision this
+	// build starts it with (decision 0018): it must never meet a worker of another build.
+	{workflows.GatewayRequest, contract.GatewayRequestWorkflowName, workflow.VersioningBehaviorPinned},
+	// Retries for days: pinned, a deploy would have to keep the old build running until its
+	// last delivery gave up.
+	{workflows.WebhookDelivery, contract.WebhookDeliveryWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
+}
+
+// VersioningBehaviors maps each workflow type's name to the versioning behaviour it is
+// registered with.
+func VersioningBehaviors() map[string]workflow.VersioningBehavior {
+	m := make(map[string]workflow.VersioningBehavior, len(workflowTypes))
+	for _, wt := range workflowTypes {
+		m[wt.name] = wt.behavior
+	}
+	return m
 }
 
 // Options tune the worker; zero values take the SDK defaults.
@@ -42,18 +71,35 @@ type Options struct {
 	// (8 each when zero; the SDK's default of 2 caps a worker near 40 workflow tasks a
 	// second on a loaded server, where each poll's round trip is ~25 ms).
 	Pollers int
+	// Deployment is the worker deployment version the worker polls as (DeploymentFromConfig);
+	// zero: unversioned.
+	Deployment Deployment
 }
 
 // Run polls the task queue until ctx is done, then stops the worker gracefully.
 func Run(ctx context.Context, c client.Client, taskQueue string, acts *activities.Activities, opts Options) error {
+	w := newWorker(c, taskQueue, opts)
+	Register(w, acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}
+
+// newWorker is the SDK worker Run starts, before anything is registered on it.
+func newWorker(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	pollers := opts.Pollers
 	if pollers == 0 {
 		pollers = 8
 	}
-	w := sdkworker.New(c, taskQueue, sdkworker.Options{
+	return sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize: opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskPollers:   pollers,
 		MaxConcurrentActivityTaskPollers:   pollers,
+		// Versioned, the worker takes only its deployment version's tasks (decision 0019).
+		DeploymentOptions: opts.Deployment.options(),
 		// A workflow task that panics (a bug, or the deadlock detector on a starved CPU) is
 		// retried, not turned into a failed workflow: a held locker must still be released
 		// once the worker has CPU again or a fixed build is deployed.
@@ -62,11 +108,4 @@ func Run(ctx context.Context, c client.Client, taskQueue string, acts *activitie
 		// does anything but deterministic bookkeeping, so a longer budget hides no bug.
 		DeadlockDetectionTimeout: 10 * time.Second,
 	})
-	Register(w, acts)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
-	}
-	<-ctx.Done()
-	w.Stop()
-	return nil
 }

@@ -115,10 +115,16 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		// it too, and a request the gateway answers at once settles here.
 		acts := worker.Activities(cfg, st, ring, reg)
 		acts.Gateways.Stored = srv.GatewayOutcomeStored
+		// As this build's version of the worker deployment, as the worker process's are
+		// (decision 0019): a gateway request this apiserver starts is pinned to its build.
+		deployment, err := worker.DeploymentFromConfig(cfg)
+		if err != nil {
+			return err
+		}
 		for _, q := range inProcessQueues(cfg) {
 			g.Go(func() error {
-				logger.Info("in-process worker polling", "task_queue", q)
-				return worker.Run(gctx, tc, q, acts, worker.Options{})
+				logger.Info("in-process worker polling", "task_queue", q, "version", deployment.String())
+				return worker.Run(gctx, tc, q, acts, worker.Options{Deployment: deployment})
 			})
 		}
 	}

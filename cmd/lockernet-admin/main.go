@@ -23,6 +23,8 @@
 //	lockernet-admin histories export -out DIR [-since 24h] [-per-type N] [-running=false]
 //	                                             write the histories of recent and running workflows
 //	lockernet-admin histories replay -dir DIR    replay such a folder against this build's workflows
+//	lockernet-admin deployment status            the worker deployment's builds: current, ramping, draining
+//	lockernet-admin deployment set-current -build ID [-wait 2m] | ramp -build ID -percent N | rollback
 package main
 
 import (
@@ -72,6 +74,7 @@ var commands = map[string]command{
 	"restore":            {"-from DIR [-temporal-sqlite F | -temporal-db URL,URL] [-force]: restore a backup into the stopped system and re-arm the active rows' workflows", restoreCmd},
 	"reconcile":          {"re-arm the workflows of every active reservation, token and access code and pending webhook delivery (after restoring the database alone)", reconcile},
 	"histories":          {"export -out DIR [-since 24h] [-per-type N] [-running=false]: write the histories of recent and running workflows; replay -dir DIR: replay such a folder against this build's workflows", historiesCmd},
+	"deployment":         {"status | set-current -build ID [-wait D] | ramp -build ID -percent N | rollback: see and change which build of the worker deployment runs new workflows (decision 0019)", deploymentCmd},
 	"webhook":            {"listen -addr HOST:PORT (-secret whsec_... | -secret-file F): a receiver that verifies each delivery's signature and prints its event", webhookCmd},
 }
 

@@ -2,7 +2,8 @@
 // their activities (on LOCKERNET_TASK_QUEUE and LOCKERNET_GATEWAY_TASK_QUEUE), the sweeper of
 // lapsed holds, the gateway health and locker-mirror sync, and /healthz, /readyz and /metrics
 // (its own metrics, the Temporal SDK's and the workflow outcomes) on LOCKERNET_WORKER_ADDR.
-// Settings come from the environment (package internal/config).
+// With LOCKERNET_WORKER_VERSIONING its workers poll as this build's version of the Temporal
+// worker deployment (decision 0019). Settings come from the environment (package internal/config).
 package main
 
 import (
@@ -79,17 +80,23 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	disp := outbox.New(st, tc, cfg.TaskQueue, logger)
 	disp.Workers = cfg.OutboxWorkers
 	st.HandOffEvents(disp, outbox.HandoffGrace)
+	// Both queues' workers poll as this build's version of the worker deployment (decision 0019).
+	deployment, err := worker.DeploymentFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opts := worker.Options{Deployment: deployment}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return disp.Run(gctx) })
 	g.Go(func() error { return httpserve.ServeDebug(gctx, cfg.DebugAddr, logger) })
 	g.Go(func() error {
-		logger.Info("worker polling", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNS)
-		return worker.Run(gctx, tc, cfg.TaskQueue, acts, worker.Options{})
+		logger.Info("worker polling", "task_queue", cfg.TaskQueue, "namespace", cfg.TemporalNS, "version", deployment.String())
+		return worker.Run(gctx, tc, cfg.TaskQueue, acts, opts)
 	})
 	if cfg.GatewayTaskQueue != cfg.TaskQueue {
 		g.Go(func() error {
-			logger.Info("worker polling", "task_queue", cfg.GatewayTaskQueue, "namespace", cfg.TemporalNS)
-			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, worker.Options{})
+			logger.Info("worker polling", "task_queue", cfg.GatewayTaskQueue, "namespace", cfg.TemporalNS, "version", deployment.String())
+			return worker.Run(gctx, tc, cfg.GatewayTaskQueue, acts, opts)
 		})
 	}
 	g.Go(func() error {

@@ -62,6 +62,9 @@
 //	LOCKERNET_CUSTOMER_V1_SUNSET_AT     RFC 3339 time v1 stops answering: the Sunset header (RFC 8594) []
 //	LOCKERNET_CUSTOMER_V1_SUNSET_LINK   migration guide, sent as Link: <url>; rel="sunset" []
 //
+// Worker versioning: LOCKERNET_WORKER_VERSIONING, LOCKERNET_DEPLOYMENT_NAME,
+// LOCKERNET_BUILD_ID, described in deployment.go.
+//
 // Webhooks: LOCKERNET_WEBHOOK_RETRY_SCHEDULE, LOCKERNET_WEBHOOK_TIMEOUT, described in
 // webhooks.go.
 //
@@ -125,6 +128,11 @@ type Config struct {
 	V1DeprecatedAt          *time.Time
 	V1SunsetAt              *time.Time
 	V1SunsetLink            string
+
+	// Worker versioning (deployment.go).
+	WorkerVersioning bool
+	DeploymentName   string
+	BuildID          string // as set; empty: derived from the build (worker.BuildID)
 
 	// The mobile SDK API's settings (sdk.go).
 	SDKDefaultClaims []string
@@ -197,6 +205,9 @@ func Load() (Config, error) {
 		return Config{}, err
 	}
 	if err := c.loadGateway(); err != nil {
+		return Config{}, err
+	}
+	if err := c.loadDeployment(); err != nil {
 		return Config{}, err
 	}
 	if err := c.loadProxies(); err != nil {

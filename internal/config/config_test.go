@@ -191,3 +191,40 @@ func TestInProcessWorkerSettings(t *testing.T) {
 		})
 	}
 }
+
+func TestWorkerVersioningSettings(t *testing.T) {
+	tests := []struct {
+		name, versioning, deployment, build string
+		wantVersioning                      bool
+		wantDeployment, wantBuild           string
+		wantErr                             string
+	}{
+		{name: "defaults", wantDeployment: "lockernet"},
+		{name: "on, build from the binary", versioning: "true", wantVersioning: true, wantDeployment: "lockernet"},
+		{name: "named", versioning: "true", deployment: "lockernet-eu_1", build: "1a2b3c4d5e6f-dirty-0a1b2c3d4e5f",
+			wantVersioning: true, wantDeployment: "lockernet-eu_1", wantBuild: "1a2b3c4d5e6f-dirty-0a1b2c3d4e5f"},
+		{name: "release tag", versioning: "true", build: "v1.4.2", wantVersioning: true, wantDeployment: "lockernet", wantBuild: "v1.4.2"},
+		{name: "versioning not a bool", versioning: "on", wantErr: "LOCKERNET_WORKER_VERSIONING"},
+		{name: "deployment with a dot", deployment: "lockernet.eu", wantErr: "LOCKERNET_DEPLOYMENT_NAME"},
+		{name: "deployment with a colon", deployment: "lockernet:eu", wantErr: "LOCKERNET_DEPLOYMENT_NAME"},
+		{name: "deployment reserved prefix", deployment: "__lockernet", wantErr: "LOCKERNET_DEPLOYMENT_NAME"},
+		{name: "build with a space", build: "v1 final", wantErr: "LOCKERNET_BUILD_ID"},
+		{name: "build reserved prefix", build: "__unversioned__", wantErr: "LOCKERNET_BUILD_ID"},
+		{name: "build too long", build: strings.Repeat("a", 101), wantErr: "LOCKERNET_BUILD_ID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := loadCase(t, map[string]string{
+				"LOCKERNET_WORKER_VERSIONING": tt.versioning,
+				"LOCKERNET_DEPLOYMENT_NAME":   tt.deployment,
+				"LOCKERNET_BUILD_ID":          tt.build,
+			}, tt.wantErr)
+			if !ok {
+				return
+			}
+			assert.Equal(t, tt.wantVersioning, c.WorkerVersioning)
+			assert.Equal(t, tt.wantDeployment, c.DeploymentName)
+			assert.Equal(t, tt.wantBuild, c.BuildID)
+		})
+	}
+}

@@ -81,6 +81,14 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 		uiURL = fmt.Sprintf("http://%s:%d", host, s.TemporalUIPort)
 	}
 	k.env = append(k.env, "TEMPORAL_ADDRESS="+s.TemporalAddress)
+	// Every apiserver's and worker's workers poll as this build; once they do, it is made current.
+	build := ""
+	if stackVersioning() {
+		if build, err = stackBuildID(s, binDir); err != nil {
+			return err
+		}
+		k.env = append(k.env, versioningEnv(s, build)...)
+	}
 	if err := temporalNamespace(ctx, s, logger); err != nil {
 		return err
 	}
@@ -106,6 +114,11 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	}
 	for _, c := range children {
 		if err := launch(c, 90*time.Second); err != nil {
+			return err
+		}
+	}
+	if build != "" {
+		if err := promoteBuild(ctx, s, s.TemporalAddress, build, logger); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,8 @@
 // real Temporal server in-process (SQLite file, Web UI) unless TEMPORAL_ADDRESS names a
 // cluster, and starts the apiserver, a worker, two simulated gateways and the tower
 // simulator as child processes talking real HTTP, each restarted if it dies, as the cluster
-// shape's are. Ctrl-C stops everything within seconds.
+// shape's are. Their workers poll as this build of the worker deployment, which the stack
+// makes current once they do (versioning.go). Ctrl-C stops everything within seconds.
 // Everything it keeps lives in LOCKERNET_DATA_DIR, so running it again reuses the data.
 package devstack
 
@@ -79,6 +80,14 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 		uiURL = fmt.Sprintf("http://%s:%d", host, s.TemporalUIPort)
 	}
 	k.env = append(k.env, "TEMPORAL_ADDRESS="+temporalAddr)
+	// Every worker of the stack polls as this build; once they do, it is made current.
+	build := ""
+	if stackVersioning() {
+		if build, err = stackBuildID(s, s.BinDir); err != nil {
+			return err
+		}
+		k.env = append(k.env, versioningEnv(s, build)...)
+	}
 	tc, err := temporalclient.Dial(ctx, temporalAddr, s.TemporalNS, logger)
 	if err != nil {
 		return err
@@ -123,6 +132,11 @@ func Run(ctx context.Context, s Settings, logger *slog.Logger, out io.Writer) er
 	}
 	for _, sv := range services {
 		if err := sv.waitHealthy(ctx, 90*time.Second); err != nil {
+			return err
+		}
+	}
+	if build != "" {
+		if err := promoteBuild(ctx, s, temporalAddr, build, logger); err != nil {
 			return err
 		}
 	}

@@ -19,9 +19,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/deployments"
 	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/temporalclient"
 )
 
 func TestEmbeddedTemporalPort(t *testing.T) {
@@ -137,6 +139,21 @@ func TestEmbeddedShapeRestartsADeadChild(t *testing.T) {
 	require.NoError(t, err)
 	gw := creds.Gateways[0]
 	require.Equal(t, "GW-0001", gw.Serial)
+
+	// Every worker polls as the stack's build, which the stack made the worker deployment's
+	// current version once they did (decision 0019).
+	build, err := stackBuildID(s, binDir)
+	require.NoError(t, err)
+	tc, err := temporalclient.Dial(ctx, s.TemporalAddress, s.TemporalNS, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer tc.Close()
+	dep, err := (&deployments.Admin{Client: tc, Namespace: s.TemporalNS, Name: s.DeploymentName}).Status(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, build, dep.Current, "the stack's build is current")
+	if v, ok := dep.Version(build); assert.True(t, ok, "the build is a version of the deployment") {
+		assert.Subset(t, v.TaskQueues, []string{s.TaskQueue + "/workflow", s.GatewayTaskQueue + "/workflow"},
+			"the build's workers poll both queues")
+	}
 
 	runDir := filepath.Join(s.DataDir, "run")
 	names := []string{"apiserver", "worker", "gw-0001", "gw-0002", "towersim"}
