@@ -9,7 +9,7 @@ PROD_CMDS := apiserver worker gateway towersim lockernet-admin
 DEV_CMD_DIR := ./internal/dev/cmd
 PKGS := ./...
 
-.PHONY: help run run-cluster temporal-build build dev-build test test-short replay lint fmt openapi clean bench test-faults docs-ui
+.PHONY: help run run-cluster deploy-cluster temporal-build build dev-build test test-short replay lint fmt openapi clean bench test-faults docs-ui
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,6 +19,18 @@ run: dev-build ## Build and start the whole system (embedded Temporal, Postgres,
 
 run-cluster: dev-build temporal-build ## The production shape as processes: Temporal server on Postgres, 2 apiservers + 2 workers behind nginx, supervised (docs/scaling.md)
 	@exec $(BIN)/dev/devstack -cluster
+
+# make deploy-cluster builds the apiserver and worker into bin/dev/releases/<UTC time>-<commit>
+# and rolls the running `make run-cluster` (same LOCKERNET_DATA_DIR) to them, one process at a
+# time; RELEASE=<name> rolls to a build already in bin/dev/releases instead (a rollback);
+# DEPLOY_ARGS="-drain 35s -stop-grace 30s -ready-timeout 90s" sets its bounds. docs/runbook.md.
+RELEASES := $(BIN)/dev/releases
+deploy-cluster: ## Roll the running cluster shape's workers and apiservers to a new build, one at a time (RELEASE=name: to a kept build; docs/runbook.md)
+	@set -e; \
+	if [ -n "$(RELEASE)" ]; then dir=$(RELEASES)/$(RELEASE); \
+	else dir=$(RELEASES)/$$(date -u +%Y%m%dT%H%M%SZ)-$$(git rev-parse --short HEAD 2>/dev/null || echo local)$$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty); \
+		echo "building $$dir"; $(GO) build -o $$dir/ ./cmd/apiserver ./cmd/worker; fi; \
+	$(BIN)/dev/devstack -deploy $$dir $(DEPLOY_ARGS)
 
 # The official Temporal server and its SQL schema tool at the version go.mod pins, built once
 # into bin/dev (heavy: `make clean` to rebuild), with the server's PostgreSQL schema files.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -71,4 +74,39 @@ func TestStartExitCodes(t *testing.T) {
 		assert.Equal(t, ExitSetting, Start(context.Background(), "svc", ran(&called, nil), &bytes.Buffer{}))
 		assert.False(t, called, "run does not start when tracing cannot be set up")
 	})
+}
+
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			_, _ = io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"status":"starting"}`)
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	tests := []struct {
+		name, url  string
+		want       int
+		wantStderr string
+	}{
+		{"ready", srv.URL + "/readyz", 0, ""},
+		{"not ready", srv.URL + "/starting", 1, `503 Service Unavailable {"status":"starting"}`},
+		{"nothing listening", closed.URL + "/readyz", 1, "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			assert.Equal(t, tt.want, Probe(tt.url, &stderr))
+			if tt.wantStderr == "" {
+				assert.Empty(t, stderr.String())
+			} else {
+				assert.Contains(t, stderr.String(), tt.wantStderr)
+			}
+		})
+	}
 }

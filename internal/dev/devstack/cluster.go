@@ -135,6 +135,9 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 		}
 	}
 
+	// `make deploy-cluster` rolls the workers and apiservers to a new build (deploy.go).
+	serveControl(ctx, &roller{ctx: ctx, cs: cs, repo: repo, nginxBin: nginxBin, sup: sup, logger: logger}, runDir)
+
 	printClusterSummary(out, cs, k, uiURL, time.Since(started))
 	if cs.OnReady != nil {
 		cs.OnReady()
@@ -307,6 +310,7 @@ Get a token:
   curl -s -u %s:%s -d grant_type=client_credentials %s/oauth/token
 
 A crashed apiserver, worker, nginx, Temporal server, gateway or simulator is restarted.
+Roll the workers and apiservers to a new build, one at a time: make deploy-cluster.
 Press Ctrl-C to stop.
 `, took.Round(100*time.Millisecond), c.APIURL, c.APIURL, strings.Join(cs.APIServers, ", "), strings.Join(cs.Workers, ", "),
 		temporalSummary(cs), orNone(uiURL, cs.TemporalAddress), c.TowerSimURL,

@@ -68,24 +68,58 @@ func nginxConfig(compose string, addrs []string, listen, dir string, root bool) 
 // nginxChild writes the generated configuration under the data dir and returns nginx in
 // the foreground on it.
 func nginxChild(cs ClusterSettings, repo, bin string) (child, error) {
-	compose, err := os.ReadFile(filepath.Join(repo, "docker", "nginx.conf"))
-	if err != nil {
-		return child{}, fmt.Errorf("read docker/nginx.conf: %w", err)
-	}
-	dir := filepath.Join(cs.DataDir, "nginx")
-	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
-		return child{}, fmt.Errorf("create nginx dir: %w", err)
-	}
-	conf, err := nginxConfig(string(compose), cs.APIServers, cs.APIAddr, dir, os.Geteuid() == 0)
+	dir, path, err := writeNginxConfig(cs, repo, nil)
 	if err != nil {
 		return child{}, err
 	}
-	path := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		return child{}, fmt.Errorf("write nginx config: %w", err)
-	}
 	// nginx forks its workers: in a group of its own, so that if the master dies the
 	// supervisor kills the workers too before starting a new one on the same port.
-	return child{name: "nginx", bin: bin, args: []string{"-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log"), "-g", "daemon off;"},
+	return child{name: "nginx", bin: bin, args: append(nginxArgs(dir, path), "-g", "daemon off;"),
 		health: "http://" + cs.APIAddr + "/healthz", logFile: filepath.Join(dir, "nginx.out"), ownGroup: true}, nil
+}
+
+// writeNginxConfig generates nginx's configuration from docker/nginx.conf into the data
+// dir, with the apiservers in down marked `down` (a rolling deploy takes one out at a
+// time), and returns the dir and the file. The file is replaced whole, so an nginx that
+// starts meanwhile reads one configuration or the other.
+func writeNginxConfig(cs ClusterSettings, repo string, down []string) (dir, path string, err error) {
+	compose, err := os.ReadFile(filepath.Join(repo, "docker", "nginx.conf"))
+	if err != nil {
+		return "", "", fmt.Errorf("read docker/nginx.conf: %w", err)
+	}
+	dir = filepath.Join(cs.DataDir, "nginx")
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return "", "", fmt.Errorf("create nginx dir: %w", err)
+	}
+	conf, err := nginxConfig(string(compose), cs.APIServers, cs.APIAddr, dir, os.Geteuid() == 0)
+	if err != nil {
+		return "", "", err
+	}
+	for _, a := range down {
+		if conf, err = markDown(conf, a); err != nil {
+			return "", "", err
+		}
+	}
+	path = filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path+".new", []byte(conf), 0o600); err != nil {
+		return "", "", fmt.Errorf("write nginx config: %w", err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		return "", "", fmt.Errorf("write nginx config: %w", err)
+	}
+	return dir, path, nil
+}
+
+// nginxArgs run nginx on the generated configuration, with its files under dir.
+func nginxArgs(dir, path string) []string {
+	return []string{"-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log")}
+}
+
+// markDown marks the upstream server addr `down`: nginx sends it no new request.
+func markDown(conf, addr string) (string, error) {
+	line := regexp.MustCompile(`(?m)^([ \t]*server[ \t]+` + regexp.QuoteMeta(addr) + `(?:[ \t][^;\n]*)?);`)
+	if !line.MatchString(conf) {
+		return "", fmt.Errorf("nginx.conf: no upstream server %s to mark down", addr)
+	}
+	return line.ReplaceAllString(conf, "${1} down;"), nil
 }

@@ -91,6 +91,16 @@ type service struct {
 	restarts int
 	started  chan struct{} // closed once the first start has been tried (set by supervise)
 	firstErr error
+	// replacing is set by replace while it stops the running process: its exit is not a
+	// crash, and the next start (at once, of the new bin) is handed to swapped.
+	replacing bool
+	swapped   chan startResult
+}
+
+// startResult is a start of the child that replace waits for.
+type startResult struct {
+	p   *proc
+	err error
 }
 
 const (
@@ -134,14 +144,18 @@ func (sv *service) supervise(ctx context.Context) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			sv.mu.Lock()
-			stopping := sv.stopping
-			if !stopping {
+			stopping, replacing := sv.stopping, sv.replacing
+			if !stopping && !replacing {
 				sv.restarts++
 			}
 			n := sv.restarts
 			sv.mu.Unlock()
 			if stopping || ctx.Err() != nil {
 				return
+			}
+			if replacing { // a deploy stopped it: start the new build at once
+				backoff = restartMin
+				continue
 			}
 			if ran >= restartReset {
 				backoff = restartMin
@@ -160,20 +174,28 @@ func (sv *service) supervise(ctx context.Context) {
 
 // start launches one run of the child and records its pid.
 func (sv *service) start() (*proc, error) {
-	p, err := startProcIn(sv.name, sv.bin, sv.args, sv.env, sv.out, sv.ownGroup)
+	p, err := startProcIn(sv.name, sv.binPath(), sv.args, sv.env, sv.out, sv.ownGroup)
+	sv.mu.Lock()
+	stopping := sv.stopping
+	if err == nil {
+		sv.cur = p
+		if !stopping && sv.pidDir != "" {
+			_ = os.WriteFile(filepath.Join(sv.pidDir, sv.name+".pid"), []byte(strconv.Itoa(p.cmd.Process.Pid)+"\n"), 0o600)
+		}
+	}
+	// A start after replace, whether it came at once or after a crash's back-off, runs the
+	// new bin: replace waits for it (and finds its pid in the pid file already).
+	sv.replacing = false
+	if sv.swapped != nil {
+		sv.swapped <- startResult{p: p, err: err}
+		sv.swapped = nil
+	}
+	sv.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	sv.mu.Lock()
-	sv.cur = p
-	stopping := sv.stopping
-	sv.mu.Unlock()
 	if stopping { // stop raced with a restart
 		p.stop(10 * time.Second)
-		return p, nil
-	}
-	if sv.pidDir != "" {
-		_ = os.WriteFile(filepath.Join(sv.pidDir, sv.name+".pid"), []byte(strconv.Itoa(p.cmd.Process.Pid)+"\n"), 0o600)
 	}
 	return p, nil
 }
@@ -189,6 +211,38 @@ func (sv *service) current() *proc {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	return sv.cur
+}
+
+// binPath is the binary the child runs (replace changes it).
+func (sv *service) binPath() string {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.bin
+}
+
+// replace stops the running process (SIGTERM, then SIGKILL after grace) and has the
+// supervisor start bin in its place at once: a deploy, not a crash, so there is no back-off
+// and no restart is counted. Every later start, a crash's restart included, runs bin. It
+// returns the process it stopped and the one it started.
+func (sv *service) replace(ctx context.Context, bin string, grace time.Duration) (stopped, started *proc, err error) {
+	ch := make(chan startResult, 1)
+	sv.mu.Lock()
+	if sv.stopping {
+		sv.mu.Unlock()
+		return nil, nil, fmt.Errorf("%s is stopping", sv.name)
+	}
+	sv.bin, sv.replacing, sv.swapped = bin, true, ch
+	stopped = sv.cur
+	sv.mu.Unlock()
+	if stopped != nil {
+		stopped.stop(grace)
+	}
+	select {
+	case r := <-ch:
+		return stopped, r.p, r.err
+	case <-ctx.Done():
+		return stopped, nil, ctx.Err()
+	}
 }
 
 // Restarts counts how many times the supervisor has restarted the child.
