@@ -136,7 +136,7 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	}
 
 	// `make deploy-cluster` rolls the workers and apiservers to a new build (deploy.go).
-	serveControl(ctx, &roller{ctx: ctx, cs: cs, repo: repo, nginxBin: nginxBin, sup: sup, logger: logger}, runDir)
+	serveControl(ctx, &roller{ctx: ctx, cs: cs, repo: repo, nginxBin: nginxBin, sup: sup, logger: logger, build: build}, runDir)
 
 	printClusterSummary(out, cs, k, uiURL, time.Since(started))
 	if cs.OnReady != nil {

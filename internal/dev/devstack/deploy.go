@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lockernet/lockernet/worker"
 )
 
 // A rolling deploy of the cluster shape (`make deploy-cluster`, `devstack -deploy DIR`):
@@ -73,10 +75,12 @@ type DeployReport struct {
 	// Previous is the folder the apiservers ran from before; Kept, if set, is where the
 	// running binaries were copied because Previous is not a folder of releases beside
 	// BinDir (bin/dev, which the next `make dev-build` rewrites): roll back to it.
-	Previous string        `json:"previous"`
-	Kept     string        `json:"kept,omitempty"`
-	Steps    []DeployStep  `json:"steps"`
-	Took     time.Duration `json:"took"`
+	Previous string `json:"previous"`
+	Kept     string `json:"kept,omitempty"`
+	// Build is the worker deployment build the new processes poll as (empty: unversioned).
+	Build string        `json:"build,omitempty"`
+	Steps []DeployStep  `json:"steps"`
+	Took  time.Duration `json:"took"`
 }
 
 // DeployStep is one process replaced: out of service at Started (taken out of nginx, or
@@ -106,7 +110,10 @@ type roller struct {
 	nginxBin string
 	sup      *supervisor
 	logger   *slog.Logger
-	mu       sync.Mutex // one deploy at a time
+	// build is the build the stack's processes poll as under worker versioning (empty:
+	// unversioned); a deploy gives the new processes their own.
+	build string
+	mu    sync.Mutex // one deploy at a time
 }
 
 // serveControl serves the deploy on <run dir>/control.sock until ctx is done. The run dir
@@ -221,16 +228,37 @@ func (r *roller) deploy(ctx context.Context, o DeployOptions, say func(string, .
 	if rep.Kept, err = keepRunning(units, dir); err != nil {
 		return rep, err
 	}
+	// Under worker versioning the new processes poll as a build of their own (decision 0019),
+	// made the deployment's current version once the first new worker polls: from then on the
+	// auto-upgrade workflows' tasks go to it, while the gateway requests pinned to the
+	// previous build finish on the processes of that build still running.
+	var setEnv []string
+	if r.build != "" {
+		if rep.Build, err = releaseBuildID(dir); err != nil {
+			return rep, err
+		}
+		setEnv = versioningEnv(r.cs.Settings, rep.Build)
+		say("the new processes poll as build %s of worker deployment %s", rep.Build, r.cs.DeploymentName)
+	}
 	say("rolling %d processes to %s, one at a time (previous build: %s)", len(units), dir, rep.Previous)
 	if rep.Kept != "" {
 		say("the running binaries are kept in %s", rep.Kept)
 	}
+	promoted := false
 	for _, u := range units {
-		step, err := r.roll(ctx, u, filepath.Join(dir, u.bin), o, say)
+		step, err := r.roll(ctx, u, filepath.Join(dir, u.bin), setEnv, o, say)
 		rep.Steps = append(rep.Steps, step)
 		if err != nil {
 			rep.Took = time.Since(t0)
 			return rep, fmt.Errorf("deploy stopped at %s (the processes before it run the new build, the others the previous one): %w", u.sv.name, err)
+		}
+		if rep.Build != "" && !promoted && u.bin == "worker" {
+			if err := promoteBuild(ctx, r.cs.Settings, r.cs.TemporalAddress, rep.Build, r.logger); err != nil {
+				rep.Took = time.Since(t0)
+				return rep, fmt.Errorf("deploy stopped after %s: %w", u.sv.name, err)
+			}
+			promoted = true
+			say("build %s is the worker deployment's current version", rep.Build)
 		}
 	}
 	rep.Took = time.Since(t0)
@@ -255,7 +283,7 @@ func rollbackCommand(dir string) string {
 
 // roll replaces one process by bin, and puts the previous build back if bin does not
 // become ready.
-func (r *roller) roll(ctx context.Context, u unit, bin string, o DeployOptions, say func(string, ...any)) (DeployStep, error) {
+func (r *roller) roll(ctx context.Context, u unit, bin string, setEnv []string, o DeployOptions, say func(string, ...any)) (DeployStep, error) {
 	name := u.sv.name
 	step := DeployStep{Name: name, Bin: bin, Started: time.Now()}
 	prevBin := u.sv.binPath()
@@ -273,7 +301,8 @@ func (r *roller) roll(ctx context.Context, u unit, bin string, o DeployOptions, 
 		}
 	}
 	t0 := time.Now()
-	stopped, started, err := u.sv.replace(ctx, bin, o.StopGrace)
+	prevEnv := u.sv.envNow()
+	stopped, started, err := u.sv.replace(ctx, bin, setEnv, o.StopGrace)
 	step.OldPid = pidOf(stopped)
 	if err == nil {
 		step.NewPid = pidOf(started)
@@ -282,7 +311,7 @@ func (r *roller) roll(ctx context.Context, u unit, bin string, o DeployOptions, 
 	}
 	if err != nil {
 		say("%s: the new build did not become ready (%v); starting the previous one again", name, err)
-		_, back, rerr := u.sv.replace(ctx, prevBin, o.StopGrace)
+		_, back, rerr := u.sv.replace(ctx, prevBin, prevEnv, o.StopGrace)
 		if rerr == nil {
 			rerr = waitReady(ctx, "http://"+u.addr+"/readyz", o.ReadyTimeout, back)
 		}
@@ -594,4 +623,15 @@ func Deploy(ctx context.Context, dataDir string, o DeployOptions, out io.Writer)
 			return *ev.Report, nil
 		}
 	}
+}
+
+// releaseBuildID is the build a release folder's processes poll as: a hash of its apiserver
+// and worker (the same bytes, the same build, so rolling back to kept binaries returns to
+// their build).
+func releaseBuildID(dir string) (string, error) {
+	h, err := worker.HashFiles(filepath.Join(dir, "apiserver"), filepath.Join(dir, "worker"))
+	if err != nil {
+		return "", fmt.Errorf("derive the new build's id: %w", err)
+	}
+	return "exe-" + h, nil
 }

@@ -20,9 +20,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/deployments"
 	"github.com/lockernet/lockernet/internal/dev/syncbuf"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
+	"github.com/lockernet/lockernet/internal/temporalclient"
 )
 
 // TestRollingDeployUnderLoad starts the cluster shape, keeps a trickle of requests going
@@ -51,7 +53,16 @@ func TestRollingDeployUnderLoad(t *testing.T) {
 	require.NoError(t, os.MkdirAll(release, 0o755))
 	for _, b := range []string{"apiserver", "worker"} {
 		require.NoError(t, copyExecutable(filepath.Join(binDir, b), filepath.Join(release, b)))
+		// Bytes after the end of the executable: it runs the same, but it is another build
+		// to the worker deployment (its id is the binaries' hash).
+		f, err := os.OpenFile(filepath.Join(release, b), os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("another build")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
 	}
+	firstBuild := currentBuild(t, cs)
+	require.NotEmpty(t, firstBuild, "the stack made its build current")
 	names := []string{"worker-1", "worker-2", "apiserver-1", "apiserver-2"}
 	before := map[string]int{}
 	for _, n := range names {
@@ -67,6 +78,9 @@ func TestRollingDeployUnderLoad(t *testing.T) {
 	sent, failures := load.stop()
 	t.Logf("deploy output:\n%s", out.String())
 	require.NoError(t, err)
+	require.NotEmpty(t, rep.Build, "the new processes poll as a build of their own")
+	assert.NotEqual(t, firstBuild, rep.Build)
+	assert.Equal(t, rep.Build, currentBuild(t, cs), "the new build is the deployment's current version")
 
 	// Every process was replaced, workers first, one after the other.
 	require.Len(t, rep.Steps, len(names))
@@ -154,6 +168,21 @@ func TestRollingDeployUnderLoad(t *testing.T) {
 	}
 	assert.Empty(t, failures, "of %d requests through nginx during the rollback", sent)
 	t.Logf("rollback: %s; %d requests through nginx meanwhile, %d failed", rep.Took.Round(100*time.Millisecond), sent, len(failures))
+	assert.Equal(t, firstBuild, rep.Build, "the kept binaries are the first build")
+	assert.Equal(t, firstBuild, currentBuild(t, cs), "and it is current again")
+}
+
+// currentBuild is the worker deployment's current build on the cluster shape's Temporal.
+func currentBuild(t *testing.T, cs ClusterSettings) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc, err := temporalclient.Dial(ctx, cs.TemporalAddress, cs.TemporalNS, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer tc.Close()
+	st, err := (&deployments.Admin{Client: tc, Namespace: cs.TemporalNS, Name: cs.DeploymentName}).Status(ctx)
+	require.NoError(t, err)
+	return st.Current
 }
 
 func TestSupervisorReplaceRunsTheNewBinaryFromThenOn(t *testing.T) {
@@ -175,7 +204,7 @@ func TestSupervisorReplaceRunsTheNewBinaryFromThenOn(t *testing.T) {
 	require.NoError(t, sv.waitHealthy(ctx, time.Minute))
 	first := readPid(t, filepath.Join(dir, "svc.pid"))
 
-	stopped, started, err := sv.replace(ctx, bins["new"], 5*time.Second)
+	stopped, started, err := sv.replace(ctx, bins["new"], nil, 5*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, first, pidOf(stopped))
 	assert.True(t, exited(stopped), "the old process has exited when replace returns")
@@ -196,7 +225,7 @@ func TestSupervisorReplaceRunsTheNewBinaryFromThenOn(t *testing.T) {
 	assert.Equal(t, 1, sv.Restarts())
 
 	sp.stop(time.Second)
-	_, _, err = sv.replace(ctx, bins["old"], time.Second)
+	_, _, err = sv.replace(ctx, bins["old"], nil, time.Second)
 	assert.ErrorContains(t, err, "stopping", "a stopped service is not started again")
 }
 

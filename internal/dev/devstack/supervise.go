@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -79,8 +81,8 @@ func (sp *supervisor) stop(grace time.Duration) {
 // operators can find it.
 type service struct {
 	child
-	bin    string   // resolved path of child.bin
-	env    []string // the stack's environment plus child.env
+	bin    string   // resolved path of child.bin (replace changes it: guarded by mu)
+	env    []string // the stack's environment plus child.env (replace changes it: guarded by mu)
 	out    io.Writer
 	logger *slog.Logger
 	pidDir string
@@ -174,7 +176,10 @@ func (sv *service) supervise(ctx context.Context) {
 
 // start launches one run of the child and records its pid.
 func (sv *service) start() (*proc, error) {
-	p, err := startProcIn(sv.name, sv.binPath(), sv.args, sv.env, sv.out, sv.ownGroup)
+	sv.mu.Lock()
+	bin, env := sv.bin, sv.env
+	sv.mu.Unlock()
+	p, err := startProcIn(sv.name, bin, sv.args, env, sv.out, sv.ownGroup)
 	sv.mu.Lock()
 	stopping := sv.stopping
 	if err == nil {
@@ -214,6 +219,13 @@ func (sv *service) current() *proc {
 }
 
 // binPath is the binary the child runs (replace changes it).
+// envNow is the environment the child's next start gets.
+func (sv *service) envNow() []string {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return append([]string{}, sv.env...)
+}
+
 func (sv *service) binPath() string {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
@@ -224,7 +236,7 @@ func (sv *service) binPath() string {
 // supervisor start bin in its place at once: a deploy, not a crash, so there is no back-off
 // and no restart is counted. Every later start, a crash's restart included, runs bin. It
 // returns the process it stopped and the one it started.
-func (sv *service) replace(ctx context.Context, bin string, grace time.Duration) (stopped, started *proc, err error) {
+func (sv *service) replace(ctx context.Context, bin string, setEnv []string, grace time.Duration) (stopped, started *proc, err error) {
 	ch := make(chan startResult, 1)
 	sv.mu.Lock()
 	if sv.stopping {
@@ -232,6 +244,7 @@ func (sv *service) replace(ctx context.Context, bin string, grace time.Duration)
 		return nil, nil, fmt.Errorf("%s is stopping", sv.name)
 	}
 	sv.bin, sv.replacing, sv.swapped = bin, true, ch
+	sv.env = withEnv(sv.env, setEnv)
 	stopped = sv.cur
 	sv.mu.Unlock()
 	if stopped != nil {
@@ -294,4 +307,20 @@ func tailFile(path string, n int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
+}
+
+// withEnv is env with each KEY=VALUE of set in place of env's own KEY (appended when env
+// has none).
+func withEnv(env, set []string) []string {
+	out := append([]string{}, env...)
+	for _, kv := range set {
+		key, _, _ := strings.Cut(kv, "=")
+		i := slices.IndexFunc(out, func(e string) bool { k, _, _ := strings.Cut(e, "="); return k == key })
+		if i >= 0 {
+			out[i] = kv
+		} else {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
