@@ -59,17 +59,24 @@ func (s *system) actuations(ctx context.Context) (doors.Actuations, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := map[int]int{}
-		for k, v := range st.Opens {
-			id, err := strconv.Atoi(k)
-			if err != nil {
-				return nil, fmt.Errorf("locker id %q in %s stats", k, g.serial)
-			}
-			m[id] = v
+		if out[g.serial], err = lockerCounts(g, st); err != nil {
+			return nil, err
 		}
-		out[g.serial] = m
 	}
 	return out, nil
+}
+
+// lockerCounts are a gateway's door actuations by locker id, from its simulator's stats.
+func lockerCounts(g *gatewayProc, st simStats) (map[int]int, error) {
+	m := map[int]int{}
+	for k, v := range st.Opens {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("locker id %q in %s stats", k, g.serial)
+		}
+		m[id] = v
+	}
+	return m, nil
 }
 
 // openAnswer is the terminal answer of one open, for the door account.

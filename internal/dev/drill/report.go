@@ -124,6 +124,10 @@ func (rep *report) markdown() string {
 	w("every client retry with its key answers the same outcome. The Temporal server is killed on the cluster shape\n")
 	w("only: make run's shape embeds it in the dev stack's process (and a drill's system in the drill's), where\n")
 	w("killing it kills the whole dev system.\n\n")
+	w("The stop-each drills (one on each shape) stop or kill every process in turn, the gateways included, each time\n")
+	w("with keyed opens in flight at slow lock controllers, and hold each request's reported outcome against its door\n")
+	w("(DESIGN §6.2): `completed` ⇒ the door moved exactly once; `rejected` or `dispatch_failed` ⇒ it did not move;\n")
+	w("`gateway_unresponsive` ⇒ at most once, and only with `details.outcome` `unknown`.\n\n")
 
 	w("| | |\n|---|---|\n")
 	w("| Date | %s |\n", rep.started.UTC().Format("2006-01-02 15:04 MST"))
