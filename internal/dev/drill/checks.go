@@ -210,13 +210,37 @@ func (s *system) waitStored(ctx context.Context, t time.Time, n int, limit time.
 // settled, and returns how many were sent and unanswered, how many settled, and whether
 // that was all of them.
 func (s *system) waitSent(ctx context.Context, ids []string) (sent, settled int, all bool) {
-	_, all = waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
+	return s.waitSentWithin(ctx, ids, time.Minute)
+}
+
+// waitSentWithin is waitSent with a limit of its own.
+func (s *system) waitSentWithin(ctx context.Context, ids []string, limit time.Duration) (sent, settled int, all bool) {
+	_, all = waitFor(ctx, limit, 200*time.Millisecond, func() bool {
 		err := s.st.Pool().QueryRow(ctx, `
 			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
 			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settled)
 		return err == nil && sent+settled >= len(ids)
 	})
 	return sent, settled, all
+}
+
+// sentIDs returns which requests of ids have been sent to their gateway or have settled.
+func (s *system) sentIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := s.st.Pool().Query(ctx, `
+		SELECT id::text FROM gateway_requests WHERE id::text = ANY($1) AND (last_send > 0 OR completed_at IS NOT NULL)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read sent gateway requests: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
 }
 
 // waitOutboxDrained waits until every workflow start and signal written to the outbox has
