@@ -95,22 +95,21 @@ func slowController(ctx context.Context, g *gatewayProc, d time.Duration) error 
 }
 
 // round sends a batch of opens (all on the gateway the round stops, else on both in turn),
-// waits until every one has been sent and the gateways have received them, stops the round's
+// waits until they have been sent and the gateways have received them, stops the round's
 // process, has it back, and polls every open to its terminal state.
 func (e *stopEach) round(ctx context.Context, rd stopRound) error {
 	logf("  round %s", rd.label())
 	targets := make([]target, e.n)
-	perGW := map[*gatewayProc]int{}
+	received := map[*gatewayProc]int64{}
 	for i := range targets {
 		t, err := e.pool.take(rd.gw)
 		if err != nil {
 			return err
 		}
 		targets[i] = t
-		perGW[t.gw]++
+		received[t.gw] = 0
 	}
-	received := map[*gatewayProc]int64{}
-	for g := range perGW {
+	for g := range received {
 		st, err := sim{g}.stats(ctx)
 		if err != nil {
 			return err
@@ -119,15 +118,28 @@ func (e *stopEach) round(ctx context.Context, rd stopRound) error {
 	}
 	sr := &stoppedRound{stopRound: rd, batch: sendOpens(ctx, e.c, targets)}
 	e.rounds = append(e.rounds, sr)
-	// Not a minute, as the kill drills wait: right after a worker's restart one request's first
-	// workflow task has been seen to wait most of a minute before a worker ran it, and the
-	// rest of the batch would be done by then.
-	sr.sent, sr.settled, _ = e.sys.waitSentWithin(ctx, sr.batch.ids(), 15*time.Second)
-	// Sent is recorded before the call goes out: wait until the gateways have had them too
+	// Not a minute, as the kill drills wait: right after a start, or a worker's restart, one
+	// request's first workflow task has been seen to wait longer than the controllers' delay
+	// before a worker ran it, and the rest of the batch would be done by then. The signal
+	// waits a third of that delay at most.
+	ids := sr.batch.ids()
+	sr.sent, sr.settled, _ = e.sys.waitSentWithin(ctx, ids, e.delay/3)
+	out, err := e.sys.sentIDs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	sr.out = out
+	// Sent is recorded before the call goes out: wait until the gateways have had those sent
 	// (their request counters count the cloud's health checks besides, hence the pause after),
 	// so that the signal finds the opens at the lock controllers.
-	waitFor(ctx, 10*time.Second, 50*time.Millisecond, func() bool {
-		for g, n := range perGW {
+	expect := map[*gatewayProc]int{}
+	for _, q := range sr.batch {
+		if out[q.id] {
+			expect[q.t.gw]++
+		}
+	}
+	waitFor(ctx, e.delay/3, 50*time.Millisecond, func() bool {
+		for g, n := range expect {
 			st, err := sim{g}.stats(ctx)
 			if err != nil || st.Requests < received[g]+int64(n) {
 				return false
@@ -136,11 +148,6 @@ func (e *stopEach) round(ctx context.Context, rd stopRound) error {
 		return true
 	})
 	time.Sleep(500 * time.Millisecond)
-	out, err := e.sys.sentIDs(ctx, sr.batch.ids())
-	if err != nil {
-		return err
-	}
-	sr.out = out
 	var after func() string
 	if rd.before != nil {
 		after = rd.before()
@@ -461,7 +468,8 @@ func stopEachWhat(delay time.Duration, how string) string {
 	return fmt.Sprintf("Both gateways' lock controllers are in `controller_slow` mode (each door open waits %s at the "+
 		"controller). Each batch is sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` "+
 		"each, every open on a locker of its own: all on the gateway to be stopped, else on both in turn), and the signal "+
-		"comes once every open has been sent and the gateways have received them. %s, then polls every open to its "+
+		"comes once every open has been sent and the gateways have received them (the drill waits at most a third of the "+
+		"controllers' delay for each, then half a second). %s, then polls every open to its "+
 		"terminal state (`GET /requests/{id}`, `Prefer: wait=20`). Afterwards each request's final poll — its HTTP "+
 		"status, `X-Request-State` and the error body's `details.outcome` — is held against its door's actuations as "+
 		"the simulators count them (`/sim/stats`): `completed` ⇒ the door moved exactly once; `rejected` or "+
