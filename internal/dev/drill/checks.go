@@ -210,18 +210,21 @@ func (s *system) waitStored(ctx context.Context, t time.Time, n int, limit time.
 // settled, and returns how many were sent and unanswered, how many settled, and whether
 // that was all of them.
 func (s *system) waitSent(ctx context.Context, ids []string) (sent, settled int, all bool) {
-	return s.waitSentWithin(ctx, ids, time.Minute)
-}
-
-// waitSentWithin is waitSent with a limit of its own.
-func (s *system) waitSentWithin(ctx context.Context, ids []string, limit time.Duration) (sent, settled int, all bool) {
-	_, all = waitFor(ctx, limit, 200*time.Millisecond, func() bool {
-		err := s.st.Pool().QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
-			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settled)
+	_, all = waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
+		var err error
+		sent, settled, err = s.sentCounts(ctx, ids)
 		return err == nil && sent+settled >= len(ids)
 	})
 	return sent, settled, all
+}
+
+// sentCounts counts the requests of ids sent to their gateway and unanswered, and those
+// settled.
+func (s *system) sentCounts(ctx context.Context, ids []string) (sent, settled int, err error) {
+	err = s.st.Pool().QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
+		FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settled)
+	return sent, settled, err
 }
 
 // sentIDs returns which requests of ids have been sent to their gateway or have settled.

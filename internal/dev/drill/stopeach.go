@@ -118,12 +118,23 @@ func (e *stopEach) round(ctx context.Context, rd stopRound) error {
 	}
 	sr := &stoppedRound{stopRound: rd, batch: sendOpens(ctx, e.c, targets)}
 	e.rounds = append(e.rounds, sr)
-	// Not a minute, as the kill drills wait: right after a start, or a worker's restart, one
-	// request's first workflow task has been seen to wait longer than the controllers' delay
-	// before a worker ran it, and the rest of the batch would be done by then. The signal
-	// waits a third of that delay at most.
+	// Not until every one is out, as the kill drills wait: right after a start, or a worker's
+	// restart, one request's first workflow task has been seen to wait longer than the
+	// controllers' delay before a worker ran it, and the rest of the batch would be done by
+	// then. The signal waits for the rest a third of that delay at most after the first send.
 	ids := sr.batch.ids()
-	sr.sent, sr.settled, _ = e.sys.waitSentWithin(ctx, ids, e.delay/3)
+	var firstOut time.Time
+	waitFor(ctx, 30*time.Second, 50*time.Millisecond, func() bool {
+		sent, settled, err := e.sys.sentCounts(ctx, ids)
+		if err != nil {
+			return false
+		}
+		sr.sent, sr.settled = sent, settled
+		if sent+settled > 0 && firstOut.IsZero() {
+			firstOut = time.Now()
+		}
+		return sent+settled >= len(ids) || (!firstOut.IsZero() && time.Since(firstOut) >= e.delay/3)
+	})
 	out, err := e.sys.sentIDs(ctx, ids)
 	if err != nil {
 		return err
@@ -472,8 +483,8 @@ func stopEachWhat(delay time.Duration, how string) string {
 	return fmt.Sprintf("Both gateways' lock controllers are in `controller_slow` mode (each door open waits %s at the "+
 		"controller). Each batch is sent through the gateway cloud API (`Prefer: respond-async`, an `Idempotency-Key` "+
 		"each, every open on a locker of its own: all on the gateway to be stopped, else on both in turn), and the signal "+
-		"comes once every open has been sent and the gateways have received them (the drill waits at most a third of the "+
-		"controllers' delay for each, then half a second). %s, then polls every open to its "+
+		"comes once every open has been sent and the gateways have received them (once the first is out, the drill waits "+
+		"at most a third of the controllers' delay for the rest, then half a second). %s, then polls every open to its "+
 		"terminal state (`GET /requests/{id}`, `Prefer: wait=20`). Afterwards each request's final poll — its HTTP "+
 		"status, `X-Request-State` and the error body's `details.outcome` — is held against its door's actuations as "+
 		"the simulators count them (`/sim/stats`): `completed` ⇒ the door moved exactly once; `rejected` or "+
