@@ -115,7 +115,7 @@ func (rep *report) markdown() string {
 	w("The `cluster-*` drills run on the production shape instead (`make run-cluster`, started as\n")
 	w("`bin/dev/devstack -cluster` on a private PostgreSQL cluster, data dir and free ports, shared by those drills in\n")
 	w("turn): the official Temporal server as its own process on Postgres with 4 history shards, two apiservers and two\n")
-	w("workers behind nginx, and the dev stack's supervisor, which restarts what a drill kills with SIGKILL. Clients go\n")
+	w("workers behind nginx, and the dev stack's supervisor, which restarts what a drill stops or kills. Clients go\n")
 	w("through nginx. Besides lost requests and door actuations they check that every tower hold was released by its\n")
 	w("own workflow's durable timer, late but exactly once (one run of the workflow, completed once, one expiry).\n\n")
 	w("Every drill that kills a cloud process with door opens in flight (a worker and the apiserver on both shapes,\n")
