@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -165,6 +166,57 @@ func TestBinaries(t *testing.T) {
 		gw.stop(t)
 		assert.Contains(t, gw.logs.String(), "gateway stopped")
 		assert.NotContains(t, gw.logs.String(), envSecret)
+	})
+
+	// The doors the simulator counts stay readable while a stopping gateway finishes the open
+	// in flight: the fault drills read their counters until the process ends.
+	t.Run("simcontrol build answers /sim while it stops", func(t *testing.T) {
+		t.Parallel()
+		bin := buildGateway(t, "simcontrol")
+		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank",
+			"-db", filepath.Join(t.TempDir(), "gw.db")}, "LOCKERNET_GATEWAY_SIMULATED=true")
+		require.Equal(t, http.StatusOK, simFault(t, simAddr, `{"mode": "controller_slow", "delayMs": 5000}`))
+
+		go func() {
+			req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/lockers/201/open", nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+envSecret)
+			req.Header.Set("Idempotency-Key", "open-while-stopping")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		require.Eventually(t, func() bool {
+			var stats simStats
+			simGet(t, simAddr, "/sim/stats", &stats)
+			return stats.Requests >= 1
+		}, 10*time.Second, 20*time.Millisecond, "the open never reached the gateway")
+
+		require.NoError(t, gw.cmd.Process.Signal(syscall.SIGTERM))
+		// The local API stops taking connections first; the open in flight holds the stop.
+		require.Eventually(t, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err != nil
+		}, 10*time.Second, 10*time.Millisecond, "the local API kept listening after SIGTERM")
+		resp, err := http.Get("http://" + simAddr + "/sim/stats")
+		require.NoError(t, err, "the simulator control went away with the local API")
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+		select {
+		case err := <-gw.exited:
+			require.NoError(t, err, "logs: %s", gw.logs.String())
+		case <-time.After(90 * time.Second):
+			t.Fatal("the gateway did not stop on SIGTERM")
+		}
+		_, err = http.Get("http://" + simAddr + "/sim/stats")
+		assert.Error(t, err, "the simulator control outlived the gateway")
 	})
 
 	t.Run("simcontrol build drives the kerong emulator through the driver", func(t *testing.T) {

@@ -29,9 +29,10 @@ type simOptions struct {
 	addr    string
 	emulate bool
 
-	sim     *simctl.Sim           // simulated controllers, or only the local-API faults when emulating
-	control http.Handler          // /sim/*
-	buses   []*kerongemu.Emulator // emulated buses
+	sim         *simctl.Sim           // simulated controllers, or only the local-API faults when emulating
+	control     http.Handler          // /sim/*
+	buses       []*kerongemu.Emulator // emulated buses
+	stopControl context.CancelFunc    // ends the /sim/* server (close)
 }
 
 func (o *simOptions) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -119,7 +120,9 @@ func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layou
 }
 
 // start serves /sim/* on its own address and puts the fault listener and
-// middleware in front of the local API.
+// middleware in front of the local API. The control API outlives ctx, until close:
+// the doors it counts are there while a stopping gateway finishes the opens in
+// flight, and a fault drill reads their counters until the process ends.
 func (o *simOptions) start(ctx context.Context, ln net.Listener, h http.Handler, logger *slog.Logger) (net.Listener, http.Handler, <-chan struct{}, error) {
 	if o.addr == "" {
 		return ln, h, nil, nil
@@ -131,10 +134,12 @@ func (o *simOptions) start(ctx context.Context, ln net.Listener, h http.Handler,
 	if err != nil {
 		return ln, h, nil, fmt.Errorf("listen on %s for the simulator control: %w", o.addr, err)
 	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	o.stopControl = stop
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := gateway.Serve(ctx, simLn, o.control, logger); err != nil {
+		if err := gateway.Serve(sctx, simLn, o.control, logger); err != nil {
 			logger.Error("simulator control stopped", "err", err)
 		}
 	}()
@@ -142,8 +147,12 @@ func (o *simOptions) start(ctx context.Context, ln net.Listener, h http.Handler,
 	return o.sim.Listener(ln), o.sim.Middleware(h), done, nil
 }
 
-// close releases hanging requests, stops pending door closes and the emulated buses.
+// close ends the control API, releases hanging requests, stops pending door closes and
+// the emulated buses.
 func (o *simOptions) close() {
+	if o.stopControl != nil {
+		o.stopControl()
+	}
 	if o.sim != nil {
 		o.sim.Close()
 	}

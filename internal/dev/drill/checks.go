@@ -59,17 +59,24 @@ func (s *system) actuations(ctx context.Context) (doors.Actuations, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := map[int]int{}
-		for k, v := range st.Opens {
-			id, err := strconv.Atoi(k)
-			if err != nil {
-				return nil, fmt.Errorf("locker id %q in %s stats", k, g.serial)
-			}
-			m[id] = v
+		if out[g.serial], err = lockerCounts(g, st); err != nil {
+			return nil, err
 		}
-		out[g.serial] = m
 	}
 	return out, nil
+}
+
+// lockerCounts are a gateway's door actuations by locker id, from its simulator's stats.
+func lockerCounts(g *gatewayProc, st simStats) (map[int]int, error) {
+	m := map[int]int{}
+	for k, v := range st.Opens {
+		id, err := strconv.Atoi(k)
+		if err != nil {
+			return nil, fmt.Errorf("locker id %q in %s stats", k, g.serial)
+		}
+		m[id] = v
+	}
+	return m, nil
 }
 
 // openAnswer is the terminal answer of one open, for the door account.
@@ -204,12 +211,39 @@ func (s *system) waitStored(ctx context.Context, t time.Time, n int, limit time.
 // that was all of them.
 func (s *system) waitSent(ctx context.Context, ids []string) (sent, settled int, all bool) {
 	_, all = waitFor(ctx, time.Minute, 200*time.Millisecond, func() bool {
-		err := s.st.Pool().QueryRow(ctx, `
-			SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
-			FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settled)
+		var err error
+		sent, settled, err = s.sentCounts(ctx, ids)
 		return err == nil && sent+settled >= len(ids)
 	})
 	return sent, settled, all
+}
+
+// sentCounts counts the requests of ids sent to their gateway and unanswered, and those
+// settled.
+func (s *system) sentCounts(ctx context.Context, ids []string) (sent, settled int, err error) {
+	err = s.st.Pool().QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE last_send > 0 AND completed_at IS NULL), count(*) FILTER (WHERE completed_at IS NOT NULL)
+		FROM gateway_requests WHERE id::text = ANY($1)`, ids).Scan(&sent, &settled)
+	return sent, settled, err
+}
+
+// sentIDs returns which requests of ids have been sent to their gateway or have settled.
+func (s *system) sentIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	rows, err := s.st.Pool().Query(ctx, `
+		SELECT id::text FROM gateway_requests WHERE id::text = ANY($1) AND (last_send > 0 OR completed_at IS NOT NULL)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read sent gateway requests: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
 }
 
 // waitOutboxDrained waits until every workflow start and signal written to the outbox has

@@ -147,17 +147,26 @@ type asyncOpen struct {
 // submitOpens sends n opens on fresh lockers with Prefer: respond-async, each retried with
 // its Idempotency-Key until it is accepted (or a minute passes).
 func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens, error) {
-	out := make(opens, n)
-	for i := range out {
+	targets := make([]target, n)
+	for i := range targets {
 		t, err := pool.take(-1)
 		if err != nil {
 			return nil, err
 		}
+		targets[i] = t
+	}
+	return sendOpens(ctx, c, targets), nil
+}
+
+// sendOpens opens each target's locker as submitOpens does.
+func sendOpens(ctx context.Context, c *cloud, targets []target) opens {
+	out := make(opens, len(targets))
+	for i, t := range targets {
 		out[i] = &asyncOpen{t: t, key: newKey()}
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	parallel(n, 32, func(i int) {
+	parallel(len(out), 32, func(i int) {
 		q := out[i]
 		for {
 			a, err := c.do(sctx, http.MethodPost, openPath(q.t.gw.locationID, q.t.locker), nil,
@@ -179,7 +188,7 @@ func submitOpens(ctx context.Context, c *cloud, pool *lockerPool, n int) (opens,
 			}
 		}
 	})
-	return out, nil
+	return out
 }
 
 // replayMismatches sends every settled open's call once more with its Idempotency-Key, as a

@@ -110,6 +110,20 @@ func (p *proc) exitErr() error {
 	return p.err
 }
 
+// send sends sig to the running process without waiting for it to act on it.
+func (p *proc) send(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || closed(done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", p.name, err)
+	}
+	return nil
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	p.signal(syscall.SIGKILL, 0)
@@ -160,6 +174,25 @@ func (p *proc) logCount(s string) int {
 		return 0
 	}
 	return strings.Count(string(b), s)
+}
+
+// logLines counts the log lines containing every one of subs.
+func (p *proc) logLines(subs ...string) int {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 func closed(ch chan struct{}) bool {

@@ -63,6 +63,11 @@ type options struct {
 	gfHardwareTimeout time.Duration
 	gfCallTimeout     time.Duration
 
+	seOpens  int
+	seDelay  time.Duration
+	cseOpens int
+	cseDelay time.Duration
+
 	whDown    int
 	whUp      int
 	whDownFor time.Duration
@@ -110,8 +115,11 @@ var drills = []drill{
 	{name: "restart-apiserver", run: drillRestartAPIServer},
 	{name: "restart-postgres", run: drillRestartPostgres},
 	{name: "gateway-faults", run: drillGatewayFaults},
+	{name: "stop-each", run: drillStopEach},
 	{name: "webhooks", run: drillWebhooks},
 	{name: "restore", run: drillRestore},
+	// First of the cluster drills: its first kill comes right after the shape's start.
+	{name: "cluster-stop-each", onCluster: drillClusterStopEach},
 	{name: "cluster-kill-worker", onCluster: drillClusterKillWorker},
 	{name: "cluster-kill-apiserver", onCluster: drillClusterKillAPIServer},
 	{name: "cluster-kill-temporal", onCluster: drillClusterKillTemporal},
@@ -151,7 +159,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	o := &s.o
 	fs.StringVar(&o.binDir, "bin", "", "directory of the apiserver, worker and gateway binaries (default: next to this one)")
 	fs.IntVar(&o.lockers, "lockers-per-gateway", 128, "lockers of each simulated gateway (every open gets one of its own)")
-	fs.IntVar(&o.clusterLockers, "cluster-lockers-per-gateway", 256, "lockers of each simulated gateway of the cluster shape, whose drills share one system (their opens add up: about 100 + 60 + 50 + 80 with the defaults)")
+	fs.IntVar(&o.clusterLockers, "cluster-lockers-per-gateway", 256, "lockers of each simulated gateway of the cluster shape, whose drills share one system (their opens add up: about 140 + 100 + 60 + 50 + 80 with the defaults)")
 	fs.BoolVar(&o.keep, "keep", false, "keep each drill's directories (logs, clusters) instead of removing them")
 	fs.DurationVar(&o.settleLimit, "settle-limit", 5*time.Minute, "how long requests and components get to recover before the drill fails")
 
@@ -175,6 +183,10 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.gfOpens, "gateway-opens", 20, "gateway-faults: door opens sent in each fault phase")
 	fs.DurationVar(&o.gfHardwareTimeout, "gateway-hardware-timeout", 12*time.Second, "gateway-faults: LOCKERNET_GATEWAY_HARDWARE_TIMEOUT")
 	fs.DurationVar(&o.gfCallTimeout, "gateway-call-timeout", 4*time.Second, "gateway-faults: LOCKERNET_GATEWAY_CALL_TIMEOUT")
+	fs.IntVar(&o.seOpens, "stop-each-opens", 16, "stop-each: door opens in flight in each round (one process stopped)")
+	fs.DurationVar(&o.seDelay, "stop-each-delay", 6*time.Second, "stop-each: how long the lock controllers take for each open (controller_slow)")
+	fs.IntVar(&o.cseOpens, "cluster-stop-each-opens", 16, "cluster-stop-each: door opens in flight in each round (one process stopped)")
+	fs.DurationVar(&o.cseDelay, "cluster-stop-each-delay", 6*time.Second, "cluster-stop-each: how long the lock controllers take for each open (controller_slow)")
 	fs.IntVar(&o.whDown, "webhook-events-down", 50, "webhooks: events recorded while the receiver is down")
 	fs.IntVar(&o.whUp, "webhook-events-up", 100, "webhooks: events recorded once it is back")
 	fs.DurationVar(&o.whDownFor, "webhook-down", 6*time.Second, "webhooks: how long the receiver answers 503")
