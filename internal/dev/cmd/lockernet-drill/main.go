@@ -2,8 +2,8 @@
 // test-faults) on real processes, in the make run shape and in the cluster shape, and
 // writes their report (docs/reliability.md); the drills are package drill.
 //
-//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,webhooks,
-//	                 cluster-kill-worker,cluster-kill-apiserver,cluster-kill-temporal,cluster-restart-postgres]
+//	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,stop-each,webhooks,restore,
+//	                 cluster-stop-each,cluster-kill-worker,cluster-kill-apiserver,cluster-kill-temporal,cluster-restart-postgres]
 //	                [-out docs/reliability.md]
 //
 // It exits 1 when a drill loses a request, doubles a door actuation or another side
