@@ -12,10 +12,20 @@ import (
 
 // The proxy-rates scenario finds the rate of gateway cloud API calls the shape sustains: a
 // locker read through the cloud, open-loop at rising rates, each step from a quiet system.
-// Every call is a gateway-request workflow (decision 0012), so its ceiling is Temporal's: the
-// report sets the figure beside the bare workflows the temporal scenario sustained on the
-// same server in the same run (target ≥ proxyRatesTarget × bare).
-const proxyRatesTarget = 0.8
+// Every call is a gateway-request workflow (decision 0012) that its first send settles inside
+// its first task (decision 0018), so its ceiling is Temporal's: the report sets the figure
+// beside the bare workflows the temporal scenario sustained on the same server in the same
+// run (target ≥ proxyRatesTarget(shape) × bare).
+
+// proxyRatesTarget is the share of the bare workflows' rate the cloud reads are to sustain on
+// a shape: 0.7 on make run's, 0.5 on the cluster shape's (where every start and task is a
+// round trip to a Temporal server of its own).
+func proxyRatesTarget(shapeKey string) float64 {
+	if shapeKey == "cluster" {
+		return 0.5
+	}
+	return 0.7
+}
 
 // proxyRateStep is one offered rate of cloud reads.
 type proxyRateStep struct {
@@ -119,7 +129,7 @@ func runProxyRates(ctx context.Context, b *bench, rates []float64, d time.Durati
 	return res, ctx.Err()
 }
 
-func (p *proxyRatesResult) markdown(w writer, bare *bareResult) {
+func (p *proxyRatesResult) markdown(w writer, bare *bareResult, target float64) {
 	w("### Gateway cloud API: the rate sustained")
 	w("")
 	w("Open-loop cloud locker reads (each one a gateway-request workflow: store, eager start, the send as an activity, the outcome), %s per offered rate, "+
@@ -140,11 +150,11 @@ func (p *proxyRatesResult) markdown(w writer, bare *bareResult) {
 	switch {
 	case bare == nil || bare.Sustained == 0:
 		w("Sustained: %s. The bare workflows sustained on the same server were not measured in this run, so the target (≥ %.1f × bare) is not judged.",
-			sustained, proxyRatesTarget)
+			sustained, target)
 	default:
 		ratio := p.Sustained / bare.Sustained
 		w("Sustained: %s, against %.0f bare workflows/s sustained on the same server in this run (the temporal scenario): %.2f × bare. "+
-			"Target ≥ %.1f × bare: %s.", sustained, bare.Sustained, ratio, proxyRatesTarget, verdict(ratio >= proxyRatesTarget))
+			"Target ≥ %.1f × bare: %s.", sustained, bare.Sustained, ratio, target, verdict(ratio >= target))
 	}
 	w("")
 }

@@ -302,7 +302,7 @@ func (sr *shapeReport) markdown(w writer) {
 		f.markdown(w)
 	}
 	if pr := sr.proxyRates; pr != nil {
-		pr.markdown(w, sr.temporal)
+		pr.markdown(w, sr.temporal, proxyRatesTarget(sr.shape.key))
 	}
 	if e := sr.expiry; e != nil {
 		e.markdown(w)
@@ -386,8 +386,9 @@ func (p *proxyResult) markdown(w writer, bare *bareResult) {
 	w("### Gateway cloud API over the gateway's local API")
 	w("")
 	w("The same locker read and locker open of %s at %.0f requests/s for %s each, straight to the gateway's local API (the floor) "+
-		"and through the gateway cloud API (the apiserver stores the request and starts its gateway-request workflow eagerly; the send is "+
-		"the workflow's activity, run by the apiserver's own gateway worker, and stores the outcome when the answer decides it; decision 0012), "+
+		"and through the gateway cloud API (the apiserver stores the request and starts its gateway-request workflow eagerly; the first send "+
+		"runs inside the workflow's first task, on the apiserver's own gateway worker, and stores the outcome when the answer decides it, so the "+
+		"workflow completes in that task; decisions 0012, 0018), "+
 		"after untimed cloud reads for a tenth of that (warm connections). Latency from the scheduled start (open loop). Then a bare workflow "+
 		"(one local activity) started eagerly on the same Temporal server at the same rate for as long: the engine's floor under every cloud call.", p.Gateway, p.Rate, p.Duration)
 	w("")
