@@ -132,7 +132,7 @@ func runProxyRates(ctx context.Context, b *bench, rates []float64, d time.Durati
 func (p *proxyRatesResult) markdown(w writer, bare *bareResult, target float64) {
 	w("### Gateway cloud API: the rate sustained")
 	w("")
-	w("Open-loop cloud locker reads (each one a gateway-request workflow: store, eager start, the send as an activity, the outcome), %s per offered rate, "+
+	w("Open-loop cloud locker reads (each one a gateway-request workflow: store, eager start, the first send inside the first workflow task, the outcome), %s per offered rate, "+
 		"each step from a quiet system. A step holds when every call was answered 200 within its wait (a 202 means the request fell behind), "+
 		"none failed or answered 5xx, none waited unsent, and no more than a second of calls was queued in Temporal at the end.", p.Step)
 	w("")
