@@ -102,63 +102,8 @@ func TestClusterShape(t *testing.T) {
 	if _, err := findNginx(); err != nil {
 		t.Skip(err)
 	}
-	binDir := buildClusterBinaries(t)
-	dbURL := testenv.NewDatabase(t)
-	dropTemporalDatabases(t, dbURL)
-
-	addrs := freeAddrs(t, 12)
-	env := map[string]string{
-		"DATABASE_URL": dbURL, "LOCKERNET_DATA_DIR": t.TempDir(), "TEMPORAL_ADDRESS": "",
-		"LOCKERNET_API_ADDR": addrs[0], "LOCKERNET_TOWERSIM_ADDR": addrs[1],
-		"LOCKERNET_GW1_ADDR": addrs[2], "LOCKERNET_GW1_SIM_ADDR": addrs[3], "LOCKERNET_GW2_ADDR": addrs[4], "LOCKERNET_GW2_SIM_ADDR": addrs[5],
-		"LOCKERNET_APISERVER_ADDRS": addrs[6] + "," + addrs[7], "LOCKERNET_WORKER_ADDRS": addrs[8] + "," + addrs[9],
-		"LOCKERNET_TEMPORAL_PORT": strconv.Itoa(freeTemporalPorts(t)), "LOCKERNET_TEMPORAL_UI_PORT": port(addrs[10]),
-		"LOCKERNET_LOG_LEVEL": "warn",
-		// Small pools: other test packages share the server's 100 connections meanwhile.
-		// 4 × (3 + 1) + 2 × (4 + 1) + 2 × 3 + 2 = 34 at most.
-		"LOCKERNET_TEMPORAL_SQL_MAX_CONNS": "3", "LOCKERNET_TEMPORAL_VIS_MAX_CONNS": "1",
-		"LOCKERNET_APISERVER_DB_MAX_CONNS": "4", "LOCKERNET_WORKER_DB_MAX_CONNS": "3",
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	cs, err := LoadClusterSettings()
-	require.NoError(t, err)
-	cs.BinDir = binDir
-	cs.RepoDir = filepath.Join("..", "..", "..")
-	cs.SchemaDir = filepath.Join(goList(t, "-m", "-f", "{{.Dir}}", "go.temporal.io/server"), "schema", "postgresql", "v12")
-	// Admin listeners at port + 100 of each instance: keep them off the ports above.
-	require.NoError(t, checkClusterPorts(cs))
-	ready := make(chan struct{})
-	cs.OnReady = func() { close(ready) }
-
-	out := &syncbuf.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = RunCluster(ctx, cs, slog.New(slog.NewTextHandler(out, nil)), out)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("the cluster did not stop within 60 s of Ctrl-C")
-		}
-		if t.Failed() {
-			t.Logf("cluster output (tail):\n%s", out.Tail(8000))
-		}
-	})
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatalf("the cluster stopped during start-up: %v\n%s", runErr, out.Tail(8000))
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("the cluster did not come up within 4 minutes\n%s", out.Tail(8000))
-	}
-
+	cs, out := startClusterShape(t, buildClusterBinaries(t))
+	dbURL := os.Getenv("DATABASE_URL") // the test database startClusterShape made
 	creds, err := seed.ReadCredentials(filepath.Join(cs.DataDir, seed.CredentialsFile))
 	require.NoError(t, err)
 	api := "http://" + cs.APIAddr

@@ -282,7 +282,8 @@ func startClusterShape(t *testing.T, binDir string) (ClusterSettings, *syncbuf.B
 		"LOCKERNET_APISERVER_ADDRS": addrs[6] + "," + addrs[7], "LOCKERNET_WORKER_ADDRS": addrs[8] + "," + addrs[9],
 		"LOCKERNET_TEMPORAL_PORT": strconv.Itoa(freeTemporalPorts(t)), "LOCKERNET_TEMPORAL_UI_PORT": port(addrs[10]),
 		"LOCKERNET_LOG_LEVEL": "warn",
-		// Small pools, as TestClusterShape's: 34 connections at most.
+		// Small pools: other test packages share the server's 100 connections meanwhile.
+		// 4 × (3 + 1) + 2 × (4 + 1) + 2 × 3 + 2 = 34 at most.
 		"LOCKERNET_TEMPORAL_SQL_MAX_CONNS": "3", "LOCKERNET_TEMPORAL_VIS_MAX_CONNS": "1",
 		"LOCKERNET_APISERVER_DB_MAX_CONNS": "4", "LOCKERNET_WORKER_DB_MAX_CONNS": "3",
 	}
