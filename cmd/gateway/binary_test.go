@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net"
@@ -174,8 +175,9 @@ func TestBinaries(t *testing.T) {
 		t.Parallel()
 		bin := buildGateway(t, "simcontrol")
 		addr, simAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
+		dbPath := filepath.Join(t.TempDir(), "gw.db")
 		gw := startGateway(t, bin, addr, []string{"-sim-addr", simAddr, "-layout", "one-bank",
-			"-db", filepath.Join(t.TempDir(), "gw.db")}, "LOCKERNET_GATEWAY_SIMULATED=true")
+			"-db", dbPath}, "LOCKERNET_GATEWAY_SIMULATED=true")
 		require.Equal(t, http.StatusOK, simFault(t, simAddr, `{"mode": "controller_slow", "delayMs": 5000}`))
 
 		go func() {
@@ -189,11 +191,16 @@ func TestBinaries(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
+		// In flight: its intent is recorded (before the pulse). Only then is it work the stop
+		// waits for; a stop that comes first refuses it with GATEWAY_STOPPING, doing nothing.
+		db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
+		require.NoError(t, err)
+		defer db.Close()
 		require.Eventually(t, func() bool {
-			var stats simStats
-			simGet(t, simAddr, "/sim/stats", &stats)
-			return stats.Requests >= 1
-		}, 10*time.Second, 20*time.Millisecond, "the open never reached the gateway")
+			var n int
+			err := db.QueryRow(`SELECT count(*) FROM idempotent_requests WHERE key = 'open-while-stopping'`).Scan(&n)
+			return err == nil && n == 1
+		}, 10*time.Second, 20*time.Millisecond, "the open's intent was never recorded")
 
 		require.NoError(t, gw.cmd.Process.Signal(syscall.SIGTERM))
 		// The local API stops taking connections first; the open in flight holds the stop.
