@@ -25,6 +25,7 @@ type Activities struct {
 	Reservations ReservationStore
 	Tokens       TokenStore
 	AccessCodes  AccessCodeStore
+	Pickups      PickupStore
 	Gateways     GatewayDeps  // the gateway cloud API's requests (gateway.go)
 	Webhooks     *WebhookDeps // webhook deliveries (webhooks.go)
 }

@@ -215,6 +215,7 @@ func (s *Server) problem(ctx context.Context, op string, err error) error {
 		fb       *forbiddenError
 		ua       *unauthenticatedError
 		limited  *attemptsLimitedError
+		policy   *store.PolicyError
 	)
 	switch {
 	case err == nil:
@@ -226,6 +227,9 @@ func (s *Server) problem(ctx context.Context, op string, err error) error {
 			return huma.Error422UnprocessableEntity(in.msg)
 		}
 		return huma.Error422UnprocessableEntity(in.msg, &huma.ErrorDetail{Location: in.field, Value: in.value, Message: in.reason})
+	case errors.As(err, &policy):
+		return huma.Error422UnprocessableEntity("invalid pickup policy: "+policy.Error(),
+			&huma.ErrorDetail{Location: "body." + policy.Field, Message: policy.Msg})
 	case errors.As(err, &nf):
 		return huma.Error404NotFound(nf.msg)
 	case errors.As(err, &cf):

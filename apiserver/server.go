@@ -137,6 +137,7 @@ func New(d Deps) *Server {
 	s.registerTowers(api)
 	s.registerReservations(api)
 	s.registerTokens(api)
+	s.registerPickupWindows(api)
 	s.registerEvents(api)
 	s.registerSDK(api)
 	s.registerAssigned(api)
@@ -146,6 +147,7 @@ func New(d Deps) *Server {
 	s.registerAccessCodes(api)
 	s.registerCloud(api)
 	s.registerWebhooks(api)
+	s.registerPickupPolicies(api)
 	finishOpenAPI(api.OpenAPI())
 	return s
 }

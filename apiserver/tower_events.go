@@ -149,6 +149,7 @@ func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []Eve
 			return nil, err
 		}
 		revoked, err := outbox.EndTokens(ctx, tx, p.OrgID, res.Revoked, contract.TokenOutcomeRevoked)
+		items = append(items, outbox.PickupWindowItems(res.Uses)...)
 		return append(items, revoked...), err
 	})
 	if err != nil {

@@ -184,7 +184,7 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 	var created store.OpenRequest
 	var linkToken string
 	_, err := s.issueToken(ctx, towerID, lockerID, typ, LockerTokenRequest{Duration: duration, ClientInfo: c.ClientInfo},
-		func(tx *store.Store, t store.LockerToken, tokPayload, auth string) error {
+		func(tx *store.Store, t store.LockerToken, tokPayload, auth string) ([]store.OutboxItem, error) {
 			var err error
 			id := uuid.New()
 			linkToken = tokPayload + "." + auth
@@ -193,7 +193,7 @@ func (s *Server) createLink(ctx context.Context, typ, towerID string, lockerID i
 				TowerID: t.TowerID, LocationID: locationID, ReturnURL: c.ReturnURL, ClientInfo: c.ClientInfo,
 				Payload: payload, LinkTokenSealed: s.deps.Keyring.Seal(keyring.OpenLinkPurpose(id), []byte(linkToken)), ExpiresAt: t.ExpiresAt,
 			})
-			return err
+			return nil, err
 		})
 	if err != nil {
 		return nil, err

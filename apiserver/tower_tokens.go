@@ -94,9 +94,10 @@ func (s *Server) registerTokens(api huma.API) {
 
 // issueToken makes the token's transition in Postgres, records its workflow in the outbox,
 // and encodes the payload the tower verifies. extra runs in the same transaction (the
-// locker-open links record themselves there). Its errors are the store's: callers map them.
+// locker-open links record themselves there; a return request marks its pickup window) and
+// returns the workflow items it owes. Its errors are the store's: callers map them.
 func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64, typ string, req LockerTokenRequest,
-	extra func(tx *store.Store, t store.LockerToken, payload, auth string) error) (TokenBody, error) {
+	extra func(tx *store.Store, t store.LockerToken, payload, auth string) ([]store.OutboxItem, error)) (TokenBody, error) {
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, towerID)
 	if err != nil {
@@ -125,7 +126,8 @@ func (s *Server) issueToken(ctx context.Context, towerID string, lockerID int64,
 			return nil, err
 		}
 		if extra != nil {
-			return items, extra(tx, res.Token, payload, auth)
+			more, err := extra(tx, res.Token, payload, auth)
+			return append(items, more...), err
 		}
 		return items, nil
 	})

@@ -14,7 +14,7 @@ import (
 // LOCKERNET_API_GATEWAY_WORKER) build them alike. The gateway and delivery metrics are
 // registered on reg.
 func Activities(cfg config.Config, st *store.Store, ring activities.SecretOpener, reg prometheus.Registerer) *activities.Activities {
-	return &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st,
+	return &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st, Pickups: st,
 		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
 			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}

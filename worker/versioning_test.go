@@ -50,6 +50,7 @@ func everyWorkflowType() []runOf {
 			Method: "GET", Path: "/lockers", Revision: gatewayreq.RevisionFirstSendLocal,
 			Policy: gatewayreq.Policy{DispatchAttempts: 5, DispatchBackoff: time.Hour}}},
 		{name: contract.WebhookDeliveryWorkflowName, input: contract.WebhookDeliveryInput{DeliveryID: id(), Revision: contract.WebhookRevisionMarkerless}},
+		{name: contract.PickupWindowWorkflowName, input: contract.PickupWindowInput{WindowID: id(), NextAt: later}},
 	}
 }
 

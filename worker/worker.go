@@ -46,6 +46,8 @@ var workflowTypes = []struct {
 	{workflows.Reservation, contract.ReservationWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
 	{workflows.LockerToken, contract.LockerTokenWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
 	{workflows.AccessCode, contract.AccessCodeWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
+	// Lives for days (a parcel's window and its extensions): every build must replay it.
+	{workflows.PickupWindow, contract.PickupWindowWorkflowName, workflow.VersioningBehaviorAutoUpgrade},
 	// Seconds to minutes long, and its first task's path depends on the input revision this
 	// build starts it with (decision 0018): it must never meet a worker of another build.
 	{workflows.GatewayRequest, contract.GatewayRequestWorkflowName, workflow.VersioningBehaviorPinned},

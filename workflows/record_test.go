@@ -311,3 +311,44 @@ func TestRecordWebhookDeliveryHistories(t *testing.T) {
 	assert.True(t, last.Final)
 	assert.False(t, last.Succeeded)
 }
+
+// The pickup-window recorder plays Postgres with fakeWindow (pickupwindow_test.go) on the wall
+// clock: one window reminded then overdue, one extended then picked up.
+func TestRecordPickupWindowHistories(t *testing.T) {
+	recordHistories(t)
+	_, c := testenv.Temporal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(f *fakeWindow, file string, signals func(r client.WorkflowRun)) contract.PickupWindowState {
+		f.now = time.Now
+		taskQueue := "record-pickup-window-" + uuid.NewString()
+		startRecordingWorker(t, c, taskQueue, &activities.Activities{Pickups: f})
+		id := uuid.NewString()
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: contract.PickupWindowWorkflowID(id), TaskQueue: taskQueue},
+			contract.PickupWindowWorkflowName, contract.PickupWindowInput{WindowID: id, NextAt: f.window().NextAt()})
+		require.NoError(t, err)
+		if signals != nil {
+			signals(r)
+		}
+		var st contract.PickupWindowState
+		require.NoError(t, r.Get(ctx, &st))
+		writeHistory(ctx, t, c, r, file)
+		return st
+	}
+	f := newFakeWindow(time.Now().Add(2 * time.Second))
+	f.offset = 1
+	assert.Equal(t, store.WindowOverdue, run(f, "pickup_window_overdue.json", nil).Status)
+	assert.Equal(t, []string{"reminder", "overdue"}, f.events)
+
+	f = newFakeWindow(time.Now().Add(time.Hour))
+	st := run(f, "pickup_window_picked_up.json", func(r client.WorkflowRun) {
+		time.Sleep(200 * time.Millisecond)
+		f.change(func() { f.pickupBy = f.pickupBy.Add(time.Hour) })
+		require.NoError(t, c.SignalWorkflow(ctx, r.GetID(), r.GetRunID(), contract.SignalPickupWindowChanged, contract.PickupWindowChange{NextAt: f.window().NextAt()}))
+		time.Sleep(200 * time.Millisecond)
+		f.change(func() { f.status = store.WindowPickedUp })
+		require.NoError(t, c.SignalWorkflow(ctx, r.GetID(), r.GetRunID(), contract.SignalPickupWindowChanged, contract.PickupWindowChange{}))
+	})
+	assert.Equal(t, store.WindowPickedUp, st.Status)
+	assert.Empty(t, f.events)
+}

@@ -73,6 +73,8 @@ var histories = []recordedHistory{
 	{contract.GatewayRequestWorkflowName, "gateway_request_completed_before_bodies_in_postgres.json"},
 	{contract.GatewayRequestWorkflowName, "gateway_request_redelivered_before_bodies_in_postgres.json"},
 	{contract.GatewayRequestWorkflowName, "gateway_request_after_first_send_before_bodies_in_postgres.json"},
+	{contract.PickupWindowWorkflowName, "pickup_window_overdue.json"},
+	{contract.PickupWindowWorkflowName, "pickup_window_picked_up.json"},
 	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_retried.json"},
 	{contract.WebhookDeliveryWorkflowName, "webhook_delivery_failed.json"},
 	// Runs from before the markerless revision (contract.WebhookRevisionMarkerless).

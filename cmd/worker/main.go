@@ -55,7 +55,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	defer st.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger),
+		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger), activities.NewPickupCollector(st, logger),
 		activities.NewWebhookBacklogCollector(st, logger), sweeper.NewHistoryCollector(st, logger))
 	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
 	sdkMetrics, err := worker.NewMetrics(reg, logger)

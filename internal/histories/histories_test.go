@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/lockernet/lockernet/hardware/towersim"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/histories"
 	"github.com/lockernet/lockernet/workflows/contract"
@@ -206,6 +207,19 @@ func driveEveryWorkflow(t *testing.T, e *testenv.Env, gw1 *testenv.Gateway) []ra
 	require.Equal(t, http.StatusOK, r.Status, "access code: %s", r.Body)
 	code := r.Map(t)["id"].(string)
 
+	// A parcel left under a pickup policy: its window's workflow runs.
+	r = testenv.DoWithHeaders(t, http.MethodPut, e.URL+"/pickup-policy", app, map[string]any{"window_seconds": 3600})
+	require.Equal(t, http.StatusOK, r.Status, "pickup policy: %s", r.Body)
+	r = e.Do(http.MethodPost, lockerPath(3, "dropoff-locker-tokens"), tok, map[string]any{"duration": 600})
+	require.Equal(t, http.StatusCreated, r.Status, "drop-off token: %s", r.Body)
+	drop := r.Map(t)
+	opened, err := e.TowerSim(t).Open(t.Context(), tower.ID, towersim.OpenRequest{Payload: drop["payload"].(string), PayloadAuth: drop["payload_auth"].(string)})
+	require.NoError(t, err)
+	require.True(t, opened.Opened && opened.UploadError == "", "drop-off at the tower: %+v", opened)
+	r = e.Do(http.MethodGet, lockerPath(3, "pickup-window"), tok, nil)
+	require.Equal(t, http.StatusOK, r.Status, "pickup window: %s", r.Body)
+	window := r.Map(t)["id"].(string)
+
 	r = testenv.DoWithHeaders(t, http.MethodGet, fmt.Sprintf("%s/api/customer/v1/locations/%d/lockers/config", e.URL, gw1.LocationID),
 		map[string]string{"X-API-Key": e.GatewayKey()}, nil)
 	require.Equal(t, http.StatusOK, r.Status, "read through the gateway cloud API: %s", r.Body)
@@ -222,6 +236,7 @@ func driveEveryWorkflow(t *testing.T, e *testenv.Env, gw1 *testenv.Gateway) []ra
 		{contract.ReservationWorkflowID(held), "Running"},
 		{contract.LockerTokenWorkflowID(token), "Running"},
 		{contract.AccessCodeWorkflowID(code), "Running"},
+		{contract.PickupWindowWorkflowID(window), "Running"},
 	}
 }
 

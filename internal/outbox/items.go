@@ -64,3 +64,30 @@ func AccessCodeCleanupItem(c store.AccessCode, holdRequest uuid.UUID) store.Outb
 func codeAttrs(c store.AccessCode) contract.SearchAttrs {
 	return contract.SearchAttrs{OrganizationID: c.OrganizationID, LocationID: c.LocationID, LockerID: int64(c.LockerID), RequestKind: "access-code"}
 }
+
+// PickupWindowItem is the outbox item that starts a pickup window's workflow (a window just
+// opened) or, with changed, starts-or-signals it (the window changed outside it: extended,
+// re-timed, marked for return, closed). Either way the input carries the window's next time as
+// it is now.
+func PickupWindowItem(w store.PickupWindow, changed bool) store.OutboxItem {
+	signal, arg := "", any(nil)
+	if changed {
+		signal, arg = contract.SignalPickupWindowChanged, contract.PickupWindowChange{NextAt: w.NextAt()}
+	}
+	return item(contract.PickupWindowWorkflowID(w.ID.String()), contract.PickupWindowWorkflowName,
+		contract.PickupWindowInput{WindowID: w.ID.String(), NextAt: w.NextAt()},
+		contract.SearchAttrs{OrganizationID: w.OrgID, LocationID: w.LocationID, TowerID: w.TowerID, LockerID: w.LockerID,
+			RequestKind: "pickup-window"}, signal, arg)
+}
+
+// PickupWindowItems are the items the token uses of an upload owe their pickup windows: a
+// start for each window a drop-off opened, a signal for each a pickup closed.
+func PickupWindowItems(uses []store.TokenUse) []store.OutboxItem {
+	var items []store.OutboxItem
+	for _, u := range uses {
+		if u.Window != nil {
+			items = append(items, PickupWindowItem(*u.Window, !u.Window.Live()))
+		}
+	}
+	return items
+}

@@ -361,3 +361,22 @@ func writeFileAtomic(path string, b []byte) error {
 
 // SecretHex is a tower secret as the simulator's provisioning file writes it.
 func SecretHex(b []byte) string { return hex.EncodeToString(b) }
+
+// DemoPickupPolicy is the pickup window policy `make run` gives the demo organization when it
+// has none (docs/guides/pickup-windows.md): windows short enough to watch a parcel be reminded
+// and run out in one sitting.
+func DemoPickupPolicy(orgID int64) store.PickupPolicy {
+	return store.PickupPolicy{OrgID: orgID, WindowSeconds: 15 * 60, ReminderOffsets: []int{10 * 60, 2 * 60},
+		MaxExtensions: 2, ExtensionSeconds: 10 * 60, OnExpiry: store.OnExpiryNotify}
+}
+
+// EnsureDemoPickupPolicy sets DemoPickupPolicy unless the organization has a policy already (an
+// operator's change outlives a restart).
+func EnsureDemoPickupPolicy(ctx context.Context, st *store.Store, orgID int64) error {
+	_, err := st.PickupPolicy(ctx, orgID, nil)
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, _, err = st.SetPickupPolicy(ctx, DemoPickupPolicy(orgID), false)
+	return err
+}

@@ -57,6 +57,9 @@ type TokenUse struct {
 	// closedAt is the token's closed_at when it had been moved to the history (migration
 	// 00037): its use is recorded there too, in its token's month.
 	closedAt *time.Time
+	// Window is the pickup window the use opened (a drop-off that made the locker occupied)
+	// or closed (a pickup that freed it), nil if none: its workflow is started or told.
+	Window *PickupWindow
 }
 
 // ApplyResult reports what an upload of events did.
@@ -317,6 +320,9 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 		if err := s.recordTransaction(ctx, k, t, "dropoff", usedAt); err != nil {
 			return use, nil, false, err
 		}
+		if use.Window, err = s.openPickupWindow(ctx, k, t, usedAt); err != nil {
+			return use, nil, false, err
+		}
 	case action == lockerrules.UsePickupItemLeft:
 		use.Outcome = UsePickupIncomplete
 	case d.EndsPossession:
@@ -327,6 +333,9 @@ func (s *Store) applyUse(ctx context.Context, towerID string, tokenID uuid.UUID,
 		if action == lockerrules.UsePickup {
 			use.Outcome = UsePickedUp
 			if err := s.recordTransaction(ctx, k, t, "pickup", usedAt); err != nil {
+				return use, nil, false, err
+			}
+			if use.Window, err = s.closePickupWindow(ctx, k, t.ID, usedAt); err != nil {
 				return use, nil, false, err
 			}
 		}

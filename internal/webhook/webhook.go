@@ -28,6 +28,7 @@ var Types = []string{
 	"access_code.created", "access_code.used", "access_code.expired", "access_code.removed",
 	"gateway_request.completed", "gateway_request.failed",
 	"gateway.offline", "gateway.online",
+	"parcel.pickup_reminder", "parcel.pickup_extended", "parcel.overdue", "parcel.return_requested", "parcel.returned",
 	"webhook.test",
 }
 

@@ -238,6 +238,9 @@ func prepare(ctx context.Context, s Settings, logger *slog.Logger) (k *prepared,
 		return k, fmt.Errorf("seed demo data: %w", err)
 	}
 	k.creds, k.towers = res.Credentials, res.Towers
+	if err := seed.EnsureDemoPickupPolicy(ctx, k.st, res.Credentials.OrganizationID); err != nil {
+		return k, fmt.Errorf("demo pickup policy: %w", err)
+	}
 	k.creds.TowerSimURL = "http://" + s.TowerSimAddr
 	for _, g := range s.Gateways {
 		secret, err := gatewaySecret(s.DataDir, g.Serial)

@@ -193,7 +193,8 @@ func exportedMetrics(t *testing.T) func(string) bool {
 
 	wk := prometheus.NewRegistry()
 	wk.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		(&store.Store{}).PoolCollector(), sweeper.NewLagCollector(nil, logger), activities.NewGatewaySeenCollector(nil, logger))
+		(&store.Store{}).PoolCollector(), sweeper.NewLagCollector(nil, logger), activities.NewGatewaySeenCollector(nil, logger),
+		activities.NewPickupCollector(nil, logger))
 	activities.NewGatewayMetrics(wk)
 
 	gw := gatewaytest.Start(t, gatewaytest.Options{})

@@ -173,7 +173,7 @@ func checkServedContract(t testing.TB, baseURL string) {
 func (e *Env) StartWorker() {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
-	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store,
+	acts := &activities.Activities{Reservations: e.Store, Tokens: e.Store, AccessCodes: e.Store, Pickups: e.Store,
 		// As the apiserver's own gateway worker in make run: outcomes are handed to its
 		// waiting handlers in-process (other instances hear of them from Postgres).
 		Gateways: activities.GatewayDeps{Store: e.Store, Keyring: e.Keyring, Policy: e.gatewayPolicy, Stored: e.server.GatewayOutcomeStored},
