@@ -144,7 +144,7 @@ func rearm(ctx context.Context, env *adminEnv) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.out, "re-armed %d workflows: %d reservations, %d tokens, %d access codes, %d webhook deliveries\n",
-		res.Total(), res.Reservations, res.Tokens, res.AccessCodes, res.WebhookDeliveries)
+	fmt.Fprintf(env.out, "re-armed %d workflows: %d reservations, %d tokens, %d access codes, %d pickup windows, %d webhook deliveries\n",
+		res.Total(), res.Reservations, res.Tokens, res.AccessCodes, res.PickupWindows, res.WebhookDeliveries)
 	return nil
 }

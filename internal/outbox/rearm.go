@@ -9,12 +9,12 @@ import (
 
 // RearmResult counts the workflows Rearm asked for.
 type RearmResult struct {
-	Reservations, Tokens, AccessCodes, WebhookDeliveries int
+	Reservations, Tokens, AccessCodes, WebhookDeliveries, PickupWindows int
 }
 
 // Total is every workflow asked for.
 func (r RearmResult) Total() int {
-	return r.Reservations + r.Tokens + r.AccessCodes + r.WebhookDeliveries
+	return r.Reservations + r.Tokens + r.AccessCodes + r.WebhookDeliveries + r.PickupWindows
 }
 
 // rearmBatch is how many outbox items one transaction of Rearm writes.
@@ -22,7 +22,8 @@ const rearmBatch = 500
 
 // Rearm is the reconciler a restore runs (lockernet-admin restore, reconcile): it records in
 // the outbox the start of the workflow of every reservation, locker token and access code
-// whose row is active, with its original expiry, and of every webhook delivery still pending. The dispatcher starts each one that the
+// whose row is active, with its original expiry, of every pickup window still open, with its
+// next time, and of every webhook delivery still pending. The dispatcher starts each one that the
 // restored Temporal state lacks; one already running is left as it is (the start uses the
 // existing run), one that already finished is not started again (the id reuse policy refuses
 // it and the client takes the refusal as the existing run; the sweeper writes back an expiry
@@ -45,6 +46,10 @@ func Rearm(ctx context.Context, st *store.Store) (RearmResult, error) {
 	}
 	cs, err := st.ActiveAccessCodes(ctx)
 	if res.AccessCodes, err = addItems(&items, cs, err, func(c store.AccessCode) store.OutboxItem { return AccessCodeItem(c, "", nil) }); err != nil {
+		return res, err
+	}
+	ws, err := st.OpenPickupWindows(ctx)
+	if res.PickupWindows, err = addItems(&items, ws, err, func(w store.PickupWindow) store.OutboxItem { return PickupWindowItem(w, false) }); err != nil {
 		return res, err
 	}
 	ds, err := st.PendingWebhookDeliveries(ctx)

@@ -66,3 +66,9 @@ func (s *Store) PendingWebhookDeliveries(ctx context.Context) ([]PendingDelivery
 		FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at
 		WHERE d.status = 'pending' ORDER BY d.id`)
 }
+
+// OpenPickupWindows lists the pickup windows still open (their workflow has a time ahead).
+func (s *Store) OpenPickupWindows(ctx context.Context) ([]PickupWindow, error) {
+	return listRows(ctx, s, "open pickup windows", func(row pgx.CollectableRow) (PickupWindow, error) { return scanWindow(row) },
+		`SELECT `+windowColumns+windowFrom+` WHERE w.closed_at IS NULL AND w.status = 'open' ORDER BY w.id`)
+}

@@ -28,7 +28,7 @@ const (
 // flowLocationsFor is how many flow towers the options need: every flow of the highest
 // flow step on a fresh locker, and the expiry's reservations; 100 (10,000 lockers) at least.
 func flowLocationsFor(o options) int {
-	need := o.expiryN
+	need := max(o.expiryN, o.windowsN)
 	if len(o.flowRates) > 0 {
 		need = max(need, int(math.Ceil(o.flowRates[len(o.flowRates)-1]*o.step.Seconds())))
 	}
@@ -182,6 +182,7 @@ func ensureLocations(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyr
 // scenario starts from available lockers. Their workflows find nothing left to do.
 func resetBench(ctx context.Context, pool *pgxpool.Pool, orgID int64) error {
 	for _, q := range []string{
+		`DELETE FROM pickup_windows WHERE organization_id = $1`,
 		`UPDATE reservations SET status = 'cancelled', ended_at = now() WHERE organization_id = $1 AND status = 'active'`,
 		`UPDATE locker_tokens SET status = 'revoked' WHERE organization_id = $1 AND status = 'active'`,
 		`UPDATE lockers SET status = 1, hold_expires_at = NULL, reservation_id = NULL, possessor_client_id = NULL,

@@ -307,6 +307,9 @@ func (sr *shapeReport) markdown(w writer) {
 	if e := sr.expiry; e != nil {
 		e.markdown(w)
 	}
+	if pw := sr.windows; pw != nil {
+		pw.markdown(w)
+	}
 	if wh := sr.webhooks; wh != nil {
 		wh.markdown(w)
 	}

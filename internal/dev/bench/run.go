@@ -77,6 +77,7 @@ type options struct {
 	webhookRates    []float64
 	refine          float64
 	expiryN         int
+	windowsN        int
 	searchLocations int
 	searchN         int
 	proxyRate       float64
@@ -97,7 +98,7 @@ type options struct {
 // visibility tasks) for minutes after its task queues look empty — a first run with it
 // before the tower flow measured that backlog as the flow's. Measured last, it may share
 // the server with timers the flow and expiry scenarios left, so its figure is a lower bound.
-var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "webhooks", "webhook-rates", "proxy-rates", "temporal", "temporal-delivery", "temporal-flow"}
+var scenarioOrder = []string{"footprint", "proxy", "tracing", "search", "flow", "expiry", "windows", "webhooks", "webhook-rates", "proxy-rates", "temporal", "temporal-delivery", "temporal-flow"}
 
 // Settings are what the command line chose (RegisterFlags names them all).
 type Settings struct {
@@ -122,6 +123,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.proxyRates, "proxy-rates", "25,50,75,100,150,200", "gateway cloud API reads per second offered, one step each, until one is not sustained")
 	fs.Float64Var(&o.refine, "refine", 0.1, "after the first flow or temporal rate not held, halve the gap between the highest rate held and the lowest not held until they are within this fraction of each other (0: stop at the first not held)")
 	fs.IntVar(&o.expiryN, "expiry-n", 10000, "reservations expiring together")
+	fs.IntVar(&o.windowsN, "windows-n", 10000, "pickup windows running out together")
 	fs.IntVar(&o.searchLocations, "search-locations", 100000, "generated locations to search")
 	fs.IntVar(&o.searchN, "search-n", 2000, "searches of each kind")
 	fs.Float64Var(&o.proxyRate, "proxy-rate", 50, "requests per second of the gateway proxy comparison")
@@ -439,6 +441,14 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 			return err
 		}
 		sr.expiry = &r
+	case "windows":
+		waitForQuiet(ctx, b, 10*time.Minute)
+		logf("%s: pickup windows: %d running out together", b.shape.key, o.windowsN)
+		r, err := runWindows(ctx, b, o.windowsN)
+		if err != nil {
+			return err
+		}
+		sr.windows = &r
 	case "webhooks":
 		waitForQuiet(ctx, b, 10*time.Minute)
 		logf("%s: webhooks: %.0f events/s for %s", b.shape.key, o.webhookRate, o.webhookDuration)

@@ -51,6 +51,7 @@ type shapeReport struct {
 	flow         *flowResult
 	temporal     *bareResult
 	expiry       *expiryResult
+	windows      *windowsResult
 	proxy        *proxyResult
 	proxyRates   *proxyRatesResult
 	tracing      *tracingResult

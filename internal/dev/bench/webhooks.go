@@ -39,78 +39,18 @@ type webhookResult struct {
 // organization records no events in the other scenarios.
 func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (webhookResult, error) {
 	res := webhookResult{Rate: rate, Duration: d}
-	key, k, err := b.store.CreateAppKey(ctx, store.AppKey{OrganizationID: b.data.orgID})
-	if err != nil {
-		return res, fmt.Errorf("bench app key: %w", err)
-	}
-	defer func() { _ = b.store.DeleteAppKey(context.WithoutCancel(ctx), b.data.orgID, k.ID) }()
-	// The app engine limit is 300 a minute per key by default; this key's is raised so the
-	// limit does not shape the figure.
-	if _, err := b.pool.Exec(ctx, `UPDATE app_api_keys SET rate_limit = 1000000 WHERE id = $1`, k.ID); err != nil {
-		return res, err
-	}
-	hdr := map[string]string{"x-api-key": key}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rc, err := startReceiver(ctx, b, []string{"webhook.test"})
 	if err != nil {
 		return res, err
 	}
-	var mu sync.Mutex
-	arrived := map[string]time.Time{}
-	lat := newSample("event created → delivered")
-	var signKey []byte
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		if webhook.Verify(signKey, r.Header, body, now, 5*time.Minute) != nil {
-			res.Refused++
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		var p webhook.Payload
-		_ = json.Unmarshal(body, &p)
-		if _, seen := arrived[p.ID]; seen {
-			res.Repeats++
-		} else {
-			arrived[p.ID] = now
-			if at, err := time.Parse(time.RFC3339Nano, p.CreatedAt); err == nil {
-				lat.add(now.Sub(at))
-			}
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-
-	r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints", hdr,
-		map[string]any{"url": "http://" + ln.Addr().String() + "/bench", "event_types": []string{"webhook.test"}})
-	if err != nil || r.status != http.StatusCreated {
-		return res, fmt.Errorf("create the bench endpoint: %d %s %v", r.status, r.body, err)
-	}
-	var ep struct {
-		ID     string `json:"id"`
-		Secret string `json:"secret"`
-	}
-	if err := json.Unmarshal(r.body, &ep); err != nil {
-		return res, err
-	}
-	defer func() {
-		_, _ = b.api.do(context.WithoutCancel(ctx), http.MethodDelete, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID, hdr, nil)
-	}()
-	mu.Lock()
-	signKey, err = webhook.ParseSecret(ep.Secret)
-	mu.Unlock()
-	if err != nil {
-		return res, err
-	}
+	defer rc.close()
+	hdr, ep := rc.hdr, rc.endpointID
 
 	record := newSample("record a test event (API)")
 	var recMu sync.Mutex
 	start := time.Now()
 	_, res.Skipped = loadclient.OpenLoop(ctx, rate, d, 256, func(ctx context.Context, _ int, scheduled time.Time) {
-		r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID+"/test", hdr, nil)
+		r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints/"+ep+"/test", hdr, nil)
 		if err != nil || r.status != http.StatusAccepted {
 			record.fail()
 			return
@@ -124,9 +64,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 	// Wait for the deliveries: until every recorded event arrived, or nothing arrived for 2 min.
 	last, lastCount := time.Now(), 0
 	for {
-		mu.Lock()
-		n := len(arrived)
-		mu.Unlock()
+		n := rc.count()
 		if n >= res.Recorded {
 			break
 		}
@@ -138,11 +76,11 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	res.Delivered = len(arrived)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	res.Delivered, res.Repeats, res.Refused = len(rc.arrived), rc.repeats, rc.refused
 	var lastArrival time.Time
-	for _, at := range arrived {
+	for _, at := range rc.arrived {
 		if at.After(lastArrival) {
 			lastArrival = at
 		}
@@ -150,7 +88,7 @@ func runWebhooks(ctx context.Context, b *bench, rate float64, d time.Duration) (
 	if !lastArrival.IsZero() {
 		res.Span, res.DrainAfterLoad = lastArrival.Sub(start), lastArrival.Sub(loadEnd)
 	}
-	res.Latency, res.Record = lat.summary(), record.summary()
+	res.Latency, res.Record = rc.latency.summary(), record.summary()
 	return res, nil
 }
 
@@ -260,4 +198,111 @@ func (wr *webhookRatesResult) markdown(w writer, floor *bareResult) {
 		w("Against Temporal alone with the delivery's start on the same server (%.0f/s): %.2f ×.", floor.Sustained, wr.Sustained/floor.Sustained)
 	}
 	w("")
+}
+
+// receiver is a webhook endpoint of the bench organization pointed at a server in this process
+// that verifies each delivery's signature, answers 204 at once, and notes when each event id
+// first arrived (a repeat of an id is counted, not noted again).
+type receiver struct {
+	mu               sync.Mutex
+	arrived          map[string]time.Time
+	created          map[string]time.Time // each event's created_at, from its payload
+	latency          *sample
+	repeats, refused int
+	signKey          []byte
+	hdr              map[string]string
+	endpointID       string
+	stop             []func()
+}
+
+// startReceiver makes an app key of the bench organization (its rate limit raised so it does
+// not shape a figure), a server on a free port and an endpoint for eventTypes pointed at it.
+// close deletes the endpoint and the key and stops the server.
+func startReceiver(ctx context.Context, b *bench, eventTypes []string) (*receiver, error) {
+	rc := &receiver{arrived: map[string]time.Time{}, created: map[string]time.Time{}, latency: newSample("event created → delivered")}
+	key, k, err := b.store.CreateAppKey(ctx, store.AppKey{OrganizationID: b.data.orgID})
+	if err != nil {
+		return nil, fmt.Errorf("bench app key: %w", err)
+	}
+	rc.stop = append(rc.stop, func() { _ = b.store.DeleteAppKey(context.WithoutCancel(ctx), b.data.orgID, k.ID) })
+	// The app engine limit is 300 a minute per key by default; this key's is raised so the
+	// limit does not shape the figure.
+	if _, err := b.pool.Exec(ctx, `UPDATE app_api_keys SET rate_limit = 1000000 WHERE id = $1`, k.ID); err != nil {
+		rc.close()
+		return nil, err
+	}
+	rc.hdr = map[string]string{"x-api-key": key}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		rc.close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(rc.serve)}
+	go func() { _ = srv.Serve(ln) }()
+	rc.stop = append(rc.stop, func() { _ = srv.Close() })
+	r, err := b.api.do(ctx, http.MethodPost, b.creds.APIURL+"/webhooks/endpoints", rc.hdr,
+		map[string]any{"url": "http://" + ln.Addr().String() + "/bench", "event_types": eventTypes})
+	if err != nil || r.status != http.StatusCreated {
+		rc.close()
+		return nil, fmt.Errorf("create the bench endpoint: %d %s %v", r.status, r.body, err)
+	}
+	var ep struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	if err := json.Unmarshal(r.body, &ep); err != nil {
+		rc.close()
+		return nil, err
+	}
+	rc.endpointID = ep.ID
+	rc.stop = append(rc.stop, func() {
+		_, _ = b.api.do(context.WithoutCancel(ctx), http.MethodDelete, b.creds.APIURL+"/webhooks/endpoints/"+ep.ID, rc.hdr, nil)
+	})
+	rc.mu.Lock()
+	rc.signKey, err = webhook.ParseSecret(ep.Secret)
+	rc.mu.Unlock()
+	if err != nil {
+		rc.close()
+		return nil, err
+	}
+	return rc, nil
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	now := time.Now()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if webhook.Verify(rc.signKey, r.Header, body, now, 5*time.Minute) != nil {
+		rc.refused++
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	var p webhook.Payload
+	_ = json.Unmarshal(body, &p)
+	if _, seen := rc.arrived[p.ID]; seen {
+		rc.repeats++
+	} else {
+		rc.arrived[p.ID] = now
+		if at, err := time.Parse(time.RFC3339Nano, p.CreatedAt); err == nil {
+			rc.created[p.ID] = at
+			rc.latency.add(now.Sub(at))
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// count is how many distinct events arrived.
+func (rc *receiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.arrived)
+}
+
+// close deletes the endpoint and the key and stops the server, in the reverse order of their making.
+func (rc *receiver) close() {
+	for i := len(rc.stop) - 1; i >= 0; i-- {
+		rc.stop[i]()
+	}
+	rc.stop = nil
 }

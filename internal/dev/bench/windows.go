@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/store"
+)
+
+// windowsResult is the pickup-windows scenario's outcome.
+type windowsResult struct {
+	Windows  int
+	PickupBy time.Time
+	// Started is when the last window's workflow start left the outbox, against PickupBy.
+	StartsDrainedBefore time.Duration
+	// Marked is each window's parcel.overdue event's created_at after PickupBy; Within the
+	// number recorded within 1 s; AllMarkedAfter when the last was.
+	Marked         summary
+	Within         int
+	AllMarkedAfter time.Duration
+	// Delivered are the distinct events the receiver got, Repeats the deliveries of an id
+	// already received; Delivery is created_at → arrival; AllDeliveredAfter the last arrival
+	// after PickupBy.
+	Delivered, Repeats, Refused int
+	Delivery                    summary
+	AllDeliveredAfter           time.Duration
+}
+
+// runWindows opens n pickup windows on the bench lockers, all ending at the same second, each
+// with its pickup-window workflow started from the outbox as a drop-off's would be, and an
+// endpoint of the bench organization for parcel.overdue pointed at a receiver in this process;
+// then measures when each window's overdue mark was recorded (its event's created_at) against
+// the common end, and when each event was delivered. The windows are made in SQL, on lockers
+// that are otherwise free: the scenario measures the windows' timers, steps and events, not
+// the drop-offs.
+func runWindows(ctx context.Context, b *bench, n int) (windowsResult, error) {
+	if err := resetBench(ctx, b.pool, b.data.orgID); err != nil {
+		return windowsResult{}, err
+	}
+	n = min(n, len(b.data.flowLockers))
+	rc, err := startReceiver(ctx, b, []string{"parcel.overdue"})
+	if err != nil {
+		return windowsResult{}, err
+	}
+	defer rc.close()
+	// The starts go through the outbox at the dispatcher's pace; aim the end well after them.
+	pickupBy := time.Now().Add(time.Duration(float64(n)/100+30) * time.Second).Truncate(time.Second)
+	res := windowsResult{Windows: n, PickupBy: pickupBy}
+	ids := make([]int64, n)
+	for i, l := range b.data.flowLockers[:n] {
+		ids[i] = l.ID
+	}
+	rows, err := b.pool.Query(ctx, `
+		INSERT INTO pickup_windows (id, organization_id, location_id, tower_id, locker_id, client_id, dropoff_token_id,
+		                            opened_at, pickup_by, window_seconds, reminder_offsets_seconds, max_extensions,
+		                            extension_seconds, on_expiry)
+		SELECT gen_random_uuid(), k.organization_id, k.location_id, k.tower_id, k.id, $3, gen_random_uuid(),
+		       now(), $2, greatest(1, extract(epoch FROM $2 - now())::int), '{}', 0, 0, 'notify'
+		FROM lockers k WHERE k.id = ANY($1::bigint[])
+		RETURNING id, organization_id, location_id, tower_id, locker_id`, ids, pickupBy, benchClientID)
+	if err != nil {
+		return res, fmt.Errorf("open bench windows: %w", err)
+	}
+	var items []store.OutboxItem
+	for rows.Next() {
+		w := store.PickupWindow{Status: store.WindowOpen, PickupBy: pickupBy}
+		if err := rows.Scan(&w.ID, &w.OrgID, &w.LocationID, &w.TowerID, &w.LockerID); err != nil {
+			rows.Close()
+			return res, err
+		}
+		items = append(items, outbox.PickupWindowItem(w, false))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	for len(items) > 0 {
+		k := min(500, len(items))
+		if err := b.store.WithTx(ctx, func(tx *store.Store) error { return tx.EnqueueWorkflows(ctx, 0, items[:k]) }); err != nil {
+			return res, fmt.Errorf("enqueue bench windows: %w", err)
+		}
+		items = items[k:]
+	}
+	logf("pickup windows: %d windows end at %s; their workflows are being started", n, pickupBy.Format(time.TimeOnly))
+	for {
+		var left int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM workflow_outbox WHERE workflow_id LIKE 'pickup-window/%'`).Scan(&left); err != nil {
+			return res, err
+		}
+		if left == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res.StartsDrainedBefore = time.Until(pickupBy)
+	logf("pickup windows: every start left the outbox %s before the end", res.StartsDrainedBefore.Round(time.Second))
+
+	// Wait until every window is marked (or nothing moved for 2 min), then read the marks.
+	last, lastLeft := time.Now(), -1
+	for {
+		var left int
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pickup_windows WHERE organization_id = $1 AND status = 'open'`,
+			b.data.orgID).Scan(&left); err != nil {
+			return res, err
+		}
+		if left == 0 || time.Since(last) > 2*time.Minute || ctx.Err() != nil {
+			break
+		}
+		if left != lastLeft {
+			last, lastLeft = time.Now(), left
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	marks := newSample("overdue mark recorded after the end")
+	var eventIDs []uuid.UUID
+	rows, err = b.pool.Query(ctx, `
+		SELECT e.id, e.created_at FROM webhook_events e
+		WHERE e.organization_id = $1 AND e.type = 'parcel.overdue' AND e.created_at >= $2::timestamptz - interval '1 minute'`,
+		b.data.orgID, pickupBy)
+	if err != nil {
+		return res, err
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			rows.Close()
+			return res, err
+		}
+		eventIDs = append(eventIDs, id)
+		lag := at.Sub(pickupBy)
+		marks.add(lag)
+		if lag <= time.Second {
+			res.Within++
+		}
+		res.AllMarkedAfter = max(res.AllMarkedAfter, lag)
+	}
+	rows.Close()
+	for range n - len(eventIDs) {
+		marks.fail()
+	}
+	res.Marked = marks.summary()
+	logf("pickup windows: %d of %d marked overdue within 1 s of the end; the last %s after it", res.Within, n, res.AllMarkedAfter.Round(time.Millisecond))
+
+	// Wait for the deliveries: every event, or nothing new for 2 min.
+	last, lastCount := time.Now(), -1
+	for {
+		c := rc.count()
+		if c >= len(eventIDs) || time.Since(last) > 2*time.Minute || ctx.Err() != nil {
+			break
+		}
+		if c != lastCount {
+			last, lastCount = time.Now(), c
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	rc.mu.Lock()
+	res.Delivered, res.Repeats, res.Refused = len(rc.arrived), rc.repeats, rc.refused
+	for _, at := range rc.arrived {
+		res.AllDeliveredAfter = max(res.AllDeliveredAfter, at.Sub(pickupBy))
+	}
+	rc.mu.Unlock()
+	res.Delivery = rc.latency.summary()
+	logf("pickup windows: %d of %d events delivered (%d repeats); the last %s after the end", res.Delivered, len(eventIDs), res.Repeats,
+		res.AllDeliveredAfter.Round(time.Second))
+	return res, resetBench(ctx, b.pool, b.data.orgID)
+}
+
+func (r *windowsResult) markdown(w writer) {
+	w("### Pickup windows: %d running out together", r.Windows)
+	w("")
+	w("%d pickup windows on bench lockers, all ending at %s, each with its `pickup-window/<id>` workflow started from the outbox "+
+		"(every start had left the outbox %s before the end), and an endpoint for `parcel.overdue` pointed at a receiver on this machine. "+
+		"A window is marked when its workflow's timer fires and its step (a local activity in that workflow task) records the overdue mark "+
+		"and its event; the lag is the event's `created_at` after the end:",
+		r.Windows, r.PickupBy.UTC().Format(time.TimeOnly), r.StartsDrainedBefore.Round(time.Second))
+	w("")
+	w(summaryHeader)
+	w(r.Marked.row())
+	w(r.Delivery.row())
+	w("")
+	w("Target: each marked within 1 s of its end: %d of %d (%s); the last %s after the end. "+
+		"Every event delivered once: %d of %d delivered, %d repeats, %d refused signatures (%s); the last delivery %s after the end.",
+		r.Within, r.Windows, verdict(r.Within >= r.Windows), r.AllMarkedAfter.Round(time.Millisecond),
+		r.Delivered, r.Marked.Count, r.Repeats, r.Refused, verdict(r.Delivered == r.Windows && r.Repeats == 0), r.AllDeliveredAfter.Round(time.Second))
+	w("")
+}
