@@ -326,3 +326,31 @@ func workflowClosed(t *testing.T, e *testenv.Env, id string) bool {
 	}
 	return d.GetWorkflowExecutionInfo().GetCloseTime() != nil
 }
+
+// The worker's due pass marks a window past its end overdue, with its event, once; the
+// window's workflow, firing afterwards, finds the mark made and ends without a second event.
+func TestPickupDuePassMarksOnce(t *testing.T) {
+	t.Parallel()
+	e, sim, tok := lcStart(t)
+	r := appDo(t, e, http.MethodPut, "/pickup-policy", map[string]any{"window_seconds": 2})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = appDo(t, e, http.MethodPost, "/webhooks/endpoints", map[string]any{"url": "http://127.0.0.1:9/hooks"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	k := lockerID(t, e, towerSantaMon, mediumHigh)
+	w := pwDropoff(t, e, sim, tok, towerSantaMon, k)
+	e.StopWorker()
+	time.Sleep(time.Until(pwTime(t, w.PickupBy)) + 200*time.Millisecond)
+	marked, err := e.Store.MarkDuePickupWindows(context.Background(), 500)
+	require.NoError(t, err)
+	require.Len(t, marked, 1)
+	assert.Equal(t, w.ID, marked[0].ID.String())
+	assert.Equal(t, "overdue", marked[0].Status)
+	again, err := e.Store.MarkDuePickupWindows(context.Background(), 500)
+	require.NoError(t, err)
+	assert.Empty(t, again, "a second pass finds nothing due")
+	whOne(t, e, "parcel.overdue", nil, 0, whWindow(w.ID))
+	e.StartWorker()
+	require.Eventually(t, func() bool { return workflowClosed(t, e, "pickup-window/"+w.ID) }, lcWait, 50*time.Millisecond)
+	assert.Len(t, whMatching(t, e, "parcel.overdue", whWindow(w.ID)), 1, "the workflow found the mark made")
+	assert.Equal(t, "overdue", pwGet(t, e, tok, towerSantaMon, k).Status)
+}

@@ -149,6 +149,7 @@ type Config struct {
 	GatewaySyncTick          time.Duration // how often the worker claims the gateways due a sync
 	GatewayPruneInterval     time.Duration // the worker's prune of old gateway requests and keys
 	ExpirySweepInterval      time.Duration // the worker's write-back of lapsed holds
+	PickupDueInterval        time.Duration // the worker's overdue marks of pickup windows past their end
 	HistoryInterval          time.Duration // the worker's pass over the partitioned history (retention.go)
 	HistoryMoveInterval      time.Duration // the worker's move of closed reservations and tokens to the history (retention.go)
 	HistoryMoveAfter         time.Duration // how long a closed reservation or token stays live before it moves (retention.go)
@@ -277,6 +278,7 @@ func (c *Config) loadGateway() error {
 		{"LOCKERNET_GATEWAY_SYNC_TICK", "1s", &c.GatewaySyncTick},
 		{"LOCKERNET_GATEWAY_PRUNE_INTERVAL", "10m", &c.GatewayPruneInterval},
 		{"LOCKERNET_EXPIRY_SWEEP_INTERVAL", "30s", &c.ExpirySweepInterval},
+		{"LOCKERNET_PICKUP_DUE_INTERVAL", "250ms", &c.PickupDueInterval},
 	}, time.ParseDuration, func(d time.Duration) bool { return d > 0 }, "a positive duration such as 10s"); err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lockernet/lockernet/internal/config"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/outbox"
@@ -58,6 +60,39 @@ func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loo
 		Pass: func(ctx context.Context) error { return sweeper.ReleaseLapsedHolds(ctx, st, logger, ExpiryGrace) }}
 }
 
+// PickupDueStore marks the pickup windows past their end in batches.
+type PickupDueStore interface {
+	MarkDuePickupWindows(ctx context.Context, limit int) ([]store.PickupWindow, error)
+}
+
+// pickupDueBatch is how many windows one transaction of the due pass marks, and
+// pickupDueParallel how many such transactions run at once (each skips the windows the others
+// hold).
+const (
+	pickupDueBatch    = 500
+	pickupDueParallel = 4
+)
+
+// PickupDue marks every open pickup window past its end overdue, in batches, every interval:
+// the windows' workflows keep each one's time durably, and this pass marks many that end in
+// the same second without a workflow task each (docs/guides/pickup-windows.md).
+func PickupDue(every time.Duration, st PickupDueStore) Loop {
+	return Loop{Name: "pickup_due", Every: every, Pass: func(ctx context.Context) error {
+		var g errgroup.Group
+		for range pickupDueParallel {
+			g.Go(func() error {
+				for {
+					marked, err := st.MarkDuePickupWindows(ctx, pickupDueBatch)
+					if err != nil || len(marked) < pickupDueBatch {
+						return err
+					}
+				}
+			})
+		}
+		return g.Wait()
+	}}
+}
+
 // HistoryPartitions creates the history tables' months ahead and drops those past their
 // retention (keep, by table; see HistoryRetention).
 func HistoryPartitions(every time.Duration, st sweeper.HistoryStore, logger *slog.Logger, keep map[string]time.Duration) Loop {
@@ -95,9 +130,16 @@ func APIServer(cfg config.Config, d *outbox.Dispatcher, s GatewayRequestReconcil
 	}
 }
 
+// WorkerStore is what the worker's loops need from Postgres.
+type WorkerStore interface {
+	sweeper.Store
+	PickupDueStore
+}
+
 // Worker is the worker's loops.
-func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st sweeper.Store, logger *slog.Logger) []Loop {
+func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st WorkerStore, logger *slog.Logger) []Loop {
 	return []Loop{
+		PickupDue(cfg.PickupDueInterval, st),
 		GatewaySync(cfg.GatewaySyncTick, g),
 		GatewayRequestPrune(cfg.GatewayPruneInterval, g),
 		ExpirySweep(cfg.ExpirySweepInterval, st, logger),

@@ -417,30 +417,72 @@ func (s *Store) PickupWindowDue(ctx context.Context, id uuid.UUID) (PickupWindow
 		if err != nil {
 			return fmt.Errorf("pickup window: %w", translate(err))
 		}
-		if w.Status != WindowOpen || w.ClosedAt != nil {
-			return nil
-		}
 		now, err := tx.now(ctx)
 		if err != nil {
 			return err
 		}
-		if !w.PickupBy.After(now) {
-			return tx.windowOverdue(ctx, &w, now)
-		}
-		due := w.remindersDue(now)
-		if due <= w.RemindersSent {
-			return nil // the timer ran ahead of the database clock: NextAt says when
-		}
-		w.RemindersSent = due
-		if _, err := tx.db.Exec(ctx, `UPDATE pickup_windows SET reminders_sent = $2 WHERE id = $1`, w.ID, due); err != nil {
-			return fmt.Errorf("send pickup reminder: %w", translate(err))
-		}
-		return tx.recordWindowEvent(ctx, EventTypeParcelPickupReminder, w, map[string]any{"reminder": due, "reminders": len(w.ReminderOffsets)})
+		return tx.stepWindow(ctx, &w, now)
 	})
 	if err != nil {
 		return PickupWindow{}, err
 	}
 	return w, nil
+}
+
+// stepWindow is a window's step at now under its row lock: the overdue mark, or the latest
+// reminder due and not yet sent, or nothing.
+func (s *Store) stepWindow(ctx context.Context, w *PickupWindow, now time.Time) error {
+	if w.Status != WindowOpen || w.ClosedAt != nil {
+		return nil
+	}
+	if !w.PickupBy.After(now) {
+		return s.windowOverdue(ctx, w, now)
+	}
+	due := w.remindersDue(now)
+	if due <= w.RemindersSent {
+		return nil // the timer ran ahead of the database clock: NextAt says when
+	}
+	w.RemindersSent = due
+	if _, err := s.db.Exec(ctx, `UPDATE pickup_windows SET reminders_sent = $2 WHERE id = $1`, w.ID, due); err != nil {
+		return fmt.Errorf("send pickup reminder: %w", translate(err))
+	}
+	return s.recordWindowEvent(ctx, EventTypeParcelPickupReminder, *w, map[string]any{"reminder": due, "reminders": len(w.ReminderOffsets)})
+}
+
+// MarkDuePickupWindows is the due pass's batch: up to limit open windows past their end, the
+// earliest first, each marked overdue as its workflow's step would (with its events), in one
+// transaction; windows another pass or a workflow holds are skipped, and a workflow that fires
+// later finds the mark made. It returns the windows it marked. Many windows ending in the same
+// second are marked here in batches instead of one workflow task each.
+func (s *Store) MarkDuePickupWindows(ctx context.Context, limit int) ([]PickupWindow, error) {
+	var marked []PickupWindow
+	err := s.WithTx(ctx, func(tx *Store) error {
+		rows, err := tx.db.Query(ctx, `SELECT `+windowColumns+windowFrom+`
+			WHERE w.closed_at IS NULL AND w.status = 'open' AND w.pickup_by <= now()
+			ORDER BY w.pickup_by LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, limit)
+		if err != nil {
+			return fmt.Errorf("due pickup windows: %w", translate(err))
+		}
+		ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PickupWindow, error) { return scanWindow(r) })
+		if err != nil {
+			return fmt.Errorf("due pickup windows: %w", translate(err))
+		}
+		now, err := tx.now(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range ws {
+			if err := tx.stepWindow(ctx, &ws[i], now); err != nil {
+				return err
+			}
+		}
+		marked = ws
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return marked, nil
 }
 
 func (s *Store) windowOverdue(ctx context.Context, w *PickupWindow, now time.Time) error {

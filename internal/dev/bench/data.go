@@ -182,6 +182,7 @@ func ensureLocations(ctx context.Context, pool *pgxpool.Pool, ring *keyring.Keyr
 // scenario starts from available lockers. Their workflows find nothing left to do.
 func resetBench(ctx context.Context, pool *pgxpool.Pool, orgID int64) error {
 	for _, q := range []string{
+		`DELETE FROM workflow_outbox WHERE workflow_id LIKE 'pickup-window/%' AND search_attributes->>'OrganizationId' = $1::bigint::text`,
 		`DELETE FROM pickup_windows WHERE organization_id = $1`,
 		`UPDATE reservations SET status = 'cancelled', ended_at = now() WHERE organization_id = $1 AND status = 'active'`,
 		`UPDATE locker_tokens SET status = 'revoked' WHERE organization_id = $1 AND status = 'active'`,

@@ -46,6 +46,8 @@ CREATE TABLE pickup_windows (
 CREATE UNIQUE INDEX pickup_windows_live ON pickup_windows (locker_id) WHERE closed_at IS NULL;
 CREATE INDEX pickup_windows_location ON pickup_windows (location_id, status) WHERE closed_at IS NULL;
 CREATE INDEX pickup_windows_locker ON pickup_windows (locker_id, opened_at DESC);
+-- The due pass (MarkDuePickupWindows): open windows by their end.
+CREATE INDEX pickup_windows_due ON pickup_windows (pickup_by) WHERE closed_at IS NULL AND status = 'open';
 
 -- +goose Down
 DROP TABLE pickup_windows;
