@@ -147,6 +147,7 @@ func (d *deployRun) run(ctx context.Context, o options) error {
 		d.r.figure("Deploy A → B (`devstack -deploy`)", "%s; build %s current %s after the command started",
 			secs(out.took), out.build, secs(out.promoted.Sub(out.started)))
 		d.phase.Store(2)
+		d.pinnedLeft(ctx)
 		pr := probe()
 		l.addOpen(pr.out, pr.t)
 		if err := d.checkPinned(ctx, pr); err != nil {

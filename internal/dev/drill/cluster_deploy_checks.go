@@ -50,6 +50,27 @@ func (d *deployRun) checkPinned(ctx context.Context, pr pinnedProbe) error {
 	return nil
 }
 
+// pinnedLeft reports the gateway requests pinned to A still running once the deploy has
+// replaced A's last process: the rolling deploy does not wait for them (the runbook's
+// "retire the old build once drained"), so such a run waits until a process of A runs again.
+func (d *deployRun) pinnedLeft(ctx context.Context) {
+	resp, err := d.sys.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", PageSize: 1000,
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", contract.GatewayRequestWorkflowName)})
+	if err != nil {
+		d.r.note("The gateway requests running after the deploy could not be listed: %v", err)
+		return
+	}
+	onA := 0
+	for _, e := range resp.GetExecutions() {
+		desc, err := d.sys.tc.DescribeWorkflowExecution(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId())
+		if err == nil && desc.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId() == d.buildA {
+			onA++
+		}
+	}
+	d.r.figure("Gateway requests pinned to A still running when the deploy A → B ended", "%d of %d running", onA, len(resp.GetExecutions()))
+	d.r.observe(onA == 0, "no gateway request pinned to A outlived A's processes (the deploy does not wait for them)", "%d did", onA)
+}
+
 func (d *deployRun) check(ctx context.Context, l *deployLoad, rc *drillReceiver) error {
 	if len(l.errs) > 0 {
 		return l.errs[0]
