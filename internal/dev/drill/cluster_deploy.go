@@ -134,6 +134,10 @@ func (d *deployRun) run(ctx context.Context, o options) error {
 			deployErr = ctx.Err()
 			return
 		}
+		if err := d.replayOnB(ctx); err != nil {
+			deployErr = err
+			return
+		}
 		probe := d.startProbe(ctx)
 		d.phase.Store(1)
 		out, err := d.deploy(ctx, d.release)
@@ -193,7 +197,7 @@ func (d *deployRun) prepareBuildB() (string, error) {
 	}
 	for _, b := range []string{"apiserver", "worker"} {
 		if _, err := os.Stat(filepath.Join(src, b)); err != nil {
-			return "", fmt.Errorf("build B not found (make test-faults builds it: go build -tags drill_build_b -o bin/dev/%s/ ./cmd/apiserver ./cmd/worker): %w", d.k.buildB, err)
+			return "", fmt.Errorf("build B not found (make test-faults builds it: go build -tags drill_build_b -o bin/dev/%s/ ./cmd/apiserver ./cmd/worker ./cmd/lockernet-admin): %w", d.k.buildB, err)
 		}
 		if err := copyFile(filepath.Join(src, b), filepath.Join(dst, b)); err != nil {
 			return "", err
@@ -278,6 +282,51 @@ func (d *deployRun) deploy(ctx context.Context, dir string) (deployOutput, error
 		err = fmt.Errorf("no build was made current")
 	}
 	return out, err
+}
+
+// replayOnB is the runbook's step before a deploy: export the histories of what runs
+// (lockernet-admin histories export, build A's) and replay them on the new build (build B's
+// lockernet-admin histories replay), which must replay every one.
+func (d *deployRun) replayOnB(ctx context.Context) error {
+	dir := filepath.Join(d.sys.dir, "histories-before-deploy")
+	env := append(os.Environ(), fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", d.sys.cluster.temporalPort), "TEMPORAL_NAMESPACE=default")
+	run := func(bin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		logf("  %s %s", filepath.Base(bin), strings.Join(args, " "))
+		if err != nil {
+			logf("%s", indent(string(out)))
+		}
+		return string(out), err
+	}
+	out, err := run(filepath.Join(d.bins, "lockernet-admin"), "histories", "export", "-out", dir, "-per-type", "20", "-since", "10m")
+	if err != nil {
+		return fmt.Errorf("lockernet-admin histories export: %w\n%s", err, out)
+	}
+	exported := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	out, err = run(filepath.Join(d.bins, d.k.buildB, "lockernet-admin"), "histories", "replay", "-dir", dir)
+	ok, failed := 0, 0
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "ok "):
+			ok++
+		case strings.HasPrefix(line, "FAIL "):
+			failed++
+		}
+	}
+	d.r.figure("Before the deploy: A's histories exported and replayed on B (lockernet-admin histories export, then B's histories replay)",
+		"%s; %d replayed ok, %d failed", exported, ok, failed)
+	d.r.verify(err == nil && ok > 0 && failed == 0, "build B replays the runs build A ran and runs (the runbook's step before a deploy)", "%s", orOK(err))
+	return nil
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return "      " + strings.ReplaceAll(s, "\n", "\n      ")
 }
 
 // webhookReceiver starts a receiver and an endpoint for the load's test events.
