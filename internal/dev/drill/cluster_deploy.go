@@ -304,7 +304,12 @@ func (d *deployRun) replayOnB(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lockernet-admin histories export: %w\n%s", err, out)
 	}
-	exported := strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+	exported := "no summary printed"
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, " histories of ") {
+			exported = strings.TrimSpace(line)
+		}
+	}
 	out, err = run(filepath.Join(d.bins, d.k.buildB, "lockernet-admin"), "histories", "replay", "-dir", dir)
 	ok, failed := 0, 0
 	for _, line := range strings.Split(out, "\n") {

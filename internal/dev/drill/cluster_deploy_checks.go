@@ -151,7 +151,7 @@ func (d *deployRun) check(ctx context.Context, l *deployLoad, rc *drillReceiver)
 		vs = append(vs, v.BuildID+" "+v.Status)
 	}
 	r.figure("Worker deployment at the end (lockernet-admin deployment status)", "current %s; %s", st.Current, strings.Join(vs, ", "))
-	r.observe(d.buildBack == d.buildA, "the rollback made build A's own version current again (the pinned runs of A have workers again)",
+	r.verify(d.buildBack == d.buildA, "the rollback made build A's own version current again (the pinned runs of A have workers again)",
 		"A ran as %s, the rollback's processes poll as %s", d.buildA, d.buildBack)
 	restartFigure(r, sys, d.cr.restarts, "")
 	sweeperFigure(r, sys, d.cr.sweeps)
