@@ -60,6 +60,12 @@ func drillClusterDeploy(ctx context.Context, o options, shape *clusterShape) (r 
 		"workflow run the drill started is read from Temporal: failed workflow tasks (non-determinism), the build of "+
 		"each completed task and B's marker.",
 		k.buildB, k.flowRate, human(k.hold), k.openRate, k.eventRate, human(k.before), human(k.probeDelay), human(k.onB), human(k.after))
+	if shape.sys != nil {
+		// A fresh shape: its apiservers and workers run bin/dev (build A) as started, and its
+		// gateways have every locker free for the load's opens.
+		logf("  starting a fresh cluster shape for this drill")
+		shape.close()
+	}
 	cr := startCluster(ctx, r, shape, 0)
 	if cr == nil {
 		return r

@@ -99,9 +99,24 @@ func (d *deployRun) check(ctx context.Context, l *deployLoad, rc *drillReceiver)
 
 	// Doors: nothing is on its way at a gateway once every open is terminal.
 	time.Sleep(2 * time.Second)
-	if err := checkOpens(ctx, r, sys, d.cr.baseline, openAnswers(l.opens, l.targets), doorsNotCompleted); err != nil {
+	answers := openAnswers(l.opens, l.targets)
+	if err := checkDoors(ctx, r, sys, d.cr.baseline, answers, doorsNotCompleted); err != nil {
 		return err
 	}
+	completed := 0
+	for _, o := range answers {
+		if o.answered && o.state == "completed" {
+			completed++
+		}
+	}
+	r.verify(completed == len(answers), "every open ended completed", "%d of %d", completed, len(answers))
+	acts, err := sys.actuations(ctx)
+	if err != nil {
+		return err
+	}
+	moved := accountDoors(acts, d.cr.baseline, answers)
+	r.verify(moved.Actuated == len(answers) && moved.Duplicates == 0, "every open moved its door exactly once (/sim/stats)",
+		"%d of %d moved once, %d extra actuations", moved.Actuated, len(answers), moved.Duplicates)
 
 	// Webhook events: each received, signed; a repeat only with its webhook-id.
 	_, _ = waitFor(ctx, 2*time.Minute, 200*time.Millisecond, func() bool { return rc.distinct() >= len(l.events) })
