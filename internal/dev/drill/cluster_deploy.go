@@ -90,7 +90,6 @@ type deployRun struct {
 	release string // build B's folder for this run
 	phase   atomic.Int32
 	lat     latencies
-	census  census
 
 	tPromoted, tDeployed, tRolledBack time.Time
 	buildA, buildB, buildBack         string

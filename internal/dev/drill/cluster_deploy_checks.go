@@ -219,9 +219,6 @@ func taskBuild(a *historypb.WorkflowTaskCompletedEventAttributes) string {
 	if b := a.GetDeploymentVersion().GetBuildId(); b != "" {
 		return b
 	}
-	if v := a.GetWorkerDeploymentVersion(); v != "" {
-		return v[strings.LastIndexAny(v, ".:")+1:]
-	}
 	return "unversioned"
 }
 
