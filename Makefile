@@ -71,10 +71,12 @@ lint: ## gofmt, go vet, staticcheck and workflowcheck
 	$(GO) run go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION) ./workflows/...
 
 # make test-faults DRILLS=kill-worker runs one drill (or a comma-separated list) and prints its report;
-# FAULTS_REPORT= prints the report of all the drills instead of writing it (CI).
+# FAULTS_REPORT= prints the report of all the drills instead of writing it (CI). bin/dev/drill-build-b is
+# cluster-deploy's build B: the apiserver, worker and lockernet-admin with the drill's fixture (-tags drill_build_b).
 FAULTS_REPORT ?= docs/reliability.md
 test-faults: dev-build temporal-build ## Fault drills on real processes, on make run's shape and on the cluster shape (workers, apiservers, Temporal killed; Postgres restarted; gateway hang/down); writes docs/reliability.md
 	$(GO) build -o $(BIN)/dev/ $(DEV_CMD_DIR)/lockernet-drill
+	$(GO) build -tags drill_build_b -o $(BIN)/dev/drill-build-b/ ./cmd/apiserver ./cmd/worker ./cmd/lockernet-admin
 	$(BIN)/dev/lockernet-drill -command "make test-faults$(if $(DRILLS), DRILLS=$(DRILLS))" \
 		$(if $(DRILLS),-drills $(DRILLS),$(if $(FAULTS_REPORT),-out $(FAULTS_REPORT))) $(DRILL_ARGS)
 

@@ -225,7 +225,7 @@ func (r *roller) deploy(ctx context.Context, o DeployOptions, say func(string, .
 		return rep, errors.New("no apiserver or worker runs under this dev stack")
 	}
 	rep.Previous = filepath.Dir(units[len(units)-1].sv.binPath())
-	if rep.Kept, err = keepRunning(units, dir); err != nil {
+	if rep.Kept, err = keepRunning(units, dir, r.runningBuild(units[len(units)-1])); err != nil {
 		return rep, err
 	}
 	// Under worker versioning the new processes poll as a build of their own (decision 0019),
@@ -417,12 +417,31 @@ func (sp *supervisor) service(name string) *service {
 	return nil
 }
 
+// keptBuildFile, in a folder keepRunning kept, holds the build its processes polled as
+// (releaseBuildID).
+const keptBuildFile = "build-id"
+
+// runningBuild is the build u's process polls as under worker versioning: the one a deploy
+// gave it, else the stack's own ("" : unversioned).
+func (r *roller) runningBuild(u unit) string {
+	build := r.build
+	for _, kv := range u.sv.envNow() {
+		if v, ok := strings.CutPrefix(kv, "LOCKERNET_BUILD_ID="); ok {
+			build = v
+		}
+	}
+	return build
+}
+
 // keepRunning copies the binaries the units run now into a folder beside dir, unless
 // they already run from one there (a release folder is kept as it is): the first deploy
 // from bin/dev, which the next `make dev-build` rewrites, can be rolled back all the same.
 // It copies the running processes' own executables, so a rebuild since they started does
-// not matter. It returns the folder, or "" when nothing needed keeping.
-func keepRunning(units []unit, dir string) (string, error) {
+// not matter, and with them, when build is set, the build they poll as (keptBuildFile): the
+// stack's build id is its revision when built from a clean checkout, not the binaries' hash,
+// and a rollback must return to the same build, whose pinned runs wait for its workers. It
+// returns the folder, or "" when nothing needed keeping.
+func keepRunning(units []unit, dir, build string) (string, error) {
 	parent := filepath.Dir(dir)
 	running := map[string]*unit{}
 	for i := range units {
@@ -453,6 +472,11 @@ func keepRunning(units []unit, dir string) (string, error) {
 			}
 		}
 		if err := copyExecutable(src, filepath.Join(kept, b)); err != nil {
+			return "", fmt.Errorf("keep the running build: %w", err)
+		}
+	}
+	if build != "" {
+		if err := os.WriteFile(filepath.Join(kept, keptBuildFile), []byte(build+"\n"), 0o644); err != nil {
 			return "", fmt.Errorf("keep the running build: %w", err)
 		}
 	}
@@ -625,10 +649,18 @@ func Deploy(ctx context.Context, dataDir string, o DeployOptions, out io.Writer)
 	}
 }
 
-// releaseBuildID is the build a release folder's processes poll as: a hash of its apiserver
-// and worker (the same bytes, the same build, so rolling back to kept binaries returns to
-// their build).
+// releaseBuildID is the build a release folder's processes poll as: the build recorded in a
+// folder keepRunning kept, else a hash of its apiserver and worker (the same bytes, the same
+// build); either way rolling back to kept binaries returns to their build.
 func releaseBuildID(dir string) (string, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, keptBuildFile)); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" && !strings.ContainsAny(id, " \t\n") {
+			return id, nil
+		}
+		return "", fmt.Errorf("%s holds no build id", filepath.Join(dir, keptBuildFile))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read the kept build's id: %w", err)
+	}
 	h, err := worker.HashFiles(filepath.Join(dir, "apiserver"), filepath.Join(dir, "worker"))
 	if err != nil {
 		return "", fmt.Errorf("derive the new build's id: %w", err)

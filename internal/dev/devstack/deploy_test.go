@@ -468,3 +468,26 @@ func sameFile(t *testing.T, a, b string) bool {
 	require.NoError(t, err)
 	return bytes.Equal(x, y)
 }
+
+// A folder of releases is its binaries' build, unless it is the running build a deploy kept:
+// then it is the build those processes polled as (the stack's revision, say), so that a
+// rollback returns to the build its pinned runs wait for.
+func TestReleaseBuildIDOfAKeptBuildIsTheBuildItRan(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, b := range []string{"apiserver", "worker"} {
+		require.NoError(t, copyExecutable("/bin/sleep", filepath.Join(dir, b)))
+	}
+	hashed, err := releaseBuildID(dir)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(hashed, "exe-"), "a release is its binaries' hash: %s", hashed)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, keptBuildFile), []byte("8b63cb9e0a1f\n"), 0o644))
+	kept, err := releaseBuildID(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "8b63cb9e0a1f", kept)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, keptBuildFile), []byte("\n"), 0o644))
+	_, err = releaseBuildID(dir)
+	assert.ErrorContains(t, err, "holds no build id")
+}

@@ -124,6 +124,7 @@ var drills = []drill{
 	{name: "cluster-kill-apiserver", onCluster: drillClusterKillAPIServer},
 	{name: "cluster-kill-temporal", onCluster: drillClusterKillTemporal},
 	{name: "cluster-restart-postgres", onCluster: drillClusterRestartPostgres},
+	{name: "cluster-deploy", onCluster: drillClusterDeploy},
 }
 
 // Settings are what the command line chose: which drills, where the report goes, and the

@@ -3,7 +3,7 @@
 // writes their report (docs/reliability.md); the drills are package drill.
 //
 //	lockernet-drill [-drills kill-worker,restart-apiserver,restart-postgres,gateway-faults,stop-each,webhooks,restore,
-//	                 cluster-stop-each,cluster-kill-worker,cluster-kill-apiserver,cluster-kill-temporal,cluster-restart-postgres]
+//	                 cluster-stop-each,cluster-kill-worker,cluster-kill-apiserver,cluster-kill-temporal,cluster-restart-postgres,cluster-deploy]
 //	                [-out docs/reliability.md]
 //
 // It exits 1 when a drill loses a request, doubles a door actuation or another side
