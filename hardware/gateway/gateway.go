@@ -111,6 +111,9 @@ type Config struct {
 	// flight get to finish and record their results before the database closes (default
 	// DefaultStopGrace of Open: 67 s for the design's policy).
 	StopGrace time.Duration
+	// Watch is the watch of the lock controllers (WatchConfig): alerts for GET /alerts.
+	// A zero Interval runs none.
+	Watch WatchConfig
 	// Version is reported by GET /system.
 	Version string
 	// Logger receives one line per request and the gateway's events
@@ -129,6 +132,7 @@ type Server struct {
 	started  time.Time
 	hostname string
 	metrics  *metrics
+	watch    *watch
 	sessions *sessions
 	logins   *loginThrottle
 	handler  http.Handler
@@ -210,6 +214,7 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 		started:  time.Now(),
 		hostname: hostname,
 		metrics:  newMetrics(),
+		watch:    newWatch(cfg.Watch),
 		sessions: newSessions(cfg.SessionTTL),
 		logins:   newLoginThrottle(),
 	}
@@ -223,6 +228,7 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 	s.event(ctx, slog.LevelInfo, "gateway started", map[string]any{
 		"version": cfg.Version, "lockers": len(s.lockers), "banks": len(cfg.Layout.Banks),
 	})
+	s.startWatch()
 	return s, nil
 }
 
@@ -241,6 +247,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.awaitWork()
+		s.stopWatch()
 		if err := s.store.close(); err != nil {
 			s.closeErr = fmt.Errorf("close gateway database: %w", err)
 			return
