@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -83,6 +85,24 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// StartGatewayAlerts runs the worker's gateway alert loop (one long poll per online gateway,
+// of wait seconds) as a process named holder, until the test ends, and returns its watcher.
+// Two calls with different holders are two workers sharing the gateways through their leases.
+func (e *Env) StartGatewayAlerts(t testing.TB, holder string, wait time.Duration) *gatewayalerts.Watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	w := &gatewayalerts.Watcher{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Holder: holder, PollWait: wait,
+		Backoff: 200 * time.Millisecond, Metrics: gatewayalerts.NewMetrics(prometheus.NewRegistry())}
+	go func() {
+		maintenance.Run(ctx, nil, e.Logger, maintenance.GatewayAlerts(100*time.Millisecond, w))
+		w.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
 }
 
 // WaitLockersMirrored waits until the gateway sync has mirrored the n lockers of g into
