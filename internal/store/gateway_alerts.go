@@ -113,8 +113,8 @@ func (s *Store) ReleaseGatewayAlertWatch(ctx context.Context, gatewayID int64, h
 // RecordGatewayAlerts records one answer of a gateway's GET /alerts in one transaction: the
 // cursor moves to b.Next and the lease is renewed (ErrLeaseLost when holder no longer holds
 // it: nothing is recorded), and each alert not recorded before is stored with its webhook
-// event; a forced_open takes its locker out of service in the locker mirror. It returns the
-// alerts recorded now.
+// event; a forced_open takes its locker out of service in the locker mirror. An alert of a
+// kind this cloud does not know is passed over. It returns the alerts recorded now.
 func (s *Store) RecordGatewayAlerts(ctx context.Context, b GatewayAlertBatch) ([]GatewayAlert, error) {
 	var recorded []GatewayAlert
 	err := s.WithTx(ctx, func(tx *Store) error {
@@ -138,7 +138,8 @@ func (s *Store) RecordGatewayAlerts(ctx context.Context, b GatewayAlertBatch) ([
 		for _, a := range b.Alerts {
 			typ, known := GatewayAlertEventType(a.Kind)
 			if !known {
-				return fmt.Errorf("record gateway alert %d: kind %q has no event type", a.Seq, a.Kind)
+				// A kind of a newer gateway: passed over, so it never holds up the alerts after it.
+				continue
 			}
 			tag, err := tx.db.Exec(ctx, `
 				INSERT INTO gateway_alerts (gateway_id, seq, kind, location_id, locker_id, locker_name, bank_id, controller_id, alerted_at, message)
