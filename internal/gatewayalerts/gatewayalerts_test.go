@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
 	"github.com/lockernet/lockernet/internal/dev/testenv"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
 
@@ -144,8 +147,10 @@ func TestGatewayAlertsToWebhooks(t *testing.T) {
 	theirs.listen(createEndpoint(t, e, testenv.NewAppKey(t, e, other.OrgID), theirs.srv.URL))
 
 	// Two workers poll; the leases let one at a time hold the gateway's long poll.
-	e.StartGatewayAlerts(t, "worker-a", 2*time.Second)
-	e.StartGatewayAlerts(t, "worker-b", 2*time.Second)
+	reg := prometheus.NewRegistry()
+	metrics := gatewayalerts.NewMetrics(reg)
+	e.StartGatewayAlerts(t, "worker-a", 2*time.Second, metrics)
+	e.StartGatewayAlerts(t, "worker-b", 2*time.Second, metrics)
 
 	// A door forced open: the event, and the locker out of service in the mirror.
 	require.True(t, g.Sim.ForceOpen(110))
@@ -216,6 +221,22 @@ func TestGatewayAlertsToWebhooks(t *testing.T) {
 	assert.Zero(t, mine.duplicates)
 	assert.Empty(t, mine.refused)
 	mine.mu.Unlock()
+
+	// Counted once each, by kind and location.
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	counted := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			assert.Equal(t, strconv.FormatInt(loc, 10), labels["location"])
+			counted[labels["kind"]] += m.GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, map[string]float64{"door_ajar": 1, "forced_open": 1, "item_left": 1, "controller_offline": 1, "controller_online": 1}, counted)
 
 	// The other organization's endpoint got none of it.
 	assert.Empty(t, theirs.all())

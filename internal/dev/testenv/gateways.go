@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/apiserver"
@@ -88,14 +87,15 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 }
 
 // StartGatewayAlerts runs the worker's gateway alert loop (one long poll per online gateway,
-// of wait seconds) as a process named holder, until the test ends, and returns its watcher.
-// Two calls with different holders are two workers sharing the gateways through their leases.
-func (e *Env) StartGatewayAlerts(t testing.TB, holder string, wait time.Duration) *gatewayalerts.Watcher {
+// of wait seconds) as a process named holder, counting into m (nil: not counted), until the
+// test ends, and returns its watcher. Two calls with different holders are two workers
+// sharing the gateways through their leases.
+func (e *Env) StartGatewayAlerts(t testing.TB, holder string, wait time.Duration, m *gatewayalerts.Metrics) *gatewayalerts.Watcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	w := &gatewayalerts.Watcher{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Holder: holder, PollWait: wait,
-		Backoff: 200 * time.Millisecond, Metrics: gatewayalerts.NewMetrics(prometheus.NewRegistry())}
+		Backoff: 200 * time.Millisecond, Metrics: m}
 	go func() {
 		maintenance.Run(ctx, nil, e.Logger, maintenance.GatewayAlerts(100*time.Millisecond, w))
 		w.Wait()
