@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -176,7 +177,8 @@ func (s *Server) watchOnce(ctx context.Context, now time.Time) {
 		b.noteResult(err)
 		if err == nil {
 			b.mu.Lock()
-			b.doors = doors
+			// A copy: the open path marks doors open in b.doors while this read is judged.
+			b.doors = maps.Clone(doors)
 			b.mu.Unlock()
 		}
 		reads[i] = bankRead{doors: doors, err: err}
