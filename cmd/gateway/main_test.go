@@ -199,7 +199,9 @@ func TestRunStopsAfterTheOpenInFlight(t *testing.T) {
 		addrc := make(chan string, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath},
+			// No watch: its sensor reads would share the bus (and the one slow answer) with the
+			// unlock whose frame the test waits for.
+			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath, "-watch-interval", "0"},
 				env(map[string]string{"LOCKERNET_DATA_DIR": dir}), logs, func(a string) { addrc <- a })
 		}()
 		select {

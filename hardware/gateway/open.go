@@ -42,7 +42,7 @@ func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 	pol := s.cfg.Open
 	// The watch must not take this door springing open for a forced one.
 	s.watch.noteOpen(lk.LockerID, time.Now())
-	defer s.watch.noteOpen(lk.LockerID, time.Now())
+	defer func() { s.watch.noteOpen(lk.LockerID, time.Now()) }()
 	var lastErr, unconfirmed error
 	for attempt := 1; attempt <= pol.Attempts; attempt++ {
 		if attempt > 1 {
