@@ -58,6 +58,12 @@ const (
 	DefaultLimit   = 200
 )
 
+// NoAlertsPause is how long a gateway without GET /alerts (404: a build before the watch) is
+// left before it is asked again.
+const NoAlertsPause = 10 * time.Minute
+
+var errNoAlerts = errors.New("the gateway has no GET /alerts")
+
 // Watcher holds the long polls of the gateways it leased. Claim is the loop's pass; Wait
 // waits for the polls once the loop's context has ended.
 type Watcher struct {
@@ -213,6 +219,11 @@ func (w *Watcher) poll(ctx context.Context, watch store.GatewayAlertWatch) {
 			release(0) // stopping: another process may take it over at once
 			return
 		}
+		if errors.Is(err, errNoAlerts) {
+			w.Logger.InfoContext(ctx, "gateway has no alerts (a build before the watch); asking again later", "gateway", gw.Serial)
+			release(NoAlertsPause)
+			return
+		}
 		if err != nil {
 			w.Logger.WarnContext(ctx, "poll gateway alerts", "gateway", gw.Serial, "err", err)
 			release(w.Backoff)
@@ -270,6 +281,9 @@ func (w *Watcher) get(ctx context.Context, gw store.Gateway, secret string, afte
 	data, err := io.ReadAll(io.LimitReader(resp.Body, gatewayclient.MaxAnswer))
 	if err != nil {
 		return list, fmt.Errorf("read alerts from gateway %s: %w", gw.Serial, err)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return list, fmt.Errorf("get alerts from gateway %s: %w", gw.Serial, errNoAlerts)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return list, fmt.Errorf("get alerts from gateway %s: status %d", gw.Serial, resp.StatusCode)
