@@ -146,7 +146,26 @@ func (s *store) pickupChecks(ctx context.Context) (map[int]pickupCheck, error) {
 	return out, nil
 }
 
-// endPickupCheck drops a locker's pickup check (its door read shut and empty, or opened again).
+// dropPickupCheck drops a locker's pickup check, whichever transaction it is of: the locker
+// is being opened by the gateway.
+func (s *store) dropPickupCheck(ctx context.Context, lockerID int) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM pickup_checks WHERE locker_id = ?`, lockerID); err != nil {
+		return fmt.Errorf("drop pickup check: %w", interpretError(err))
+	}
+	return nil
+}
+
+// pickupArmed reports whether p is still the locker's pickup check (it is read again right
+// before it is judged, as an open may have dropped it since the pass read the checks). A failed
+// read counts as not armed: the next pass judges it.
+func (s *store) pickupArmed(ctx context.Context, p pickupCheck) bool {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pickup_checks WHERE locker_id = ? AND transaction_id = ?`,
+		p.LockerID, p.TransactionID).Scan(&n)
+	return err == nil && n == 1
+}
+
+// endPickupCheck drops a locker's pickup check (its door read shut and empty).
 func (s *store) endPickupCheck(ctx context.Context, lockerID int, transactionID string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM pickup_checks WHERE locker_id = ? AND transaction_id = ?`,
 		lockerID, transactionID); err != nil {

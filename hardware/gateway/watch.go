@@ -25,7 +25,8 @@ import (
 //     the episode ends when it reads shut.
 //   - item_left: a transaction released after at least one open under it is a pickup; the
 //     first read of its locker's door shut ends the pickup, with an alert when the presence
-//     sensor is on. An open of the locker by the gateway in between ends it without one.
+//     sensor is on. An open of the locker by the gateway in between ends it without one
+//     (openDoor drops the locker's pickup check before the lock is pulsed).
 type WatchConfig struct {
 	// Interval between two reads; zero or less leaves the controllers unwatched.
 	Interval time.Duration
@@ -166,8 +167,17 @@ type bankRead struct {
 	err   error
 }
 
-// watchOnce reads every controller once and raises what the reads show.
+// watchOnce reads every controller once and raises what the reads show. The pickup checks
+// are read before the doors, so a check is only ever judged by a read made after its release.
 func (s *Server) watchOnce(ctx context.Context, now time.Time) {
+	pickups, err := s.store.pickupChecks(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.logger.WarnContext(ctx, "watch: read pickup checks", "err", err)
+		pickups = nil
+	}
 	reads := make([]bankRead, len(s.hw.banks))
 	s.hw.eachBank(ctx, func(rctx context.Context, i int, b *bank) {
 		doors, err := b.ctl.Doors(rctx)
@@ -185,11 +195,6 @@ func (s *Server) watchOnce(ctx context.Context, now time.Time) {
 	})
 	if ctx.Err() != nil {
 		return
-	}
-	pickups, err := s.store.pickupChecks(ctx)
-	if err != nil {
-		s.logger.WarnContext(ctx, "watch: read pickup checks", "err", err)
-		pickups = nil
 	}
 	for i, b := range s.hw.banks {
 		s.watchBank(ctx, b, reads[i], pickups, now)
@@ -263,17 +268,12 @@ func (s *Server) watchDoor(ctx context.Context, b *bank, bw *bankWatch, spec Loc
 			map[string]any{"openSince": formatTime(dw.openSince)})
 	}
 	p, armed := pickups[id]
-	if !armed {
+	if !armed || d.Open {
 		return
 	}
-	if last, sent := s.watch.lastOpen(id); sent && last.After(p.ReleasedAt) {
-		// Opened again since the release: a new use of the locker, not the pickup's door.
-		if err := s.store.endPickupCheck(ctx, id, p.TransactionID); err != nil {
-			s.logger.WarnContext(ctx, "watch: end pickup check", "lockerId", id, "err", err)
-		}
-		return
-	}
-	if d.Open {
+	if !s.store.pickupArmed(ctx, p) {
+		// Opened again by the gateway since this pass read the checks: a new use of the
+		// locker, not the pickup's door.
 		return
 	}
 	if !d.ItemInside {

@@ -49,6 +49,22 @@ func alertsFrom(t *testing.T, get func(path string) (int, []byte), after int64, 
 	return out
 }
 
+// alertOf reads GET /alerts after seq until an alert of kind comes, and returns it (others
+// before it are passed over: a door open for a while on a loaded machine may go ajar).
+func alertOf(t *testing.T, get func(path string) (int, []byte), after int64, kind string) gateway.Alert {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, a := range alertsFrom(t, get, after, 1) {
+			if a.Kind == kind {
+				return a
+			}
+			after = a.Seq
+		}
+		require.True(t, time.Now().Before(deadline), "no %s alert", kind)
+	}
+}
+
 // noAlertAfter asserts that no alert comes after seq within a long poll of wait seconds.
 func noAlertAfter(t *testing.T, get func(path string) (int, []byte), seq int64, wait int) {
 	t.Helper()
@@ -59,9 +75,9 @@ func noAlertAfter(t *testing.T, get func(path string) (int, []byte), seq int64, 
 	assert.Equal(t, seq, list.Next)
 }
 
-func simGateway(t *testing.T) (*gatewaytest.Gateway, func(path string) (int, []byte)) {
+func simGateway(t *testing.T, watch gateway.WatchConfig) (*gatewaytest.Gateway, func(path string) (int, []byte)) {
 	t.Helper()
-	gw := gatewaytest.Start(t, gatewaytest.Options{Watch: testWatch})
+	gw := gatewaytest.Start(t, gatewaytest.Options{Watch: watch})
 	return gw, func(path string) (int, []byte) {
 		r := call(t, gw, http.MethodGet, path, nil)
 		return r.status, r.body
@@ -96,7 +112,7 @@ func requireLockerAlert(t *testing.T, a gateway.Alert, kind string, lockerID int
 // gateway opened raises no forced_open.
 func TestWatchForcedOpen(t *testing.T) {
 	t.Parallel()
-	gw, get := simGateway(t)
+	gw, get := simGateway(t, testWatch)
 
 	simPost(t, gw, "/sim/lockers/110/force-open", "")
 	alerts := alertsFrom(t, get, 0, 2)
@@ -128,6 +144,19 @@ func TestWatchForcedOpen(t *testing.T) {
 	again := alertsFrom(t, get, more[0].Seq, 1)
 	requireLockerAlert(t, again[0], gwapi.AlertForcedOpen, 110, "B02", "CTL-2", 2)
 
+	// Every door shut: no alert comes any more (the reads after the close have seen it).
+	simPost(t, gw, "/sim/lockers/110/close", `{"itemInside": false}`)
+	simPost(t, gw, "/sim/lockers/101/close", `{"itemInside": false}`)
+	time.Sleep(200 * time.Millisecond)
+	all := decode[gateway.AlertList](t, call(t, gw, http.MethodGet, "/alerts?limit=1000", nil)).Alerts
+	kinds := map[string]int{}
+	for _, a := range all {
+		kinds[a.Kind]++
+	}
+	assert.Equal(t, 2, kinds[gwapi.AlertForcedOpen])
+	// The second forced episode may have gone ajar too before its door was shut.
+	assert.Contains(t, []int{2, 3}, kinds[gwapi.AlertDoorAjar])
+
 	// The event log has them, and the metric counts them.
 	logs := decode[[]gateway.LogEntry](t, call(t, gw, http.MethodGet, "/system/logs?limit=1000", nil))
 	forced := 0
@@ -141,7 +170,7 @@ func TestWatchForcedOpen(t *testing.T) {
 	assert.Equal(t, 2, forced)
 	metrics := call(t, gw, http.MethodGet, "/metrics", nil)
 	assert.Contains(t, string(metrics.body), `gateway_alerts_total{kind="forced_open"} 2`)
-	assert.Contains(t, string(metrics.body), `gateway_alerts_total{kind="door_ajar"} 2`)
+	assert.Contains(t, string(metrics.body), `gateway_alerts_total{kind="door_ajar"} `+strconv.Itoa(kinds[gwapi.AlertDoorAjar]))
 }
 
 // TestWatchItemLeft: a transaction opened and released is a pickup; its door read shut with
@@ -149,7 +178,10 @@ func TestWatchForcedOpen(t *testing.T) {
 // nothing, and a door still open waits for it to shut.
 func TestWatchItemLeft(t *testing.T) {
 	t.Parallel()
-	gw, get := simGateway(t)
+	// No door_ajar here: a door open between two requests of a loaded machine is not ajar.
+	watch := testWatch
+	watch.DoorAjarAfter = time.Hour
+	gw, get := simGateway(t, watch)
 
 	pickup := func(txID string, itemInside, closeBeforeRelease bool) int {
 		t.Helper()
@@ -198,6 +230,18 @@ func TestWatchItemLeft(t *testing.T) {
 	r := call(t, gw, http.MethodDelete, "/transactions/tx-unopened", nil)
 	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
 	noAlertAfter(t, get, more[0].Seq, 1)
+
+	// Released with the door open, then opened again by the gateway (a new use) before it
+	// shut: the pickup is over, and an item put in then is no item left.
+	tx = createTransaction(t, gw, map[string]any{"transactionId": "tx-reused"})
+	r = call(t, gw, http.MethodPost, "/transactions/tx-reused/open", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	r = call(t, gw, http.MethodDelete, "/transactions/tx-reused", nil)
+	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	r = call(t, gw, http.MethodPost, "/lockers/"+strconv.Itoa(tx.LockerID)+"/open", nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	require.True(t, gw.Sim.CloseDoor(tx.LockerID, true))
+	noAlertAfter(t, get, more[0].Seq, 1)
 }
 
 // TestWatchControllerOffline: a controller that stops answering raises one
@@ -205,7 +249,7 @@ func TestWatchItemLeft(t *testing.T) {
 // when it answers again.
 func TestWatchControllerOffline(t *testing.T) {
 	t.Parallel()
-	gw, get := simGateway(t)
+	gw, get := simGateway(t, testWatch)
 	gw.SetFaults(t, simctl.Faults{Mode: simctl.ModeControllerUnreachable, ControllerID: "CTL-2"})
 	alerts := alertsFrom(t, get, 0, 1)
 	require.Len(t, alerts, 1)
@@ -230,7 +274,7 @@ func TestWatchControllerOffline(t *testing.T) {
 // parameters with the Error body.
 func TestAlertsLongPoll(t *testing.T) {
 	t.Parallel()
-	gw, get := simGateway(t)
+	gw, get := simGateway(t, testWatch)
 
 	// Nothing yet: wait=0 answers at once, empty.
 	status, body := get("/alerts")
@@ -347,20 +391,23 @@ func TestWatchOnKerongBoard(t *testing.T) {
 	require.True(t, emu.CloseDoor(1, tx.LockerID-200, true))
 	status, body = do(http.MethodDelete, "/transactions/"+tx.TransactionID)
 	require.Equal(t, http.StatusNoContent, status, "%s", body)
-	left := alertsFrom(t, get, alerts[1].Seq, 1)
-	require.Len(t, left, 1)
-	assert.Equal(t, gwapi.AlertItemLeft, left[0].Kind)
-	assert.Equal(t, tx.LockerID, *left[0].LockerID)
-	assert.Equal(t, 1, emu.Pulses(1, tx.LockerID-200), "the pickup's own open pulsed once and was not forced")
+	left := alertOf(t, get, alerts[1].Seq, gwapi.AlertItemLeft)
+	require.NotNil(t, left.LockerID)
+	assert.Equal(t, tx.LockerID, *left.LockerID)
+	assert.Equal(t, 1, emu.Pulses(1, tx.LockerID-200), "the pickup's own open pulsed once")
+	status, body = do(http.MethodGet, "/alerts?limit=1000")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	for _, a := range decode[gateway.AlertList](t, reply{status: status, body: body}).Alerts {
+		if a.Kind == gwapi.AlertForcedOpen {
+			assert.Equal(t, 203, *a.LockerID, "the pickup's own open was not forced")
+		}
+	}
 
 	// The board falls silent, and comes back.
 	require.NoError(t, emu.SetFault(1, kerongemu.Fault{Kind: kerongemu.FaultBoardAbsent}))
-	off := alertsFrom(t, get, left[0].Seq, 1)
-	require.Len(t, off, 1)
-	assert.Equal(t, gwapi.AlertControllerOffline, off[0].Kind)
-	assert.Equal(t, "CTL-1", off[0].ControllerID)
+	off := alertOf(t, get, left.Seq, gwapi.AlertControllerOffline)
+	assert.Equal(t, "CTL-1", off.ControllerID)
 	require.NoError(t, emu.SetFault(1, kerongemu.Fault{}))
-	on := alertsFrom(t, get, off[0].Seq, 1)
-	require.Len(t, on, 1)
-	assert.Equal(t, gwapi.AlertControllerOnline, on[0].Kind)
+	on := alertOf(t, get, off.Seq, gwapi.AlertControllerOnline)
+	assert.Equal(t, "CTL-1", on.ControllerID)
 }
