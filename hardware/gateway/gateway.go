@@ -32,6 +32,11 @@
 //     references are 422 VALIDATION_ERROR with details {field, reason}; unknown
 //     path ids are 404; bodies over 64 KiB are 413 PAYLOAD_TOO_LARGE.
 //   - GET /system/logs takes limit 1..1000 (default 100), newest first.
+//   - The watch of the lock controllers (watch.go, WatchConfig) raises alerts — door_ajar,
+//     forced_open (the locker out of service, reason code FORCED_OPEN), item_left,
+//     controller_offline, controller_online — numbered per gateway and read with GET
+//     /alerts?after=&limit=1..1000&wait=0..25, a long poll; bad parameters are 422
+//     VALIDATION_ERROR as for every query.
 //   - Once a stop has begun (Server.Serve, Close), a request that would begin new work
 //     answers 503 GATEWAY_STOPPING, having done nothing; a repeat of an Idempotency-Key is
 //     still answered from its record, and once the database is closing a keyed request that
