@@ -96,6 +96,7 @@ type config struct {
 	openAttemptTimeout, openRetryDelay       time.Duration
 	openAttempts                             int
 	sensorTimeout, stopGrace                 time.Duration
+	watch                                    gateway.WatchConfig
 	doorCloseAfter, controllerLatency        time.Duration
 	logFormat, logLevel                      string
 	sim                                      simOptions
@@ -153,6 +154,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.sensorTimeout, "sensor-timeout", "LOCKERNET_GATEWAY_SENSOR_TIMEOUT", 2*time.Second, "timeout of a door-sensor or status read")
 	dur(&c.stopGrace, "stop-grace", "LOCKERNET_GATEWAY_STOP_GRACE", 0,
 		"how long a stop (SIGTERM, SIGINT) waits for the requests in flight to finish and record their results (0: the open policy's longest open + 5s)")
+	dur(&c.watch.Interval, "watch-interval", "LOCKERNET_GATEWAY_WATCH_INTERVAL", gateway.DefaultWatchInterval,
+		"how often the watch reads every lock controller's door sensors for alerts (GET /alerts; 0 = no watch)")
+	dur(&c.watch.DoorAjarAfter, "door-ajar-after", "LOCKERNET_GATEWAY_DOOR_AJAR_AFTER", gateway.DefaultDoorAjarAfter,
+		"a door open this long raises a door_ajar alert")
+	dur(&c.watch.ForcedOpenGrace, "forced-open-grace", "LOCKERNET_GATEWAY_FORCED_OPEN_GRACE", gateway.DefaultForcedOpenGrace,
+		"a door seen opening with no open sent by the gateway this long before raises forced_open and goes out of service")
+	integer(&c.watch.OfflineAfter, "offline-after", "LOCKERNET_GATEWAY_OFFLINE_AFTER", gateway.DefaultOfflineAfter,
+		"failed sensor reads in a row that raise controller_offline")
 	dur(&c.doorCloseAfter, "door-close-after", "LOCKERNET_GATEWAY_DOOR_CLOSE_AFTER", 10*time.Second, "simulated doors close this long after opening (0 = never)")
 	dur(&c.controllerLatency, "controller-latency", "LOCKERNET_GATEWAY_CONTROLLER_LATENCY", 50*time.Millisecond, "latency of every simulated controller command")
 	str(&c.logFormat, "log-format", "LOCKERNET_LOG_FORMAT", "json", "log format: json or text")
@@ -176,6 +185,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("durations must not be negative")
 	case c.sensorTimeout <= 0:
 		return c, errors.New("-sensor-timeout must be positive")
+	case c.watch.Interval < 0:
+		return c, errors.New("-watch-interval must not be negative (0 runs no watch)")
+	case c.watch.DoorAjarAfter <= 0, c.watch.ForcedOpenGrace <= 0:
+		return c, errors.New("-door-ajar-after and -forced-open-grace must be positive")
+	case c.watch.OfflineAfter < 1:
+		return c, errors.New("-offline-after must be at least 1")
 	}
 	return c, nil
 }
@@ -276,6 +291,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 		SensorTimeout: c.sensorTimeout,
 		StopGrace:     c.stopGrace,
+		Watch:         c.watch,
 		Version:       version,
 		Logger:        logger,
 	}, ctls...)

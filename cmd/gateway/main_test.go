@@ -36,6 +36,16 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, 3, c.openAttempts)
 	assert.Equal(t, time.Second, c.openRetryDelay)
 	assert.Zero(t, c.stopGrace, "zero: the gateway's default from the open policy")
+	assert.Equal(t, gateway.WatchConfig{Interval: time.Second, DoorAjarAfter: time.Minute, ForcedOpenGrace: 30 * time.Second, OfflineAfter: 3},
+		c.watch, "the watch runs by default")
+
+	c, err = parseConfig([]string{"-door-ajar-after", "5s"}, env(map[string]string{
+		"LOCKERNET_GATEWAY_WATCH_INTERVAL": "0s", "LOCKERNET_GATEWAY_DOOR_AJAR_AFTER": "10s", "LOCKERNET_GATEWAY_OFFLINE_AFTER": "5",
+	}), io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, c.watch.Interval, "0 runs no watch")
+	assert.Equal(t, 5*time.Second, c.watch.DoorAjarAfter)
+	assert.Equal(t, 5, c.watch.OfflineAfter)
 
 	c, err = parseConfig([]string{"-stop-grace", "90s"}, env(map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "30s"}), io.Discard)
 	require.NoError(t, err)
@@ -65,6 +75,10 @@ func TestParseConfig(t *testing.T) {
 		{"zero timeout", []string{"-open-attempt-timeout", "0s"}, nil, "open-attempt-timeout"},
 		{"negative stop grace", []string{"-stop-grace", "-1s"}, nil, "must not be negative"},
 		{"bad env stop grace", nil, map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "a while"}, "LOCKERNET_GATEWAY_STOP_GRACE"},
+		{"negative watch interval", []string{"-watch-interval", "-1s"}, nil, "watch-interval"},
+		{"zero door ajar", []string{"-door-ajar-after", "0s"}, nil, "door-ajar-after"},
+		{"zero offline reads", []string{"-offline-after", "0"}, nil, "offline-after"},
+		{"bad env watch interval", nil, map[string]string{"LOCKERNET_GATEWAY_WATCH_INTERVAL": "often"}, "LOCKERNET_GATEWAY_WATCH_INTERVAL"},
 		{"stray argument", []string{"serve"}, nil, "unexpected arguments"},
 		{"unknown flag", []string{"-colour", "blue"}, nil, "flag provided but not defined"},
 	}
@@ -185,7 +199,9 @@ func TestRunStopsAfterTheOpenInFlight(t *testing.T) {
 		addrc := make(chan string, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath},
+			// No watch: its sensor reads would share the bus (and the one slow answer) with the
+			// unlock whose frame the test waits for.
+			done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-secret", goodSecret, "-layout", layoutPath, "-watch-interval", "0"},
 				env(map[string]string{"LOCKERNET_DATA_DIR": dir}), logs, func(a string) { addrc <- a })
 		}()
 		select {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/httpserve"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -101,7 +102,10 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	}
 	g.Go(func() error {
 		sync := &gatewaysync.GatewaySync{Store: st, Keyring: ring, Logger: logger, Interval: cfg.GatewaySyncInterval, Keep: cfg.Retention.GatewayRequests}
-		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.Worker(cfg, sync, st, logger)...)
+		alerts := &gatewayalerts.Watcher{Store: st, Keyring: ring, Logger: logger, Keep: cfg.Retention.WebhookEvents,
+			Metrics: gatewayalerts.NewMetrics(reg)}
+		maintenance.Run(gctx, maintenance.NewMetrics(reg), logger, maintenance.Worker(cfg, sync, alerts, st, logger)...)
+		alerts.Wait()
 		return nil
 	})
 	latch.Ready(worker.HealthHandler(st, tc, reg))

@@ -32,6 +32,11 @@
 //     references are 422 VALIDATION_ERROR with details {field, reason}; unknown
 //     path ids are 404; bodies over 64 KiB are 413 PAYLOAD_TOO_LARGE.
 //   - GET /system/logs takes limit 1..1000 (default 100), newest first.
+//   - The watch of the lock controllers (watch.go, WatchConfig) raises alerts — door_ajar,
+//     forced_open (the locker out of service, reason code FORCED_OPEN), item_left,
+//     controller_offline, controller_online — numbered per gateway and read with GET
+//     /alerts?after=&limit=1..1000&wait=0..25, a long poll; bad parameters are 422
+//     VALIDATION_ERROR as for every query.
 //   - Once a stop has begun (Server.Serve, Close), a request that would begin new work
 //     answers 503 GATEWAY_STOPPING, having done nothing; a repeat of an Idempotency-Key is
 //     still answered from its record, and once the database is closing a keyed request that
@@ -111,6 +116,9 @@ type Config struct {
 	// flight get to finish and record their results before the database closes (default
 	// DefaultStopGrace of Open: 67 s for the design's policy).
 	StopGrace time.Duration
+	// Watch is the watch of the lock controllers (WatchConfig): alerts for GET /alerts.
+	// A zero Interval runs none.
+	Watch WatchConfig
 	// Version is reported by GET /system.
 	Version string
 	// Logger receives one line per request and the gateway's events
@@ -129,6 +137,7 @@ type Server struct {
 	started  time.Time
 	hostname string
 	metrics  *metrics
+	watch    *watch
 	sessions *sessions
 	logins   *loginThrottle
 	handler  http.Handler
@@ -210,6 +219,7 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 		started:  time.Now(),
 		hostname: hostname,
 		metrics:  newMetrics(),
+		watch:    newWatch(cfg.Watch),
 		sessions: newSessions(cfg.SessionTTL),
 		logins:   newLoginThrottle(),
 	}
@@ -223,6 +233,7 @@ func New(ctx context.Context, cfg Config, controllers ...lockctl.Controller) (*S
 	s.event(ctx, slog.LevelInfo, "gateway started", map[string]any{
 		"version": cfg.Version, "lockers": len(s.lockers), "banks": len(cfg.Layout.Banks),
 	})
+	s.startWatch()
 	return s, nil
 }
 
@@ -241,6 +252,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.awaitWork()
+		s.stopWatch()
 		if err := s.store.close(); err != nil {
 			s.closeErr = fmt.Errorf("close gateway database: %w", err)
 			return

@@ -12,6 +12,7 @@ type metrics struct {
 	requestDuration *prometheus.HistogramVec
 	doorOpens       *prometheus.CounterVec
 	openAttempts    *prometheus.CounterVec
+	alerts          *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -31,8 +32,12 @@ func newMetrics() *metrics {
 			Help: "Open commands sent to lock controllers by result (ok, comm_error, timeout, hardware_fault, outcome_unknown, error, cancelled), " +
 				"and door reads after an unconfirmed open (read_back_open, read_back_shut, read_back_failed).",
 		}, []string{"result"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_alerts_total",
+			Help: "Alerts raised by the watch of the lock controllers, by kind (door_ajar, forced_open, item_left, controller_offline, controller_online).",
+		}, []string{"kind"}),
 	}
-	m.registry.MustRegister(m.requestDuration, m.doorOpens, m.openAttempts,
+	m.registry.MustRegister(m.requestDuration, m.doorOpens, m.openAttempts, m.alerts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

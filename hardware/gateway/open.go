@@ -40,6 +40,13 @@ type openOutcome struct {
 func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 	b := s.hw.byCtl[lk.Controller]
 	pol := s.cfg.Open
+	// The watch must not take this door springing open for a forced one, nor read it, once
+	// shut again, as the door of an earlier pickup (a new use of the locker begins).
+	s.watch.noteOpen(lk.LockerID, time.Now())
+	defer func() { s.watch.noteOpen(lk.LockerID, time.Now()) }()
+	if err := s.store.dropPickupCheck(context.WithoutCancel(ctx), lk.LockerID); err != nil {
+		s.logger.WarnContext(ctx, "drop the pickup check of a locker being opened", "lockerId", lk.LockerID, "err", err)
+	}
 	var lastErr, unconfirmed error
 	for attempt := 1; attempt <= pol.Attempts; attempt++ {
 		if attempt > 1 {

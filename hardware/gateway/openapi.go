@@ -143,6 +143,19 @@ func OpenAPI() *huma.OpenAPI {
 			params: []*huma.Param{{Name: "limit", In: "query", Description: "Newest entries to return (default 100)",
 				Schema: &huma.Schema{Type: "integer", Minimum: floatPtr(1), Maximum: floatPtr(1000)}}},
 			responses: logsResponses},
+		{method: http.MethodGet, path: "/alerts", id: "list-alerts", summary: "Alerts of the lock-controller watch", tags: system,
+			desc: "The alerts raised by the watch of the lock controllers (door_ajar, forced_open, item_left, controller_offline, " +
+				"controller_online), oldest first, those with seq > after. A long poll: with wait > 0 and no such alert yet, the " +
+				"answer comes when one is raised, or after wait seconds with none, or at once when the gateway begins to stop.",
+			params: []*huma.Param{
+				{Name: "after", In: "query", Description: "Only alerts with a greater seq (default 0: from the oldest kept)",
+					Schema: &huma.Schema{Type: "integer", Minimum: floatPtr(0)}},
+				{Name: "limit", In: "query", Description: "At most this many alerts (default 100)",
+					Schema: &huma.Schema{Type: "integer", Minimum: floatPtr(1), Maximum: floatPtr(maxAlertLimit)}},
+				{Name: "wait", In: "query", Description: "Seconds to wait for an alert when there is none (default 0: answer at once)",
+					Schema: &huma.Schema{Type: "integer", Minimum: floatPtr(0), Maximum: floatPtr(MaxAlertWait)}},
+			},
+			responses: ok(http.StatusOK, "The alerts, and the after= of the next call", reflect.TypeFor[gwapi.AlertList]())},
 		{method: http.MethodGet, path: "/openapi.json", id: "openapi", summary: "This document", tags: system,
 			responses: ok(http.StatusOK, "The local API's OpenAPI 3.1 document", reflect.TypeFor[map[string]any]())},
 	}

@@ -61,11 +61,11 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	sort.Strings(ops)
 	assert.Equal(t, []string{
-		"delete /transactions/{transactionId}", "get /", "get /bank-types", "get /bank-types/{id}", "get /health",
+		"delete /transactions/{transactionId}", "get /", "get /alerts", "get /bank-types", "get /bank-types/{id}", "get /health",
 		"get /locker-types", "get /locker-types/{id}", "get /lockers", "get /lockers/config", "get /lockers/{lockerId}",
 		"get /openapi.json", "get /system", "get /system/logs", "get /transactions", "get /transactions/{transactionId}",
 		"patch /lockers/{lockerId}", "post /lockers/open-all", "post /lockers/{lockerId}/open", "post /system/heartbeat",
 		"post /transactions", "post /transactions/{transactionId}/open",
-	}, ops, "the seed's 19 local operations, and this document")
+	}, ops, "the seed's 19 local operations, this document and the watch's alerts")
 	assert.Empty(t, gw.Contract.Violations())
 }

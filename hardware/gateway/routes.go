@@ -89,6 +89,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/system/heartbeat", s.serve(s.heartbeat))
 		r.Get("/system", s.serve(s.system))
 		r.Get("/system/logs", s.serve(s.systemLogs))
+		r.Get("/alerts", s.serve(s.listAlerts))
 
 		r.Get("/openapi.json", s.serve(s.openAPIDocument))
 	})

@@ -15,6 +15,8 @@ type (
 	BankLocker                   = gwapi.BankLocker
 	System                       = gwapi.System
 	LogEntry                     = gwapi.LogEntry
+	Alert                        = gwapi.Alert
+	AlertList                    = gwapi.AlertList
 	TransactionResponse          = gwapi.TransactionResponse
 	TransactionConflict          = gwapi.TransactionConflict
 	OperationResponse            = gwapi.OperationResponse

@@ -97,6 +97,21 @@ type work struct {
 	state workState
 	zero  chan struct{} // closed when n drops to 0; a new one each time n leaves 0
 	until time.Time     // the latest the stop waits (set by its start)
+	// stopc is closed when the stop begins: long polls (GET /alerts) answer at once.
+	stopc chan struct{}
+}
+
+// stopped is closed once the stop has begun.
+func (w *work) stopped() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopc == nil {
+		w.stopc = make(chan struct{})
+		if w.state != acceptingWork {
+			close(w.stopc)
+		}
+	}
+	return w.stopc
 }
 
 type workState int
@@ -163,6 +178,9 @@ func (w *work) stop(grace time.Duration) (until time.Time, running int, closing 
 	if w.state == acceptingWork {
 		w.state = stoppingWork
 		w.until = time.Now().Add(grace)
+		if w.stopc != nil {
+			close(w.stopc)
+		}
 	}
 	return w.until, w.n, w.state == closedWork
 }

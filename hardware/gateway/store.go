@@ -72,6 +72,27 @@ CREATE INDEX idempotent_requests_created_at ON idempotent_requests (created_at);
 ALTER TABLE idempotent_requests ADD COLUMN method TEXT;
 ALTER TABLE idempotent_requests ADD COLUMN path TEXT;
 `,
+	// The watch (watch.go): its alerts, numbered for GET /alerts?after=; when a transaction's
+	// door was last opened under it; and the pickups whose door is still to be read shut
+	// (a released transaction that was opened: item_left).
+	`
+CREATE TABLE alerts (
+	seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind           TEXT NOT NULL,
+	locker_id      INTEGER,
+	bank_id        INTEGER NOT NULL,
+	controller_id  TEXT NOT NULL,
+	at             TEXT NOT NULL,
+	message        TEXT NOT NULL,
+	transaction_id TEXT
+);
+ALTER TABLE transactions ADD COLUMN opened_at TEXT;
+CREATE TABLE pickup_checks (
+	locker_id      INTEGER PRIMARY KEY,
+	transaction_id TEXT NOT NULL,
+	released_at    TEXT NOT NULL
+);
+`,
 }
 
 // keepLogEntries bounds the event log's operational entries, keepSecurityEntries its

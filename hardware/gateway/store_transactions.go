@@ -162,6 +162,15 @@ func (s *store) release(ctx context.Context, id string, now time.Time) (transact
 		if _, err := tx.ExecContext(ctx, `UPDATE transactions SET released_at = ? WHERE transaction_id = ?`, formatTime(now), id); err != nil {
 			return fmt.Errorf("release transaction: %w", interpretError(err))
 		}
+		// A transaction opened at least once ends in a pickup: its door is to be read shut
+		// and empty (the watch's item_left).
+		if _, err := tx.ExecContext(ctx, `
+INSERT INTO pickup_checks (locker_id, transaction_id, released_at)
+SELECT locker_id, transaction_id, ? FROM transactions WHERE transaction_id = ? AND opened_at IS NOT NULL
+ON CONFLICT (locker_id) DO UPDATE SET transaction_id = excluded.transaction_id, released_at = excluded.released_at`,
+			formatTime(now), id); err != nil {
+			return fmt.Errorf("arm pickup check: %w", interpretError(err))
+		}
 		released = t
 		return nil
 	})

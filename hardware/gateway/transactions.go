@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,6 +263,10 @@ func (s *Server) openTransaction(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, err := s.openAndRecord(r.Context(), lk, "transaction", map[string]any{"transactionId": t.ID}); err != nil {
 		return err
+	}
+	// Its release is then a pickup, whose door the watch reads for an item left (item_left).
+	if err := s.store.markOpened(context.WithoutCancel(r.Context()), t.ID, time.Now()); err != nil {
+		s.logger.WarnContext(r.Context(), "mark transaction opened", "transactionId", t.ID, "err", err)
 	}
 	writeOpened(w, lk)
 	return nil

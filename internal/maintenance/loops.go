@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
@@ -51,6 +52,18 @@ func GatewaySync(tick time.Duration, g *gatewaysync.GatewaySync) Loop {
 // whose month the history loop dropped.
 func GatewayRequestPrune(every time.Duration, g *gatewaysync.GatewaySync) Loop {
 	return Loop{Name: "gateway_request_prune", Every: every, AtStart: true, Pass: g.Prune}
+}
+
+// GatewayAlerts claims the gateways whose alert long poll no process holds and starts their
+// polls (they run until the process stops: gatewayalerts.Watcher.Wait).
+func GatewayAlerts(tick time.Duration, w *gatewayalerts.Watcher) Loop {
+	return Loop{Name: "gateway_alerts", Every: tick, AtStart: true, Pass: w.Claim}
+}
+
+// GatewayAlertPrune deletes the gateway alerts kept past their retention (their webhook
+// events go with the events' own).
+func GatewayAlertPrune(every time.Duration, w *gatewayalerts.Watcher) Loop {
+	return Loop{Name: "gateway_alert_prune", Every: every, AtStart: true, Pass: w.Prune}
 }
 
 // ExpirySweep writes back the holds lapsed for longer than ExpiryGrace that their
@@ -137,11 +150,13 @@ type WorkerStore interface {
 }
 
 // Worker is the worker's loops.
-func Worker(cfg config.Config, g *gatewaysync.GatewaySync, st WorkerStore, logger *slog.Logger) []Loop {
+func Worker(cfg config.Config, g *gatewaysync.GatewaySync, a *gatewayalerts.Watcher, st WorkerStore, logger *slog.Logger) []Loop {
 	return []Loop{
 		PickupDue(cfg.PickupDueInterval, st),
 		GatewaySync(cfg.GatewaySyncTick, g),
 		GatewayRequestPrune(cfg.GatewayPruneInterval, g),
+		GatewayAlerts(cfg.GatewaySyncTick, a),
+		GatewayAlertPrune(cfg.GatewayPruneInterval, a),
 		ExpirySweep(cfg.ExpirySweepInterval, st, logger),
 		HistoryPartitions(cfg.HistoryInterval, st, logger, HistoryRetention(cfg.Retention)),
 		HistoryMove(cfg.HistoryMoveInterval, cfg.HistoryMoveAfter, st, logger),

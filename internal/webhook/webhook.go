@@ -29,6 +29,7 @@ var Types = []string{
 	"gateway_request.completed", "gateway_request.failed",
 	"gateway.offline", "gateway.online",
 	"parcel.pickup_reminder", "parcel.pickup_extended", "parcel.overdue", "parcel.return_requested", "parcel.returned",
+	"locker.door_ajar", "locker.forced_open", "locker.item_left", "gateway.controller_offline", "gateway.controller_online",
 	"webhook.test",
 }
 

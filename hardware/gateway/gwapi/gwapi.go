@@ -205,3 +205,47 @@ type PatchLockerBody struct {
 	ReasonCode   *string `json:"reasonCode,omitempty"`
 	Reason       *string `json:"reason,omitempty"`
 }
+
+// Alert kinds (GET /alerts): what the gateway's watch of its lock controllers saw.
+const (
+	// AlertDoorAjar: a door stayed open longer than the gateway's door-ajar setting.
+	AlertDoorAjar = "door_ajar"
+	// AlertForcedOpen: a door was seen opening with no open sent by the gateway for it
+	// recently; the locker is taken out of service (reason code FORCED_OPEN).
+	AlertForcedOpen = "forced_open"
+	// AlertItemLeft: the door of a transaction released after an open under it reads shut
+	// with the presence sensor on.
+	AlertItemLeft = "item_left"
+	// AlertControllerOffline: a lock controller failed several sensor reads in a row.
+	AlertControllerOffline = "controller_offline"
+	// AlertControllerOnline: a controller reported offline answers again.
+	AlertControllerOnline = "controller_online"
+)
+
+// AlertKinds lists every alert kind.
+var AlertKinds = []string{AlertDoorAjar, AlertForcedOpen, AlertItemLeft, AlertControllerOffline, AlertControllerOnline}
+
+// ReasonForcedOpen is the reason code of a locker taken out of service by a forced_open alert.
+const ReasonForcedOpen = "FORCED_OPEN"
+
+// Alert is one condition the gateway's watch raised, in the order raised.
+type Alert struct {
+	Seq          int64   `json:"seq" doc:"Increasing per gateway, never reused; pass the last one seen as after="`
+	Kind         string  `json:"kind" enum:"door_ajar,forced_open,item_left,controller_offline,controller_online"`
+	GatewayID    string  `json:"gatewayId"`
+	LockerID     *int    `json:"lockerId" doc:"The locker (null for controller alerts)"`
+	LockerName   *string `json:"lockerName" doc:"The label on its door (null for controller alerts)"`
+	BankID       int     `json:"bankId"`
+	ControllerID string  `json:"controllerId"`
+	At           string  `json:"at" format:"date-time" doc:"When the watch saw the condition"`
+	Message      string  `json:"message"`
+	// TransactionID is the released transaction of an item_left alert.
+	TransactionID *string `json:"transactionId,omitempty" doc:"item_left: the released transaction"`
+}
+
+// AlertList is the answer of GET /alerts.
+type AlertList struct {
+	Alerts []Alert `json:"alerts" doc:"Alerts with seq > after, oldest first"`
+	// Next is the after= of the next call: the last alert's seq, or after when there was none.
+	Next int64 `json:"next" doc:"The after= of the next call"`
+}

@@ -19,6 +19,10 @@ const maxControlBody = 64 << 10
 //	DELETE /sim/stats                    → 204, counters zeroed
 //	GET    /sim/doors                    → {"<lockerId>": {"open": bool, "itemInside": bool}}
 //	POST   /sim/lockers/{lockerId}/close {"itemInside": bool} → 200 {"lockerId", "doorOpen": false, "itemInside"}
+//	POST   /sim/lockers/{lockerId}/force-open → 200 {"lockerId", "doorOpen": true}: the door opened by hand, no pulse
+//
+// A door left open is one opened and not closed (DoorCloseAfter zero, or before it); an item
+// left is a door closed with itemInside; an absent controller is the controller_unreachable mode.
 func (s *Sim) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sim/faults", s.handleSetFaults)
@@ -34,6 +38,7 @@ func (s *Sim) ControlHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /sim/doors", s.handleDoors)
 	mux.HandleFunc("POST /sim/lockers/{lockerId}/close", s.handleCloseDoor)
+	mux.HandleFunc("POST /sim/lockers/{lockerId}/force-open", s.handleForceOpen)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such simulator operation", nil)
 	})
@@ -83,6 +88,15 @@ func (s *Sim) handleCloseDoor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
+}
+
+func (s *Sim) handleForceOpen(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.Atoi(r.PathValue("lockerId"))
+	if err != nil || !s.ForceOpen(id) {
+		writeError(w, http.StatusNotFound, "LOCKER_NOT_FOUND", "no such locker", nil)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": true})
 }
 
 // DecodeBody reads the optional JSON object body of a /sim/* request (64 KiB at

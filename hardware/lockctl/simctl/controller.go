@@ -242,6 +242,24 @@ func (c *Controller) CloseDoor(channel int, itemInside bool) bool {
 	return true
 }
 
+// ForceOpen opens a door without a pulse of its lock (not counted as an actuation), as a
+// door pried open would be; it stays open until CloseDoor. It reports false for an unknown
+// channel.
+func (c *Controller) ForceOpen(channel int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.doors[channel]
+	if !ok {
+		return false
+	}
+	d.open = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	return true
+}
+
 // Opens returns the number of real actuations per channel.
 func (c *Controller) Opens() map[int]int {
 	c.mu.Lock()

@@ -284,6 +284,16 @@ func (s *Sim) CloseDoor(lockerID int, itemInside bool) bool {
 	return ref.ctl.CloseDoor(ref.channel, itemInside)
 }
 
+// ForceOpen opens a locker's door by hand with no open command, as a door pried open would
+// be; it reports false for an unknown locker.
+func (s *Sim) ForceOpen(lockerID int) bool {
+	ref, ok := s.lockers[lockerID]
+	if !ok {
+		return false
+	}
+	return ref.ctl.ForceOpen(ref.channel)
+}
+
 // Close releases hanging requests and stops pending automatic door closes. The
 // listeners handed out by Listener stay the caller's to close.
 func (s *Sim) Close() {

@@ -186,6 +186,8 @@ func TestControlHandler(t *testing.T) {
 		{name: "too large", path: "/sim/faults", body: `{"mode":"` + strings.Repeat("x", 70<<10) + `"}`, wantStatus: 413, wantError: "PAYLOAD_TOO_LARGE"},
 		{name: "close door", path: "/sim/lockers/101/close", body: `{"itemInside":true}`, wantStatus: 200},
 		{name: "close unknown door", path: "/sim/lockers/999/close", body: `{}`, wantStatus: 404, wantError: "LOCKER_NOT_FOUND"},
+		{name: "force a door open", path: "/sim/lockers/102/force-open", wantStatus: 200},
+		{name: "force an unknown door open", path: "/sim/lockers/999/force-open", wantStatus: 404, wantError: "LOCKER_NOT_FOUND"},
 		{name: "back to none", path: "/sim/faults", body: `{"mode":"none"}`, wantStatus: 200},
 	}
 	for _, tc := range tests {
@@ -198,6 +200,9 @@ func TestControlHandler(t *testing.T) {
 	d, ok := s.Door(101)
 	require.True(t, ok)
 	assert.True(t, d.ItemInside)
+	d, ok = s.Door(102)
+	require.True(t, ok)
+	assert.True(t, d.Open, "forced open")
 
 	resp, err := http.Get(srv.URL + "/sim/stats")
 	require.NoError(t, err)
@@ -205,6 +210,7 @@ func TestControlHandler(t *testing.T) {
 	var st simctl.Stats
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	assert.Len(t, st.Opens, 3)
+	assert.Zero(t, st.Opens["102"], "a door forced open is no actuation")
 }
 
 // TestListenerUnreachable checks that mode "unreachable" refuses connections

@@ -74,6 +74,8 @@ type Options struct {
 	// StopGrace is the gateway's stop grace (default gateway.DefaultStopGrace of the open
 	// policy).
 	StopGrace time.Duration
+	// Watch is the gateway's watch of its controllers (default none: a zero Interval).
+	Watch gateway.WatchConfig
 	// WrapController, when set, wraps each simulated controller the gateway drives (on every
 	// start), e.g. to look at the gateway's database when a lock is pulsed.
 	WrapController func(lockctl.Controller) lockctl.Controller
@@ -207,6 +209,7 @@ func Launch(ctx context.Context, opts Options) (*Gateway, error) {
 		cfg: gateway.Config{
 			GatewayID: id, Secret: secret, DBPath: dbPath, Layout: *layout,
 			Open: policy, SensorTimeout: sensor, Version: version, Logger: logger, StopGrace: opts.StopGrace,
+			Watch: opts.Watch,
 		},
 	}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
@@ -196,6 +197,7 @@ func exportedMetrics(t *testing.T) func(string) bool {
 		(&store.Store{}).PoolCollector(), sweeper.NewLagCollector(nil, logger), activities.NewGatewaySeenCollector(nil, logger),
 		activities.NewPickupCollector(nil, logger))
 	activities.NewGatewayMetrics(wk)
+	gatewayalerts.NewMetrics(wk)
 
 	gw := gatewaytest.Start(t, gatewaytest.Options{})
 

@@ -13,6 +13,7 @@ import (
 	"github.com/lockernet/lockernet/apiserver"
 	"github.com/lockernet/lockernet/hardware/gateway"
 	"github.com/lockernet/lockernet/internal/dev/gatewaytest"
+	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/keyring"
@@ -83,6 +84,25 @@ func (e *Env) StartGatewaySync(t testing.TB, interval time.Duration) {
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// StartGatewayAlerts runs the worker's gateway alert loop (one long poll per online gateway,
+// of wait seconds) as a process named holder, counting into m (nil: not counted), until the
+// test ends, and returns its watcher. Two calls with different holders are two workers
+// sharing the gateways through their leases.
+func (e *Env) StartGatewayAlerts(t testing.TB, holder string, wait time.Duration, m *gatewayalerts.Metrics) *gatewayalerts.Watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	w := &gatewayalerts.Watcher{Store: e.Store, Keyring: e.Keyring, Logger: e.Logger, Holder: holder, PollWait: wait,
+		Backoff: 200 * time.Millisecond, Metrics: m}
+	go func() {
+		maintenance.Run(ctx, nil, e.Logger, maintenance.GatewayAlerts(100*time.Millisecond, w))
+		w.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
 }
 
 // WaitLockersMirrored waits until the gateway sync has mirrored the n lockers of g into

@@ -114,6 +114,7 @@ func (c *Control) SetFaults(f simctl.Faults) error {
 //	DELETE /sim/stats                    → 204, counters zeroed
 //	GET    /sim/doors                    → {"<lockerId>": {"open": bool, "itemInside": bool}}
 //	POST   /sim/lockers/{lockerId}/close {"itemInside": bool} → 200 {"lockerId", "doorOpen": false, "itemInside"}
+//	POST   /sim/lockers/{lockerId}/force-open → 200 {"lockerId", "doorOpen": true}: the door opened by hand, no pulse
 //
 // Modes: the simulator's (simctl.Modes; hardware_fault is a jammed lock, controller_unreachable
 // and controller_hang an absent board, controller_slow a slow answer, flaky dropped unlocks)
@@ -177,6 +178,15 @@ func (c *Control) Handler() http.Handler {
 		}
 		p.Bus.CloseDoor(p.Address, p.Lock, body.ItemInside)
 		simctl.WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": false, "itemInside": body.ItemInside})
+	})
+	mux.HandleFunc("POST /sim/lockers/{lockerId}/force-open", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.Atoi(r.PathValue("lockerId"))
+		p, ok := c.Lockers[id]
+		if err != nil || !ok || !p.Bus.ForceOpen(p.Address, p.Lock) {
+			simctl.WriteError(w, http.StatusNotFound, "LOCKER_NOT_FOUND", "no such locker")
+			return
+		}
+		simctl.WriteJSON(w, http.StatusOK, map[string]any{"lockerId": id, "doorOpen": true})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		simctl.WriteError(w, http.StatusNotFound, "NOT_FOUND", "no such simulator operation")

@@ -72,6 +72,17 @@ func TestControl(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lockctl.Door{ItemInside: true}, doors[1])
 
+	// A door opened by hand: it reads open through the driver, and no lock pulsed.
+	status, body = do(http.MethodPost, "/sim/lockers/101/force-open", "")
+	require.Equal(t, http.StatusOK, status, body)
+	assert.JSONEq(t, `{"lockerId":101,"doorOpen":true}`, body)
+	doors, err = ctl1.Doors(ctx)
+	require.NoError(t, err)
+	assert.True(t, doors[1].Open)
+	assert.Equal(t, 1, emu.Pulses(1, 1), "only the jammed pulse of before")
+	status, body = do(http.MethodPost, "/sim/lockers/101/close", `{}`)
+	require.Equal(t, http.StatusOK, status, body)
+
 	// A bus fault by name, limited to one frame; then none.
 	status, body = do(http.MethodPost, "/sim/faults", `{"mode":"no_answer","failures":1}`)
 	require.Equal(t, http.StatusOK, status, body)
@@ -102,6 +113,7 @@ func TestControl(t *testing.T) {
 		{http.MethodPost, "/sim/faults", `{"mode":"none","x":"` + strings.Repeat("a", 70<<10) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
 		{http.MethodPost, "/sim/lockers/999/close", `{}`, 404, "LOCKER_NOT_FOUND"},
 		{http.MethodPost, "/sim/lockers/abc/close", `{}`, 404, "LOCKER_NOT_FOUND"},
+		{http.MethodPost, "/sim/lockers/999/force-open", "", 404, "LOCKER_NOT_FOUND"},
 		{http.MethodGet, "/sim/nothing", "", 404, "NOT_FOUND"},
 	} {
 		status, body := do(tc.method, tc.path, tc.body)

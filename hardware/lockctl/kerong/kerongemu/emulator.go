@@ -205,6 +205,23 @@ func (e *Emulator) CloseDoor(boardAddr, lock int, itemInside bool) bool {
 	return true
 }
 
+// ForceOpen opens a door by hand with no pulse of its lock (not counted), as a door pried
+// open would be; it stays open until CloseDoor. It reports false for an unknown board or lock.
+func (e *Emulator) ForceOpen(boardAddr, lock int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := e.door(boardAddr, lock)
+	if d == nil {
+		return false
+	}
+	d.open = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	return true
+}
+
 func (e *Emulator) door(boardAddr, lock int) *door {
 	b := e.boards[boardAddr]
 	if b == nil || lock < 1 || lock > len(b.doors) {
