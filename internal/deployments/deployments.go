@@ -219,7 +219,7 @@ func (a *Admin) SetCurrentWhenPolled(ctx context.Context, buildID string, wait t
 	deadline := time.Now().Add(wait)
 	for {
 		ch, err := a.SetCurrent(ctx, buildID)
-		if err == nil || !retryable(err) {
+		if err == nil || !(retryable(err) || (transient(err) && ctx.Err() == nil)) {
 			return ch, err
 		}
 		if time.Now().After(deadline) {
@@ -240,6 +240,16 @@ func retryable(err error) bool {
 	var nf *serviceerror.NotFound
 	var unknown *UnknownBuildError
 	return errors.Is(err, ErrNoDeployment) || errors.As(err, &unknown) || errors.As(err, &fp) || errors.As(err, &nf)
+}
+
+// transient errors are a busy or briefly unreachable server's (a call that ran out of its own
+// time while the caller's has not): worth another try within the wait, as when a stack restarts
+// on a Temporal still working off a backlog.
+func transient(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	var un *serviceerror.Unavailable
+	var re *serviceerror.ResourceExhausted
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de) || errors.As(err, &un) || errors.As(err, &re)
 }
 
 // Ramp sends percent (0-100) of new runs to buildID instead of the current build; an
