@@ -74,143 +74,155 @@ type LocationIDPath struct {
 	LocationID int64 `path:"location_id" minimum:"1"`
 }
 
+type pickupPolicyOut struct{ Body PickupPolicyBody }
+
+// PickupWindowsOut is the list of pickup windows.
+type PickupWindowsOut struct {
+	Body struct {
+		Data []AppPickupWindowBody `json:"data"`
+	}
+}
+
 func (s *Server) registerPickupPolicies(api huma.API) {
-	tags := []string{"Pickup windows"}
-	for _, scope := range []struct{ path, what string }{
-		{"/pickup-policy", "the organization's"},
-		{"/locations/{location_id}/pickup-policy", "a location's override of the organization's"},
+	for _, scope := range []struct{ path, what, suffix string }{
+		{"/pickup-policy", "the organization's", ""},
+		{"/locations/{location_id}/pickup-policy", "a location's override of the organization's", "-of-location"},
 	} {
-		perLocation := strings.Contains(scope.path, "{location_id}")
-		suffix := ""
-		if perLocation {
-			suffix = "-of-location"
-		}
-		// One handler per operation for both scopes: loc is nil for the organization's policy.
-		get := func(ctx context.Context, loc *int64) (*struct{ Body PickupPolicyBody }, error) {
-			p, err := s.deps.Store.PickupPolicy(ctx, appKey(ctx).OrganizationID, loc)
-			if err != nil {
-				return nil, s.appError(ctx, "pickup policy", err)
-			}
-			return &struct{ Body PickupPolicyBody }{Body: pickupPolicyBody(p)}, nil
-		}
-		put := func(ctx context.Context, loc *int64, req PickupPolicyRequest) (*struct{ Body PickupPolicyBody }, error) {
-			k := appKey(ctx)
-			if !k.OrgWide() {
-				return nil, s.appError(ctx, "pickup policy", errForbidden("only an organization admin key may set pickup policies"))
-			}
-			onExpiry := req.OnExpiry
-			if onExpiry == "" {
-				onExpiry = store.OnExpiryNotify
-			}
-			p := store.PickupPolicy{OrgID: k.OrganizationID, LocationID: loc, WindowSeconds: req.WindowSeconds,
-				ReminderOffsets: req.ReminderOffsetsSeconds, MaxExtensions: req.MaxExtensions, ExtensionSeconds: req.ExtensionSeconds,
-				OnExpiry: onExpiry}
-			var saved store.PickupPolicy
-			var retimed []store.PickupWindow
-			err := s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
-				var err error
-				if saved, retimed, err = tx.SetPickupPolicy(ctx, p, req.ApplyToOpenWindows); err != nil {
-					return nil, err
-				}
-				items := make([]store.OutboxItem, len(retimed))
-				for i, w := range retimed {
-					items[i] = outbox.PickupWindowItem(w, true)
-				}
-				return items, nil
+		getOp, putOp, delOp := pickupPolicyOps(scope.path, scope.what, scope.suffix)
+		if scope.suffix == "" {
+			huma.Register(api, getOp, func(ctx context.Context, _ *struct{}) (*pickupPolicyOut, error) { return s.getPickupPolicy(ctx, nil) })
+			huma.Register(api, putOp, func(ctx context.Context, in *struct{ Body PickupPolicyRequest }) (*pickupPolicyOut, error) {
+				return s.setPickupPolicy(ctx, nil, in.Body)
 			})
-			if err != nil {
-				return nil, s.appError(ctx, "pickup policy", err)
-			}
-			body := pickupPolicyBody(saved)
-			if req.ApplyToOpenWindows {
-				n := len(retimed)
-				body.RetimedWindows = &n
-			}
-			return &struct{ Body PickupPolicyBody }{Body: body}, nil
-		}
-		del := func(ctx context.Context, loc *int64) (*struct{}, error) {
-			k := appKey(ctx)
-			if !k.OrgWide() {
-				return nil, s.appError(ctx, "pickup policy", errForbidden("only an organization admin key may remove pickup policies"))
-			}
-			if err := s.deps.Store.DeletePickupPolicy(ctx, k.OrganizationID, loc); err != nil {
-				return nil, s.appError(ctx, "pickup policy", err)
-			}
-			return &struct{}{}, nil
-		}
-		getOp := op(huma.Operation{OperationID: "get-pickup-policy" + suffix, Method: http.MethodGet, Path: scope.path, Tags: tags,
-			Summary:     "Get " + scope.what + " pickup policy",
-			Description: "404 when none is set (without a policy, drop-offs open no pickup window).", Security: needsAppKey})
-		putOp := op(huma.Operation{OperationID: "set-pickup-policy" + suffix, Method: http.MethodPut, Path: scope.path, Tags: tags,
-			Summary: "Set " + scope.what + " pickup policy",
-			Description: "Needs an organization admin key. Applies to drop-offs from now on; running windows keep theirs unless " +
-				"apply_to_open_windows. A location's policy wins over the organization's for drop-offs at that location.",
-			Security: needsAppKey})
-		delOp := op(huma.Operation{OperationID: "delete-pickup-policy" + suffix, Method: http.MethodDelete, Path: scope.path, Tags: tags,
-			Summary:     "Remove " + scope.what + " pickup policy",
-			Description: "Needs an organization admin key. Running windows keep their policy.", DefaultStatus: http.StatusNoContent,
-			Security: needsAppKey})
-		if !perLocation {
-			huma.Register(api, getOp, func(ctx context.Context, _ *struct{}) (*struct{ Body PickupPolicyBody }, error) { return get(ctx, nil) })
-			huma.Register(api, putOp, func(ctx context.Context, in *struct{ Body PickupPolicyRequest }) (*struct{ Body PickupPolicyBody }, error) {
-				return put(ctx, nil, in.Body)
-			})
-			huma.Register(api, delOp, func(ctx context.Context, _ *struct{}) (*struct{}, error) { return del(ctx, nil) })
+			huma.Register(api, delOp, func(ctx context.Context, _ *struct{}) (*struct{}, error) { return s.deletePickupPolicy(ctx, nil) })
 			continue
 		}
-		huma.Register(api, getOp, func(ctx context.Context, in *LocationIDPath) (*struct{ Body PickupPolicyBody }, error) {
-			return get(ctx, &in.LocationID)
+		huma.Register(api, getOp, func(ctx context.Context, in *LocationIDPath) (*pickupPolicyOut, error) {
+			return s.getPickupPolicy(ctx, &in.LocationID)
 		})
 		huma.Register(api, putOp, func(ctx context.Context, in *struct {
 			LocationIDPath
 			Body PickupPolicyRequest
-		}) (*struct{ Body PickupPolicyBody }, error) {
-			return put(ctx, &in.LocationID, in.Body)
+		}) (*pickupPolicyOut, error) {
+			return s.setPickupPolicy(ctx, &in.LocationID, in.Body)
 		})
-		huma.Register(api, delOp, func(ctx context.Context, in *LocationIDPath) (*struct{}, error) { return del(ctx, &in.LocationID) })
+		huma.Register(api, delOp, func(ctx context.Context, in *LocationIDPath) (*struct{}, error) {
+			return s.deletePickupPolicy(ctx, &in.LocationID)
+		})
 	}
-
 	huma.Register(api, op(huma.Operation{
-		OperationID: "list-pickup-windows", Method: http.MethodGet, Path: "/pickup-windows", Tags: tags,
+		OperationID: "list-pickup-windows", Method: http.MethodGet, Path: "/pickup-windows", Tags: []string{"Pickup windows"},
 		Summary: "List pickup windows",
 		Description: "The live windows of the key's scope (open, overdue, return_requested), the earliest end first; status= " +
 			"selects one status (closed ones too), overdue=true only windows past their end, location_id= one location.",
 		Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		LocationID string `query:"location_id" maxLength:"20" doc:"Optional: one location of the key's scope"`
-		Status     string `query:"status" enum:"open,overdue,return_requested,picked_up,returned," doc:"Optional"`
-		Overdue    bool   `query:"overdue"`
-		Limit      int    `query:"limit" minimum:"0" maximum:"500" doc:"At most this many (default and most 500)"`
-	}) (*struct {
-		Body struct {
-			Data []AppPickupWindowBody `json:"data"`
+	}), s.listPickupWindows)
+}
+
+// pickupPolicyOps are the get, set and delete operations of a policy at path.
+func pickupPolicyOps(path, what, suffix string) (get, put, del huma.Operation) {
+	tags := []string{"Pickup windows"}
+	get = op(huma.Operation{OperationID: "get-pickup-policy" + suffix, Method: http.MethodGet, Path: path, Tags: tags,
+		Summary:     "Get " + what + " pickup policy",
+		Description: "404 when none is set (without a policy, drop-offs open no pickup window).", Security: needsAppKey})
+	put = op(huma.Operation{OperationID: "set-pickup-policy" + suffix, Method: http.MethodPut, Path: path, Tags: tags,
+		Summary: "Set " + what + " pickup policy",
+		Description: "Needs an organization admin key. Applies to drop-offs from now on; running windows keep theirs unless " +
+			"apply_to_open_windows. A location's policy wins over the organization's for drop-offs at that location.",
+		Security: needsAppKey})
+	del = op(huma.Operation{OperationID: "delete-pickup-policy" + suffix, Method: http.MethodDelete, Path: path, Tags: tags,
+		Summary:     "Remove " + what + " pickup policy",
+		Description: "Needs an organization admin key. Running windows keep their policy.", DefaultStatus: http.StatusNoContent,
+		Security: needsAppKey})
+	return get, put, del
+}
+
+// getPickupPolicy answers the policy of the organization (loc nil) or of one of its locations.
+func (s *Server) getPickupPolicy(ctx context.Context, loc *int64) (*pickupPolicyOut, error) {
+	p, err := s.deps.Store.PickupPolicy(ctx, appKey(ctx).OrganizationID, loc)
+	if err != nil {
+		return nil, s.appError(ctx, "pickup policy", err)
+	}
+	return &pickupPolicyOut{Body: pickupPolicyBody(p)}, nil
+}
+
+// setPickupPolicy saves a policy; with apply_to_open_windows the windows it re-times have their
+// workflows told, in the same transaction.
+func (s *Server) setPickupPolicy(ctx context.Context, loc *int64, req PickupPolicyRequest) (*pickupPolicyOut, error) {
+	k := appKey(ctx)
+	if !k.OrgWide() {
+		return nil, s.appError(ctx, "pickup policy", errForbidden("only an organization admin key may set pickup policies"))
+	}
+	onExpiry := req.OnExpiry
+	if onExpiry == "" {
+		onExpiry = store.OnExpiryNotify
+	}
+	p := store.PickupPolicy{OrgID: k.OrganizationID, LocationID: loc, WindowSeconds: req.WindowSeconds,
+		ReminderOffsets: req.ReminderOffsetsSeconds, MaxExtensions: req.MaxExtensions, ExtensionSeconds: req.ExtensionSeconds,
+		OnExpiry: onExpiry}
+	var saved store.PickupPolicy
+	var retimed []store.PickupWindow
+	err := s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+		var err error
+		if saved, retimed, err = tx.SetPickupPolicy(ctx, p, req.ApplyToOpenWindows); err != nil {
+			return nil, err
 		}
-	}, error) {
-		k := appKey(ctx)
-		f := store.PickupWindowFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID, Status: in.Status, Overdue: in.Overdue, Limit: in.Limit}
-		if id := strings.TrimSpace(in.LocationID); id != "" {
-			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil || n < 1 {
-				return nil, s.appError(ctx, "pickup windows", invalidField("location_id must be a positive integer id", "query.location_id", in.LocationID, "not an id"))
-			}
-			if err := s.deps.Store.LocationOfOrg(ctx, k.OrganizationID, n); err != nil {
-				return nil, s.appError(ctx, "location", err)
-			}
-			f.LocationID = &n
+		items := make([]store.OutboxItem, len(retimed))
+		for i, w := range retimed {
+			items[i] = outbox.PickupWindowItem(w, true)
 		}
-		ws, err := s.deps.Store.PickupWindows(ctx, f)
-		if err != nil {
-			return nil, s.appError(ctx, "pickup windows", err)
-		}
-		out := &struct {
-			Body struct {
-				Data []AppPickupWindowBody `json:"data"`
-			}
-		}{}
-		out.Body.Data = make([]AppPickupWindowBody, len(ws))
-		for i, w := range ws {
-			out.Body.Data[i] = appPickupWindowBody(w)
-		}
-		return out, nil
+		return items, nil
 	})
+	if err != nil {
+		return nil, s.appError(ctx, "pickup policy", err)
+	}
+	body := pickupPolicyBody(saved)
+	if req.ApplyToOpenWindows {
+		n := len(retimed)
+		body.RetimedWindows = &n
+	}
+	return &pickupPolicyOut{Body: body}, nil
+}
+
+// deletePickupPolicy removes a policy; running windows keep theirs.
+func (s *Server) deletePickupPolicy(ctx context.Context, loc *int64) (*struct{}, error) {
+	k := appKey(ctx)
+	if !k.OrgWide() {
+		return nil, s.appError(ctx, "pickup policy", errForbidden("only an organization admin key may remove pickup policies"))
+	}
+	if err := s.deps.Store.DeletePickupPolicy(ctx, k.OrganizationID, loc); err != nil {
+		return nil, s.appError(ctx, "pickup policy", err)
+	}
+	return &struct{}{}, nil
+}
+
+// listPickupWindows lists the windows of the key's scope.
+func (s *Server) listPickupWindows(ctx context.Context, in *struct {
+	LocationID string `query:"location_id" maxLength:"20" doc:"Optional: one location of the key's scope"`
+	Status     string `query:"status" enum:"open,overdue,return_requested,picked_up,returned," doc:"Optional"`
+	Overdue    bool   `query:"overdue"`
+	Limit      int    `query:"limit" minimum:"0" maximum:"500" doc:"At most this many (default and most 500)"`
+}) (*PickupWindowsOut, error) {
+	k := appKey(ctx)
+	f := store.PickupWindowFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID, Status: in.Status, Overdue: in.Overdue, Limit: in.Limit}
+	if id := strings.TrimSpace(in.LocationID); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n < 1 {
+			return nil, s.appError(ctx, "pickup windows", invalidField("location_id must be a positive integer id", "query.location_id", in.LocationID, "not an id"))
+		}
+		if err := s.deps.Store.LocationOfOrg(ctx, k.OrganizationID, n); err != nil {
+			return nil, s.appError(ctx, "location", err)
+		}
+		f.LocationID = &n
+	}
+	ws, err := s.deps.Store.PickupWindows(ctx, f)
+	if err != nil {
+		return nil, s.appError(ctx, "pickup windows", err)
+	}
+	out := &PickupWindowsOut{}
+	out.Body.Data = make([]AppPickupWindowBody, len(ws))
+	for i, w := range ws {
+		out.Body.Data[i] = appPickupWindowBody(w)
+	}
+	return out, nil
 }

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
@@ -55,6 +55,53 @@ func runWindows(ctx context.Context, b *bench, n int) (windowsResult, error) {
 	// Aim the end well after the last start (about 150 starts a second here).
 	pickupBy := time.Now().Add(time.Duration(float64(n)/100+30) * time.Second).Truncate(time.Second)
 	res := windowsResult{Windows: n, PickupBy: pickupBy}
+	items, err := openBenchWindows(ctx, b, n, pickupBy)
+	if err != nil {
+		return res, err
+	}
+	logf("pickup windows: %d windows end at %s; starting their workflows", n, pickupBy.Format(time.TimeOnly))
+	if err := startWindowWorkflows(ctx, b, items); err != nil {
+		return res, err
+	}
+	res.StartsDrainedBefore = time.Until(pickupBy)
+	logf("pickup windows: every workflow started %s before the end", res.StartsDrainedBefore.Round(time.Second))
+
+	// Wait until every window is marked (or nothing moved for 2 min), then read the marks.
+	if err := waitProgress(ctx, 2*time.Minute, func() (int, bool, error) {
+		var left int
+		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pickup_windows WHERE organization_id = $1 AND status = 'open'`, b.data.orgID).Scan(&left)
+		return -left, left == 0, err
+	}); err != nil {
+		return res, err
+	}
+	marked, err := readMarks(ctx, b, &res)
+	if err != nil {
+		return res, err
+	}
+	logf("pickup windows: %d of %d marked overdue within 1 s of the end; the last %s after it", res.Within, n, res.AllMarkedAfter.Round(time.Millisecond))
+
+	// Wait for the deliveries: every event, or nothing new for 2 min.
+	if err := waitProgress(ctx, 2*time.Minute, func() (int, bool, error) {
+		c := rc.count()
+		return c, c >= marked, nil
+	}); err != nil {
+		return res, err
+	}
+	rc.mu.Lock()
+	res.Delivered, res.Repeats, res.Refused = len(rc.arrived), rc.repeats, rc.refused
+	for _, at := range rc.arrived {
+		res.AllDeliveredAfter = max(res.AllDeliveredAfter, at.Sub(pickupBy))
+	}
+	rc.mu.Unlock()
+	res.Delivery = rc.latency.summary()
+	logf("pickup windows: %d of %d events delivered (%d repeats); the last %s after the end", res.Delivered, marked, res.Repeats,
+		res.AllDeliveredAfter.Round(time.Second))
+	return res, resetBench(ctx, b.pool, b.data.orgID)
+}
+
+// openBenchWindows inserts n open windows on the first n bench lockers, all ending at pickupBy,
+// and returns their workflows' starts.
+func openBenchWindows(ctx context.Context, b *bench, n int, pickupBy time.Time) ([]store.OutboxItem, error) {
 	ids := make([]int64, n)
 	for i, l := range b.data.flowLockers[:n] {
 		ids[i] = l.ID
@@ -68,27 +115,22 @@ func runWindows(ctx context.Context, b *bench, n int) (windowsResult, error) {
 		FROM lockers k WHERE k.id = ANY($1::bigint[])
 		RETURNING id, organization_id, location_id, tower_id, locker_id`, ids, pickupBy, benchClientID)
 	if err != nil {
-		return res, fmt.Errorf("open bench windows: %w", err)
+		return nil, fmt.Errorf("open bench windows: %w", err)
 	}
-	var items []store.OutboxItem
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.OutboxItem, error) {
 		w := store.PickupWindow{Status: store.WindowOpen, PickupBy: pickupBy}
-		if err := rows.Scan(&w.ID, &w.OrgID, &w.LocationID, &w.TowerID, &w.LockerID); err != nil {
-			rows.Close()
-			return res, err
-		}
-		items = append(items, outbox.PickupWindowItem(w, false))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, err
-	}
-	// Started here, 32 at a time, as the outbox's dispatcher would start each (a drop-off hands
-	// its window's start to the dispatcher right after its commit); the outbox's sweep alone
-	// starts about 40 a second, too slow to make 10,000 before a common end.
-	logf("pickup windows: %d windows end at %s; starting their workflows", n, pickupBy.Format(time.TimeOnly))
+		err := r.Scan(&w.ID, &w.OrgID, &w.LocationID, &w.TowerID, &w.LockerID)
+		return outbox.PickupWindowItem(w, false), err
+	})
+}
+
+// startWindowWorkflows starts the windows' workflows, 32 at a time, as the outbox's dispatcher
+// would start each (a drop-off hands its window's start to the dispatcher right after its
+// commit); the outbox's sweep alone starts about 40 a second, too slow to make 10,000 before a
+// common end.
+func startWindowWorkflows(ctx context.Context, b *bench, items []store.OutboxItem) error {
 	if b.temporal == nil {
-		return res, fmt.Errorf("pickup windows: Temporal cannot be reached")
+		return fmt.Errorf("pickup windows: Temporal cannot be reached")
 	}
 	var failed atomic.Int64
 	sem := make(chan struct{}, 32)
@@ -109,80 +151,58 @@ func runWindows(ctx context.Context, b *bench, n int) (windowsResult, error) {
 	}
 	wg.Wait()
 	if f := failed.Load(); f > 0 {
-		return res, fmt.Errorf("pickup windows: %d of %d workflow starts failed", f, n)
+		return fmt.Errorf("pickup windows: %d of %d workflow starts failed", f, len(items))
 	}
-	res.StartsDrainedBefore = time.Until(pickupBy)
-	logf("pickup windows: every workflow started %s before the end", res.StartsDrainedBefore.Round(time.Second))
+	return nil
+}
 
-	// Wait until every window is marked (or nothing moved for 2 min), then read the marks.
-	last, lastLeft := time.Now(), -1
-	for {
-		var left int
-		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pickup_windows WHERE organization_id = $1 AND status = 'open'`,
-			b.data.orgID).Scan(&left); err != nil {
-			return res, err
+// waitProgress polls read until it says done, ctx ends, or its progress figure stayed the same
+// for idle.
+func waitProgress(ctx context.Context, idle time.Duration, read func() (progress int, done bool, err error)) error {
+	last, lastProgress := time.Now(), 0
+	for first := true; ; first = false {
+		progress, done, err := read()
+		if err != nil || done || ctx.Err() != nil {
+			return err
 		}
-		if left == 0 || time.Since(last) > 2*time.Minute || ctx.Err() != nil {
-			break
+		if first || progress != lastProgress {
+			last, lastProgress = time.Now(), progress
 		}
-		if left != lastLeft {
-			last, lastLeft = time.Now(), left
+		if time.Since(last) > idle {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	marks := newSample("overdue mark recorded after the end")
-	var eventIDs []uuid.UUID
-	rows, err = b.pool.Query(ctx, `
-		SELECT e.id, e.created_at FROM webhook_events e
+}
+
+// readMarks reads the bench windows' parcel.overdue events into res (each one's lag after the
+// end) and returns how many there are.
+func readMarks(ctx context.Context, b *bench, res *windowsResult) (int, error) {
+	rows, err := b.pool.Query(ctx, `
+		SELECT e.created_at FROM webhook_events e
 		WHERE e.organization_id = $1 AND e.type = 'parcel.overdue' AND e.created_at >= $2::timestamptz - interval '1 minute'`,
-		b.data.orgID, pickupBy)
+		b.data.orgID, res.PickupBy)
 	if err != nil {
-		return res, err
+		return 0, err
 	}
-	for rows.Next() {
-		var id uuid.UUID
-		var at time.Time
-		if err := rows.Scan(&id, &at); err != nil {
-			rows.Close()
-			return res, err
-		}
-		eventIDs = append(eventIDs, id)
-		lag := at.Sub(pickupBy)
+	ats, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return 0, err
+	}
+	marks := newSample("overdue mark recorded after the end")
+	for _, at := range ats {
+		lag := at.Sub(res.PickupBy)
 		marks.add(lag)
 		if lag <= time.Second {
 			res.Within++
 		}
 		res.AllMarkedAfter = max(res.AllMarkedAfter, lag)
 	}
-	rows.Close()
-	for range n - len(eventIDs) {
+	for range res.Windows - len(ats) {
 		marks.fail()
 	}
 	res.Marked = marks.summary()
-	logf("pickup windows: %d of %d marked overdue within 1 s of the end; the last %s after it", res.Within, n, res.AllMarkedAfter.Round(time.Millisecond))
-
-	// Wait for the deliveries: every event, or nothing new for 2 min.
-	last, lastCount := time.Now(), -1
-	for {
-		c := rc.count()
-		if c >= len(eventIDs) || time.Since(last) > 2*time.Minute || ctx.Err() != nil {
-			break
-		}
-		if c != lastCount {
-			last, lastCount = time.Now(), c
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	rc.mu.Lock()
-	res.Delivered, res.Repeats, res.Refused = len(rc.arrived), rc.repeats, rc.refused
-	for _, at := range rc.arrived {
-		res.AllDeliveredAfter = max(res.AllDeliveredAfter, at.Sub(pickupBy))
-	}
-	rc.mu.Unlock()
-	res.Delivery = rc.latency.summary()
-	logf("pickup windows: %d of %d events delivered (%d repeats); the last %s after the end", res.Delivered, len(eventIDs), res.Repeats,
-		res.AllDeliveredAfter.Round(time.Second))
-	return res, resetBench(ctx, b.pool, b.data.orgID)
+	return len(ats), nil
 }
 
 func (r *windowsResult) markdown(w writer) {
