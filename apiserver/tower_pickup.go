@@ -117,13 +117,12 @@ func (s *Server) registerPickupWindows(api huma.API) {
 		Body LockerTokenRequest
 	}) (*struct{ Body ReturnBody }, error) {
 		p := principal(ctx)
-		// The window's refusals first (no window, already picked up), with their own words; the
-		// transaction below checks again under the locks.
-		if cur, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err != nil || !cur.Live() {
-			if err == nil {
-				err = cur.ClosedError()
-			}
-			return nil, s.towerError(ctx, "pickup window", err)
+		// A parcel already picked up or returned is refused in those words (the locker is free by
+		// then, and the token's own refusal would only name its status); every other refusal comes
+		// from the transaction below, under the locks: no window of the caller's → 409, another
+		// organization's locker → 404.
+		if cur, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err == nil && !cur.Live() {
+			return nil, s.towerError(ctx, "pickup window", cur.ClosedError())
 		}
 		var w store.PickupWindow
 		token, err := s.issueToken(ctx, in.TowerID, in.LockerID, store.TokenPickup, in.Body,
