@@ -135,6 +135,21 @@ func TestPickupWindows(t *testing.T) {
 		assert.Nil(t, m["location_id"])
 		r = appDo(t, e, http.MethodGet, "/pickup-policy", nil)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+		// A sub-organization's key reads the policy but may not change it.
+		sp := e.Creds.ServiceProvider
+		r = appDo(t, e, http.MethodPost, "/auth/api-key", map[string]any{"client_id": sp.ClientID, "client_secret": sp.ClientSecret,
+			"organization_id": e.Creds.OrganizationID, "sub_organization_id": e.Creds.SubOrganizationID})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		subKey := map[string]string{"x-api-key": r.Map(t)["api_key"].(string)}
+		r = testenv.DoWithHeaders(t, http.MethodGet, e.URL+"/pickup-policy", subKey, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		for _, method := range []string{http.MethodPut, http.MethodDelete} {
+			r = testenv.DoWithHeaders(t, method, e.URL+"/pickup-policy", subKey, map[string]any{"window_seconds": 60})
+			requireProblem(t, r, http.StatusForbidden)
+		}
+		r = testenv.DoWithHeaders(t, http.MethodGet, e.URL+"/pickup-windows", subKey, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	})
 
 	t.Run("reminder, extension, overdue, return", func(t *testing.T) {
