@@ -31,6 +31,9 @@ const (
 	OnExpiryRequestReturn = "request_return"
 )
 
+// returnReasonRanOut is parcel.return_requested's reason when the window ran out.
+const returnReasonRanOut = "window_ran_out"
+
 // Event types of pickup windows (DESIGN §10's list, extended; docs/pickup-windows.md).
 const (
 	EventTypeParcelPickupReminder  = "parcel.pickup_reminder"
@@ -162,14 +165,24 @@ const windowFrom = ` FROM pickup_windows w JOIN lockers k ON k.id = w.locker_id`
 func scanWindow(row pgx.Row) (PickupWindow, error) {
 	var w PickupWindow
 	var offs []int32
-	err := row.Scan(&w.ID, &w.OrgID, &w.LocationID, &w.TowerID, &w.LockerID, &w.LockerName, &w.ClientID, &w.DropoffTokenID,
-		&w.Status, &w.OpenedAt, &w.PickupBy, &w.WindowSeconds, &offs, &w.RemindersSent, &w.MaxExtensions,
-		&w.ExtensionsUsed, &w.ExtensionSeconds, &w.OnExpiry, &w.OverdueAt, &w.ReturnRequestedAt, &w.ReturnTokenIDs, &w.ClosedAt)
-	w.ReminderOffsets = make([]int, len(offs))
-	for i, o := range offs {
-		w.ReminderOffsets[i] = int(o)
-	}
+	err := row.Scan(windowDest(&w, &offs)...)
+	w.ReminderOffsets = ints(offs)
 	return w, err
+}
+
+// windowDest are the scan destinations of windowColumns; offs receives the reminder offsets.
+func windowDest(w *PickupWindow, offs *[]int32) []any {
+	return []any{&w.ID, &w.OrgID, &w.LocationID, &w.TowerID, &w.LockerID, &w.LockerName, &w.ClientID, &w.DropoffTokenID,
+		&w.Status, &w.OpenedAt, &w.PickupBy, &w.WindowSeconds, offs, &w.RemindersSent, &w.MaxExtensions,
+		&w.ExtensionsUsed, &w.ExtensionSeconds, &w.OnExpiry, &w.OverdueAt, &w.ReturnRequestedAt, &w.ReturnTokenIDs, &w.ClosedAt}
+}
+
+func ints(v []int32) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = int(x)
+	}
+	return out
 }
 
 func int32s(v []int) []int32 {
@@ -450,34 +463,51 @@ func (s *Store) stepWindow(ctx context.Context, w *PickupWindow, now time.Time) 
 }
 
 // MarkDuePickupWindows is the due pass's batch: up to limit open windows past their end, the
-// earliest first, each marked overdue as its workflow's step would (with its events), in one
-// transaction; windows another pass or a workflow holds are skipped, and a workflow that fires
-// later finds the mark made. It returns the windows it marked. Many windows ending in the same
-// second are marked here in batches instead of one workflow task each.
+// earliest first, each marked overdue as its workflow's step would mark it (windowOverdue: the
+// same statuses and events), in one transaction; windows another pass or a workflow holds are
+// skipped, and a workflow that fires later finds the mark made. It returns the windows it
+// marked. The batch is set-based — one statement marks every window and reads its locker, one
+// records every event — so thousands of windows ending in the same second are marked within
+// it instead of one workflow task (or one round trip) each.
 func (s *Store) MarkDuePickupWindows(ctx context.Context, limit int) ([]PickupWindow, error) {
 	var marked []PickupWindow
 	err := s.WithTx(ctx, func(tx *Store) error {
-		rows, err := tx.db.Query(ctx, `SELECT `+windowColumns+windowFrom+`
-			WHERE w.closed_at IS NULL AND w.status = 'open' AND w.pickup_by <= now()
-			ORDER BY w.pickup_by LIMIT $1 FOR UPDATE OF w SKIP LOCKED`, limit)
+		rows, err := tx.db.Query(ctx, `
+			WITH due AS (
+			    SELECT id FROM pickup_windows
+			    WHERE closed_at IS NULL AND status = 'open' AND pickup_by <= now()
+			    ORDER BY pickup_by LIMIT $1 FOR UPDATE SKIP LOCKED
+			), w AS (
+			    UPDATE pickup_windows w
+			    SET status = CASE w.on_expiry WHEN $2 THEN $3 ELSE $4 END, overdue_at = w.pickup_by,
+			        return_requested_at = CASE w.on_expiry WHEN $2 THEN now() END
+			    FROM due WHERE w.id = due.id
+			    RETURNING w.*
+			)
+			SELECT `+eventLockerColumns+`, `+windowColumns+`
+			FROM w JOIN lockers k ON k.id = w.locker_id JOIN locker_types lt ON lt.id = k.locker_type_id
+			     JOIN locations l ON l.id = k.location_id
+			ORDER BY w.pickup_by`, limit, OnExpiryRequestReturn, WindowReturnRequested, WindowOverdue)
 		if err != nil {
-			return fmt.Errorf("due pickup windows: %w", translate(err))
+			return fmt.Errorf("mark due pickup windows: %w", translate(err))
 		}
-		ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PickupWindow, error) { return scanWindow(r) })
-		if err != nil {
-			return fmt.Errorf("due pickup windows: %w", translate(err))
-		}
-		now, err := tx.now(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range ws {
-			if err := tx.stepWindow(ctx, &ws[i], now); err != nil {
-				return err
+		var evs []Event
+		marked, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (PickupWindow, error) {
+			var w PickupWindow
+			var offs []int32
+			locker, subOrg, err := scanEventLocker(r, windowDest(&w, &offs)...)
+			if err != nil {
+				return w, err
 			}
+			w.ReminderOffsets = ints(offs)
+			evs = append(evs, overdueEvents(w, locker, subOrg)...)
+			return w, nil
+		})
+		if err != nil {
+			return fmt.Errorf("mark due pickup windows: %w", translate(err))
 		}
-		marked = ws
-		return nil
+		_, err = tx.RecordEvents(ctx, evs)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -502,13 +532,23 @@ func (s *Store) windowOverdue(ctx context.Context, w *PickupWindow, now time.Tim
 	if status == WindowReturnRequested {
 		w.ReturnRequestedAt = &now
 	}
-	if err := s.recordWindowEvent(ctx, EventTypeParcelOverdue, *w, nil); err != nil {
-		return err
+	locker, subOrg, err := s.eventLocker(ctx, w.LockerID)
+	if err != nil {
+		return fmt.Errorf("record %s: %w", EventTypeParcelOverdue, err)
 	}
-	if status == WindowReturnRequested {
-		return s.recordWindowEvent(ctx, EventTypeParcelReturnRequested, *w, map[string]any{"reason": "window_ran_out"})
+	_, err = s.RecordEvents(ctx, overdueEvents(*w, locker, subOrg))
+	return err
+}
+
+// overdueEvents are the events of window w marked overdue: parcel.overdue, and with the
+// policy's request_return also parcel.return_requested.
+func overdueEvents(w PickupWindow, locker EventLocker, subOrg *int64) []Event {
+	evs := []Event{{OrgID: w.OrgID, SubOrgID: subOrg, Type: EventTypeParcelOverdue, Data: EventParcel{Locker: locker, Window: w.Event()}}}
+	if w.Status == WindowReturnRequested {
+		evs = append(evs, Event{OrgID: w.OrgID, SubOrgID: subOrg, Type: EventTypeParcelReturnRequested,
+			Data: EventParcel{Locker: locker, Window: w.Event(), Detail: map[string]any{"reason": returnReasonRanOut}}})
 	}
-	return nil
+	return evs
 }
 
 // PickupWindowFor is the caller's latest window of a locker (live or closed): the parcel it
@@ -700,15 +740,21 @@ type EventParcel struct {
 
 // recordWindowEvent records event typ of window w, with the locker as it is now.
 func (s *Store) recordWindowEvent(ctx context.Context, typ string, w PickupWindow, detail map[string]any) error {
-	locker, subOrg, err := scanEventLocker(s.db.QueryRow(ctx, `SELECT `+eventLockerColumns+`
-		FROM lockers k JOIN locker_types lt ON lt.id = k.locker_type_id JOIN locations l ON l.id = k.location_id
-		WHERE k.id = $1`, w.LockerID))
+	locker, subOrg, err := s.eventLocker(ctx, w.LockerID)
 	if err != nil {
-		return fmt.Errorf("record %s: %w", typ, translate(err))
+		return fmt.Errorf("record %s: %w", typ, err)
 	}
 	_, err = s.RecordEvent(ctx, Event{OrgID: w.OrgID, SubOrgID: subOrg, Type: typ,
 		Data: EventParcel{Locker: locker, Window: w.Event(), Detail: detail}})
 	return err
+}
+
+// eventLocker reads locker id as events show it, with its location's sub-organization.
+func (s *Store) eventLocker(ctx context.Context, id int64) (EventLocker, *int64, error) {
+	k, subOrg, err := scanEventLocker(s.db.QueryRow(ctx, `SELECT `+eventLockerColumns+`
+		FROM lockers k JOIN locker_types lt ON lt.id = k.locker_type_id JOIN locations l ON l.id = k.location_id
+		WHERE k.id = $1`, id))
+	return k, subOrg, translate(err)
 }
 
 // PickupStats are the live windows' figures the metrics export.

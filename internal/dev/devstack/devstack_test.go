@@ -20,8 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/deployments"
-	"github.com/lockernet/lockernet/internal/dev/syncbuf"
-	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/temporalclient"
 )
@@ -94,47 +92,9 @@ func TestEmbeddedShapeRestartsADeadChild(t *testing.T) {
 		t.Skip("starts the embedded Temporal server and every service")
 	}
 	binDir := buildBinaries(t, false)
-	dbURL := testenv.NewDatabase(t)
-	addrs := freeAddrs(t, 8)
-	env := map[string]string{
-		"DATABASE_URL": dbURL, "LOCKERNET_DATA_DIR": t.TempDir(), "TEMPORAL_ADDRESS": "",
-		"LOCKERNET_API_ADDR": addrs[0], "LOCKERNET_WORKER_ADDR": addrs[1], "LOCKERNET_TOWERSIM_ADDR": addrs[2],
-		"LOCKERNET_GW1_ADDR": addrs[3], "LOCKERNET_GW1_SIM_ADDR": addrs[4], "LOCKERNET_GW2_ADDR": addrs[5], "LOCKERNET_GW2_SIM_ADDR": addrs[6],
-		"LOCKERNET_ADMIN_ADDR":    addrs[7],
-		"LOCKERNET_TEMPORAL_PORT": strconv.Itoa(freeTemporalPorts(t)), "LOCKERNET_TEMPORAL_UI_PORT": "0",
-		"LOCKERNET_DEBUG_ADDR": "", "LOCKERNET_API_DEBUG_ADDR": "", "LOCKERNET_WORKER_DEBUG_ADDR": "",
-		"LOCKERNET_LOG_LEVEL": "warn",
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	s, err := LoadSettings()
-	require.NoError(t, err)
-	s.BinDir = binDir
-	ready := make(chan struct{})
-	s.OnReady = func() { close(ready) }
-
-	out := &syncbuf.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(done)
-		runErr = Run(ctx, s, slog.New(slog.NewTextHandler(out, nil)), out)
-	}()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("stack output (tail):\n%s", out.Tail(8000))
-		}
-	})
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatalf("the stack stopped during start-up: %v\n%s", runErr, out.Tail(8000))
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("the stack did not come up within 4 minutes\n%s", out.Tail(8000))
-	}
+	s := embeddedStackSettings(t, binDir)
+	stack := startEmbeddedStack(t, s)
+	ctx := context.Background()
 	creds, err := seed.ReadCredentials(filepath.Join(s.DataDir, seed.CredentialsFile))
 	require.NoError(t, err)
 	gw := creds.Gateways[0]
@@ -212,15 +172,15 @@ func TestEmbeddedShapeRestartsADeadChild(t *testing.T) {
 	assert.NotContains(t, results, false, "the apiserver's /healthz answered at every probe while the others restarted")
 
 	select {
-	case <-done:
-		t.Fatalf("the stack stopped when a child died: %v", runErr)
+	case <-stack.done:
+		t.Fatalf("the stack stopped when a child died: %v", stack.err)
 	default:
 	}
 	for _, n := range []string{"apiserver", "gw-0002", "towersim"} {
 		assert.Equal(t, before[n], readPid(t, filepath.Join(runDir, n+".pid")), "%s kept running", n)
 		assert.NoError(t, syscall.Kill(before[n], 0), "%s's process is alive", n)
 	}
-	logs := out.String()
+	logs := stack.out.String()
 	assert.Contains(t, logs, "process died; restarting it")
 	assert.Contains(t, logs, "name=worker")
 	assert.Contains(t, logs, "name=gw-0001")
@@ -238,13 +198,8 @@ func TestEmbeddedShapeRestartsADeadChild(t *testing.T) {
 	for _, n := range names {
 		last = append(last, readPid(t, filepath.Join(runDir, n+".pid")))
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the stack did not stop within 60 s of Ctrl-C")
-	}
-	require.NoError(t, runErr)
+	stack.stop(t)
+	require.NoError(t, stack.err)
 	for i, n := range names {
 		assert.ErrorIs(t, syscall.Kill(last[i], 0), syscall.ESRCH, "%s is stopped", n)
 		assert.NoFileExists(t, filepath.Join(runDir, n+".pid"))
