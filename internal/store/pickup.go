@@ -31,6 +31,12 @@ const (
 	OnExpiryRequestReturn = "request_return"
 )
 
+// markOverdue is the SET clause that marks window w (the alias) overdue when it runs out: from
+// its end, and with the policy's request_return marked for return now as well. The workflow's
+// step and the due pass's batch both mark with it.
+const markOverdue = `status = CASE w.on_expiry WHEN '` + OnExpiryRequestReturn + `' THEN '` + WindowReturnRequested + `' ELSE '` + WindowOverdue + `' END,
+	overdue_at = w.pickup_by, return_requested_at = CASE w.on_expiry WHEN '` + OnExpiryRequestReturn + `' THEN now() END`
+
 // returnReasonRanOut is parcel.return_requested's reason when the window ran out.
 const returnReasonRanOut = "window_ran_out"
 
@@ -449,7 +455,7 @@ func (s *Store) stepWindow(ctx context.Context, w *PickupWindow, now time.Time) 
 		return nil
 	}
 	if !w.PickupBy.After(now) {
-		return s.windowOverdue(ctx, w, now)
+		return s.windowOverdue(ctx, w)
 	}
 	due := w.remindersDue(now)
 	if due <= w.RemindersSent {
@@ -478,16 +484,13 @@ func (s *Store) MarkDuePickupWindows(ctx context.Context, limit int) ([]PickupWi
 			    WHERE closed_at IS NULL AND status = 'open' AND pickup_by <= now()
 			    ORDER BY pickup_by LIMIT $1 FOR UPDATE SKIP LOCKED
 			), w AS (
-			    UPDATE pickup_windows w
-			    SET status = CASE w.on_expiry WHEN $2 THEN $3 ELSE $4 END, overdue_at = w.pickup_by,
-			        return_requested_at = CASE w.on_expiry WHEN $2 THEN now() END
-			    FROM due WHERE w.id = due.id
+			    UPDATE pickup_windows w SET `+markOverdue+` FROM due WHERE w.id = due.id
 			    RETURNING w.*
 			)
 			SELECT `+eventLockerColumns+`, `+windowColumns+`
 			FROM w JOIN lockers k ON k.id = w.locker_id JOIN locker_types lt ON lt.id = k.locker_type_id
 			     JOIN locations l ON l.id = k.location_id
-			ORDER BY w.pickup_by`, limit, OnExpiryRequestReturn, WindowReturnRequested, WindowOverdue)
+			ORDER BY w.pickup_by`, limit)
 		if err != nil {
 			return fmt.Errorf("mark due pickup windows: %w", translate(err))
 		}
@@ -515,22 +518,12 @@ func (s *Store) MarkDuePickupWindows(ctx context.Context, limit int) ([]PickupWi
 	return marked, nil
 }
 
-func (s *Store) windowOverdue(ctx context.Context, w *PickupWindow, now time.Time) error {
-	status := WindowOverdue
-	if w.OnExpiry == OnExpiryRequestReturn {
-		status = WindowReturnRequested
-	}
-	_, err := s.db.Exec(ctx, `
-		UPDATE pickup_windows SET status = $2, overdue_at = pickup_by,
-		       return_requested_at = CASE WHEN $2 = 'return_requested' THEN $3::timestamptz END
-		WHERE id = $1`, w.ID, status, now)
+// windowOverdue marks window w overdue (markOverdue) under its row lock and records its events.
+func (s *Store) windowOverdue(ctx context.Context, w *PickupWindow) error {
+	err := s.db.QueryRow(ctx, `UPDATE pickup_windows w SET `+markOverdue+` WHERE w.id = $1
+		RETURNING w.status, w.overdue_at, w.return_requested_at`, w.ID).Scan(&w.Status, &w.OverdueAt, &w.ReturnRequestedAt)
 	if err != nil {
 		return fmt.Errorf("mark parcel overdue: %w", translate(err))
-	}
-	at := w.PickupBy
-	w.Status, w.OverdueAt = status, &at
-	if status == WindowReturnRequested {
-		w.ReturnRequestedAt = &now
 	}
 	locker, subOrg, err := s.eventLocker(ctx, w.LockerID)
 	if err != nil {
