@@ -71,7 +71,8 @@ func CloudSettingsFromConfig(cfg config.Config) CloudSettings {
 	c := CloudSettings{
 		TaskQueue: cfg.GatewayTaskQueue, RateLimit: cfg.GatewayRateLimit, IdempotencyTTL: cfg.IdempotencyTTL, Environment: cfg.Environment,
 		MaxWaiters: cfg.MaxWaiters,
-		Policy:     cfg.GatewayPolicy(),
+		Policy: gatewayreq.Policy{CallTimeout: cfg.GatewayCallTimeout, HardwareTimeout: cfg.GatewayHardwareTimeout,
+			DispatchAttempts: cfg.GatewayDispatchAttempts},
 	}
 	if cfg.V1DeprecatedAt != nil {
 		c.Deprecation = &Deprecation{At: *cfg.V1DeprecatedAt, Link: cfg.V1SunsetLink}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockernet/lockernet/activities"
 	"github.com/lockernet/lockernet/internal/config"
+	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/webhook"
 )
@@ -15,7 +16,8 @@ import (
 // registered on reg.
 func Activities(cfg config.Config, st *store.Store, ring activities.SecretOpener, reg prometheus.Registerer) *activities.Activities {
 	return &activities.Activities{Reservations: st, Tokens: st, AccessCodes: st, Pickups: st,
-		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: cfg.GatewayPolicy()},
+		Gateways: activities.GatewayDeps{Store: st, Keyring: ring, Metrics: activities.NewGatewayMetrics(reg), Policy: gatewayreq.Policy{
+			CallTimeout: cfg.GatewayCallTimeout, HardwareTimeout: cfg.GatewayHardwareTimeout, DispatchAttempts: cfg.GatewayDispatchAttempts}},
 		Webhooks: &activities.WebhookDeps{Store: st, Keyring: ring, Policy: webhook.Policy{Strict: cfg.WebhookStrict()},
 			Schedule: cfg.WebhookSchedule, Timeout: cfg.WebhookTimeout, Metrics: activities.NewWebhookMetrics(reg)}}
 }

@@ -21,6 +21,12 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 )
 
+// Secrets of the right strength: 32 random bytes as hex and as base64.
+const (
+	goodSecret = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
+	envSecret  = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
+)
+
 // runningGateway is a gateway process and what it logs.
 type runningGateway struct {
 	addr   string

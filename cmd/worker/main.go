@@ -23,6 +23,7 @@ import (
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/partitions"
 	"github.com/lockernet/lockernet/internal/process"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
@@ -57,7 +58,7 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger), activities.NewPickupCollector(st, logger),
-		activities.NewWebhookBacklogCollector(st, logger), sweeper.NewHistoryCollector(st, logger))
+		activities.NewWebhookBacklogCollector(st, logger), partitions.NewHistoryCollector(st, logger))
 	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
 	sdkMetrics, err := worker.NewMetrics(reg, logger)
 	if err != nil {

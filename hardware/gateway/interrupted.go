@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lockernet/lockernet/hardware/lockctl"
 )
@@ -93,12 +92,8 @@ func (s *Server) readDoor(ctx context.Context, lk lockerInfo) (opened bool, err 
 	pol := s.cfg.Open
 	for attempt := 1; attempt <= pol.Attempts; attempt++ {
 		if attempt > 1 {
-			t := time.NewTimer(pol.RetryDelay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return false, fmt.Errorf("read door of locker %d: %w (after %w)", lk.LockerID, ctx.Err(), err)
-			case <-t.C:
+			if stop := lockctl.Sleep(ctx, pol.RetryDelay); stop != nil {
+				return false, fmt.Errorf("read door of locker %d: %w (after %w)", lk.LockerID, stop, err)
 			}
 		}
 		opened, err = s.readBackDoor(ctx, b, lk)

@@ -50,16 +50,12 @@ func (s *Server) openDoor(ctx context.Context, lk lockerInfo) openOutcome {
 	var lastErr, unconfirmed error
 	for attempt := 1; attempt <= pol.Attempts; attempt++ {
 		if attempt > 1 {
-			t := time.NewTimer(pol.RetryDelay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if stop := lockctl.Sleep(ctx, pol.RetryDelay); stop != nil {
 				if unconfirmed != nil {
 					return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w: %w (and %w)",
-						lk.LockerID, errOpenUnconfirmed, unconfirmed, ctx.Err())})
+						lk.LockerID, errOpenUnconfirmed, unconfirmed, stop)})
 				}
-				return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w", lk.LockerID, ctx.Err())})
-			case <-t.C:
+				return s.openDone(lk, openOutcome{Attempts: attempt - 1, Err: fmt.Errorf("open locker %d: %w", lk.LockerID, stop)})
 			}
 		}
 		if unconfirmed != nil {

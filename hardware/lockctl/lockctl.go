@@ -21,6 +21,7 @@ package lockctl
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 var (
@@ -71,4 +72,20 @@ type Status struct {
 // unmoved, the only kind of failure a door open may be retried on.
 func Retryable(err error) bool {
 	return errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrHardwareFault) && !errors.Is(err, ErrOutcomeUnknown)
+}
+
+// Sleep waits d, or less when ctx ends first: then it returns ctx's error. It is the pause
+// between a driver's or the gateway's attempts, and a simulated command's latency.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

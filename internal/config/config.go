@@ -82,8 +82,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockernet/lockernet/internal/gatewayreq"
 )
 
 // Config holds every setting of the service processes. Each process reads the fields it needs.
@@ -140,7 +138,7 @@ type Config struct {
 	SDKCommandTTL    time.Duration
 
 	// Webhook deliveries (webhooks.go).
-	WebhookSchedule []time.Duration
+	WebhookSchedule []time.Duration // as set; nil: webhook.DefaultRetrySchedule
 	WebhookTimeout  time.Duration
 
 	// The background loops' intervals (internal/maintenance).
@@ -304,13 +302,6 @@ func (c *Config) loadGateway() error {
 		return errors.New("LOCKERNET_CUSTOMER_V1_SUNSET_AT and _SUNSET_LINK need LOCKERNET_CUSTOMER_V1_DEPRECATED_AT")
 	}
 	return nil
-}
-
-// GatewayPolicy is the dispatch policy of gateway requests: the apiserver's for the requests
-// it accepts, the worker's for those it starts itself (an access code's hold release).
-func (c Config) GatewayPolicy() gatewayreq.Policy {
-	return gatewayreq.Policy{CallTimeout: c.GatewayCallTimeout, HardwareTimeout: c.GatewayHardwareTimeout,
-		DispatchAttempts: c.GatewayDispatchAttempts}
 }
 
 // Logger builds the process logger from the settings.

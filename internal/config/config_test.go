@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 // loadCase sets the environment variables env and loads the configuration. With
@@ -94,7 +92,7 @@ func TestWebhookScheduleSettings(t *testing.T) {
 		want           []time.Duration
 		wantErr        string
 	}{
-		{name: "default", want: webhook.DefaultRetrySchedule()},
+		{name: "unset: the deliveries' default", want: nil},
 		{name: "set", schedule: "1s, 2m,3h", want: []time.Duration{time.Second, 2 * time.Minute, 3 * time.Hour}},
 		{name: "not a duration", schedule: "5s,soon", wantErr: "LOCKERNET_WEBHOOK_RETRY_SCHEDULE"},
 		{name: "wait over 48h", schedule: "49h", wantErr: "LOCKERNET_WEBHOOK_RETRY_SCHEDULE"},
@@ -109,25 +107,6 @@ func TestWebhookScheduleSettings(t *testing.T) {
 			assert.Equal(t, tt.want, c.WebhookSchedule)
 		})
 	}
-}
-
-// The default schedule is one the setting itself would accept, and a loaded configuration
-// owns its copy of it.
-func TestDefaultWebhookScheduleIsAValidSetting(t *testing.T) {
-	def := webhook.DefaultRetrySchedule()
-	raw := make([]string, len(def))
-	for i, d := range def {
-		raw[i] = d.String()
-	}
-	parsed, err := ParseSchedule(strings.Join(raw, ","))
-	require.NoError(t, err)
-	assert.Equal(t, def, parsed)
-
-	t.Setenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE", "")
-	c, err := Load()
-	require.NoError(t, err)
-	c.WebhookSchedule[0] = time.Hour
-	assert.Equal(t, def, webhook.DefaultRetrySchedule())
 }
 
 func TestTrustedProxies(t *testing.T) {

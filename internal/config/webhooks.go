@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/lockernet/lockernet/internal/webhook"
 )
 
 // Webhook settings (DESIGN §10):
@@ -21,8 +19,8 @@ import (
 func (c Config) WebhookStrict() bool { return c.Environment == "production" }
 
 func (c *Config) loadWebhooks() error {
-	// Unset, the schedule is webhook.DefaultRetrySchedule, its one definition.
-	c.WebhookSchedule = webhook.DefaultRetrySchedule()
+	// Unset, the schedule stays nil: the deliveries then wait as webhook.DefaultRetrySchedule
+	// says, its one definition (activities.WebhookDeps).
 	if raw := os.Getenv("LOCKERNET_WEBHOOK_RETRY_SCHEDULE"); raw != "" {
 		s, err := ParseSchedule(raw)
 		if err != nil {

@@ -18,8 +18,8 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/maintenance"
+	"github.com/lockernet/lockernet/internal/partitions"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/sweeper"
 )
 
 // The history tables are partitioned by month; the history loop drops a month past its
@@ -48,7 +48,7 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 	month := func(t time.Time) string { return t.UTC().Format("200601") }
 	old := now.AddDate(0, 0, -100)   // a month that ended more than 30 days ago
 	recent := now.AddDate(0, 0, -20) // within 30 days
-	ahead := now.AddDate(0, sweeper.HistoryMonthsAhead, 0)
+	ahead := now.AddDate(0, partitions.HistoryMonthsAhead, 0)
 	for _, table := range []string{store.HistoryTransactions, store.HistoryTowerEvents, store.HistoryGatewayRequests,
 		store.HistoryReservations, store.HistoryTokenUses, store.HistoryTokens} {
 		_, err := st.EnsurePartitions(ctx, table, old, old)
@@ -104,7 +104,7 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	m := maintenance.NewMetrics(reg)
-	reg.MustRegister(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)))
+	reg.MustRegister(partitions.NewHistoryCollector(st, slog.New(slog.DiscardHandler)))
 	keep := maintenance.HistoryRetention(config.Retention{Transactions: config.MinRetention, WebhookEvents: config.MinRetention,
 		GatewayRequests: config.MinRetention, Reservations: config.MinRetention, Tokens: config.MinRetention})
 	runCtx, cancel := context.WithCancel(ctx)
@@ -133,7 +133,7 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 	assert.True(t, exists("transactions_p"+month(recent)), "a month within retention stays")
 	assert.True(t, exists("tower_events_p"+month(old)), "tower events have no retention here: kept")
 	for _, table := range store.HistoryTables {
-		assert.True(t, exists(table+"_p"+month(ahead)), "%s: the month %d ahead is created", table, sweeper.HistoryMonthsAhead)
+		assert.True(t, exists(table+"_p"+month(ahead)), "%s: the month %d ahead is created", table, partitions.HistoryMonthsAhead)
 	}
 	count := func(id uuid.UUID) int {
 		var n int
@@ -158,7 +158,7 @@ func TestHistoryLoopDropsPastRetentionAndCreatesAhead(t *testing.T) {
 	assert.Equal(t, 3, closedRows(recentClosed))
 
 	// The metrics: each table's size, partitions, oldest partition, and how far ahead.
-	out, err := testutil.CollectAndFormat(sweeper.NewHistoryCollector(st, slog.New(slog.DiscardHandler)), expfmt.TypeTextPlain,
+	out, err := testutil.CollectAndFormat(partitions.NewHistoryCollector(st, slog.New(slog.DiscardHandler)), expfmt.TypeTextPlain,
 		"lockernet_history_oldest_partition_age_seconds", "lockernet_history_ahead_seconds", "lockernet_history_bytes")
 	require.NoError(t, err)
 	for _, table := range store.HistoryTables {

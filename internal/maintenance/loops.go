@@ -11,6 +11,7 @@ import (
 	"github.com/lockernet/lockernet/internal/gatewayalerts"
 	"github.com/lockernet/lockernet/internal/gatewaysync"
 	"github.com/lockernet/lockernet/internal/outbox"
+	"github.com/lockernet/lockernet/internal/partitions"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
 )
@@ -108,16 +109,16 @@ func PickupDue(every time.Duration, st PickupDueStore) Loop {
 
 // HistoryPartitions creates the history tables' months ahead and drops those past their
 // retention (keep, by table; see HistoryRetention).
-func HistoryPartitions(every time.Duration, st sweeper.HistoryStore, logger *slog.Logger, keep map[string]time.Duration) Loop {
+func HistoryPartitions(every time.Duration, st partitions.HistoryStore, logger *slog.Logger, keep map[string]time.Duration) Loop {
 	return Loop{Name: "history_partitions", Every: every, AtStart: true,
-		Pass: func(ctx context.Context) error { return sweeper.MaintainHistory(ctx, st, logger, keep, time.Now()) }}
+		Pass: func(ctx context.Context) error { return partitions.MaintainHistory(ctx, st, logger, keep, time.Now()) }}
 }
 
 // HistoryMove moves the reservations and locker tokens closed more than after ago out of
 // their live tables into the partitioned history.
-func HistoryMove(every, after time.Duration, st sweeper.HistoryMover, logger *slog.Logger) Loop {
+func HistoryMove(every, after time.Duration, st partitions.HistoryMover, logger *slog.Logger) Loop {
 	return Loop{Name: "history_move", Every: every, AtStart: true,
-		Pass: func(ctx context.Context) error { return sweeper.MoveClosedToHistory(ctx, st, logger, after) }}
+		Pass: func(ctx context.Context) error { return partitions.MoveClosedToHistory(ctx, st, logger, after) }}
 }
 
 // HistoryRetention is each history table's retention from the settings; webhook deliveries
@@ -146,6 +147,8 @@ func APIServer(cfg config.Config, d *outbox.Dispatcher, s GatewayRequestReconcil
 // WorkerStore is what the worker's loops need from Postgres.
 type WorkerStore interface {
 	sweeper.Store
+	partitions.HistoryStore
+	partitions.HistoryMover
 	PickupDueStore
 }
 

@@ -1,9 +1,8 @@
 // Package sweeper is the defence in depth behind the expiry workflows: it writes back any
 // reservation or locker hold whose expiry passed a while ago without its workflow having
 // done so (a lost outbox item, a workflow stuck in retries). Reads already treat lapsed
-// holds as free, so the sweep only tidies state; it logs everything it fixes. It also keeps
-// the partitioned history tables (history.go): months created ahead, months past their
-// retention dropped.
+// holds as free, so the sweep only tidies state; it logs everything it fixes. The
+// partitioned history tables are kept by package partitions.
 package sweeper
 
 import (
@@ -16,8 +15,6 @@ import (
 // Store is what the sweeper needs.
 type Store interface {
 	ReleaseLapsedHolds(ctx context.Context, olderThan time.Duration) (reservations, lockers int, err error)
-	HistoryStore
-	HistoryMover
 }
 
 // ReleaseLapsedHolds is the expiry sweep's pass: it writes back the holds lapsed for longer

@@ -63,7 +63,7 @@ type pendingFrame struct {
 }
 
 // maxPending bounds the frames a board may owe: one tag in sixteen always stays free.
-const maxPending = MaxLocks - 1
+const maxPending = CU16MaxLocks - 1
 
 // conn is an open link and the bytes read from it.
 type conn struct {
@@ -218,9 +218,9 @@ func (st *boardState) giveUp(now time.Time, late time.Duration) {
 
 // tag picks a status read's tag that no pending frame of the board carries.
 func (st *boardState) tag() byte {
-	for range MaxLocks {
+	for range CU16MaxLocks {
 		t := st.nextTag
-		st.nextTag = (st.nextTag + 1) % MaxLocks
+		st.nextTag = (st.nextTag + 1) % CU16MaxLocks
 		if !slices.ContainsFunc(st.pending, func(p pendingFrame) bool { return p.cmd.Lock == t }) {
 			return t
 		}
@@ -344,7 +344,7 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 // carries the awaited address and command but fails its end byte or checksum: the
 // board answered and the bytes were damaged, so there is no use waiting longer.
 func corruptAnswer(buf []byte, cmd Command) bool {
-	for i := 0; i+AnswerLen <= len(buf); i++ {
+	for i := 0; i+CU16AnswerLen <= len(buf); i++ {
 		if buf[i] == stx && buf[i+1] == cmd.Board<<4|cmd.Lock&0x0F && buf[i+2] == cmd.Cmd {
 			return true
 		}

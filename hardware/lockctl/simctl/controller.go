@@ -63,11 +63,10 @@ type ControllerConfig struct {
 	DoorCloseAfter time.Duration
 }
 
+// door is a channel's door and how many times its lock was pulsed.
 type door struct {
-	open       bool
-	itemInside bool
-	opens      int
-	timer      *time.Timer
+	Door
+	opens int
 }
 
 // Controller is a simulated lock controller.
@@ -142,7 +141,7 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 	if f.Kind == ControllerSlow {
 		wait += f.Delay
 	}
-	if err := sleep(ctx, wait); err != nil {
+	if err := lockctl.Sleep(ctx, wait); err != nil {
 		return fmt.Errorf("open channel %d: %w", channel, err)
 	}
 
@@ -154,24 +153,8 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 		return fmt.Errorf("open channel %d: %w", channel, err)
 	}
 	d := c.doors[channel]
-	d.open = true
 	d.opens++
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
-	if c.cfg.DoorCloseAfter > 0 && !c.closed {
-		var t *time.Timer
-		t = time.AfterFunc(c.cfg.DoorCloseAfter, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if d.timer == t {
-				d.open = false
-				d.timer = nil
-			}
-		})
-		d.timer = t
-	}
+	d.Pulse(&c.mu, c.cfg.DoorCloseAfter, c.closed)
 	return nil
 }
 
@@ -184,7 +167,7 @@ func (c *Controller) Doors(ctx context.Context) (map[int]lockctl.Door, error) {
 	defer c.mu.Unlock()
 	out := make(map[int]lockctl.Door, len(c.doors))
 	for ch, d := range c.doors {
-		out[ch] = lockctl.Door{Open: d.open, ItemInside: d.itemInside}
+		out[ch] = d.Door.Door
 	}
 	return out, nil
 }
@@ -218,7 +201,7 @@ func (c *Controller) commFault(ctx context.Context, what string) error {
 	if err := busFault(ctx, f, what); err != nil {
 		return err
 	}
-	if err := sleep(ctx, c.cfg.Latency); err != nil {
+	if err := lockctl.Sleep(ctx, c.cfg.Latency); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -233,12 +216,7 @@ func (c *Controller) CloseDoor(channel int, itemInside bool) bool {
 	if !ok {
 		return false
 	}
-	d.open = false
-	d.itemInside = itemInside
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
+	d.Shut(itemInside)
 	return true
 }
 
@@ -252,11 +230,7 @@ func (c *Controller) ForceOpen(channel int) bool {
 	if !ok {
 		return false
 	}
-	d.open = true
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
+	d.ForceOpen()
 	return true
 }
 
@@ -302,23 +276,6 @@ func (c *Controller) stop() {
 	defer c.mu.Unlock()
 	c.closed = true
 	for _, d := range c.doors {
-		if d.timer != nil {
-			d.timer.Stop()
-			d.timer = nil
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+		d.StopClose()
 	}
 }

@@ -272,7 +272,7 @@ func (s *Sim) Door(lockerID int) (d lockctl.Door, ok bool) {
 	ref.ctl.mu.Lock()
 	defer ref.ctl.mu.Unlock()
 	dd := ref.ctl.doors[ref.channel]
-	return lockctl.Door{Open: dd.open, ItemInside: dd.itemInside}, true
+	return dd.Door.Door, true
 }
 
 // CloseDoor closes a locker's door by hand; it reports false for an unknown locker.

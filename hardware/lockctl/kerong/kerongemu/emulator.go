@@ -24,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lockernet/lockernet/hardware/lockctl/kerong"
+	"github.com/lockernet/lockernet/hardware/lockctl/simctl"
 )
 
 // FaultKind is a fault a board injects on the bus.
@@ -64,10 +65,10 @@ type Fault struct {
 	Count int
 }
 
+// door is a lock's door and how many times the lock was pulsed.
 type door struct {
-	open, item bool
-	pulses     int
-	timer      *time.Timer
+	simctl.Door
+	pulses int
 }
 
 type board struct {
@@ -186,7 +187,7 @@ func (e *Emulator) Door(boardAddr, lock int) (open, itemInside, ok bool) {
 	if d == nil {
 		return false, false, false
 	}
-	return d.open, d.item, true
+	return d.Open, d.ItemInside, true
 }
 
 // CloseDoor shuts a door by hand, with or without an item inside.
@@ -197,11 +198,7 @@ func (e *Emulator) CloseDoor(boardAddr, lock int, itemInside bool) bool {
 	if d == nil {
 		return false
 	}
-	d.open, d.item = false, itemInside
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
+	d.Shut(itemInside)
 	return true
 }
 
@@ -214,11 +211,7 @@ func (e *Emulator) ForceOpen(boardAddr, lock int) bool {
 	if d == nil {
 		return false
 	}
-	d.open = true
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
+	d.ForceOpen()
 	return true
 }
 
@@ -233,23 +226,7 @@ func (e *Emulator) door(boardAddr, lock int) *door {
 // pulse springs a door open (e.mu held).
 func (e *Emulator) pulse(d *door) {
 	d.pulses++
-	d.open = true
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
-	if e.cfg.DoorCloseAfter > 0 && !e.closed {
-		var t *time.Timer
-		t = time.AfterFunc(e.cfg.DoorCloseAfter, func() {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if d.timer == t {
-				d.open = false
-				d.timer = nil
-			}
-		})
-		d.timer = t
-	}
+	d.Pulse(&e.mu, e.cfg.DoorCloseAfter, e.closed)
 }
 
 // status is the board's answer to cmd: its hooks and sensors, ADDR and the lock
@@ -257,10 +234,10 @@ func (e *Emulator) pulse(d *door) {
 func (b *board) status(cmd kerong.Command) []byte {
 	a := kerong.Answer{Board: cmd.Board, Lock: cmd.Lock, Cmd: cmd.Cmd}
 	for i, d := range b.doors {
-		if !d.open {
+		if !d.Open {
 			a.Hooks |= 1 << i
 		}
-		if d.item {
+		if d.ItemInside {
 			a.Sensors |= 1 << i
 		}
 	}
@@ -549,10 +526,7 @@ func (e *Emulator) Close() {
 	}
 	for _, b := range e.boards {
 		for _, d := range b.doors {
-			if d.timer != nil {
-				d.timer.Stop()
-				d.timer = nil
-			}
+			d.StopClose()
 		}
 	}
 	e.mu.Unlock()

@@ -46,9 +46,9 @@ func TestMixedModelsOnOnePTY(t *testing.T) {
 	require.NoError(t, err)
 
 	// CU48 unlock of board 4, lock 40: eighteen bytes back, the lock open.
-	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 4, Lock: 39, Cmd: kerong.Cmd48Unlock}))
+	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 4, Lock: 39, Cmd: kerong.CU48CmdUnlock}))
 	require.NoError(t, err)
-	a, _, ok, _ := kerong.CU48.DecodeAnswer(readFrame(t, f, kerong.Answer48Len))
+	a, _, ok, _ := kerong.CU48.DecodeAnswer(readFrame(t, f, kerong.CU48AnswerLen))
 	require.True(t, ok)
 	assert.Equal(t, byte(4), a.Board)
 	assert.Equal(t, byte(39), a.Lock, "the lock byte as sent")
@@ -57,9 +57,9 @@ func TestMixedModelsOnOnePTY(t *testing.T) {
 	assert.Equal(t, 1, emu.Pulses(4, 40))
 
 	// CU16 unlock of board 3, lock 2: nine bytes back.
-	_, err = f.Write(kerong.Command{Board: 3, Lock: 1, Cmd: kerong.CmdUnlock}.Encode())
+	_, err = f.Write(kerong.CU16.EncodeCommand(kerong.Command{Board: 3, Lock: 1, Cmd: kerong.CU16CmdUnlock}))
 	require.NoError(t, err)
-	a16, _, ok, _ := kerong.DecodeAnswer(readFrame(t, f, kerong.AnswerLen))
+	a16, _, ok, _ := kerong.CU16.DecodeAnswer(readFrame(t, f, kerong.CU16AnswerLen))
 	require.True(t, ok)
 	assert.Equal(t, byte(3), a16.Board)
 	assert.False(t, a16.Latched(2))
@@ -68,13 +68,13 @@ func TestMixedModelsOnOnePTY(t *testing.T) {
 	// Frames of the wrong model are ignored by the board: a CU48 read of board 3 and
 	// a CU16 read whose address byte names board 4 get no answer; the next good
 	// read does.
-	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 3, Cmd: kerong.Cmd48Status}))
+	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 3, Cmd: kerong.CU48CmdStatus}))
 	require.NoError(t, err)
-	_, err = f.Write(kerong.Command{Board: 0, Lock: 4, Cmd: kerong.CmdStatus}.Encode())
+	_, err = f.Write(kerong.CU16.EncodeCommand(kerong.Command{Board: 0, Lock: 4, Cmd: kerong.CU16CmdStatus}))
 	require.NoError(t, err)
-	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 4, Cmd: kerong.Cmd48Status}))
+	_, err = f.Write(kerong.CU48.EncodeCommand(kerong.Command{Board: 4, Cmd: kerong.CU48CmdStatus}))
 	require.NoError(t, err)
-	got := readFrame(t, f, kerong.Answer48Len)
+	got := readFrame(t, f, kerong.CU48AnswerLen)
 	a, _, ok, _ = kerong.CU48.DecodeAnswer(got)
 	require.True(t, ok, "%x", got)
 	assert.Equal(t, byte(4), a.Board)

@@ -1,4 +1,8 @@
-package sweeper
+// Package partitions keeps the partitioned history tables of internal/store: each month's
+// partition created ahead, the months past their retention dropped (history.go), and the
+// closed reservations and tokens moved out of their live tables into that history
+// (history_move.go). It also exports the partitions' sizes and reach as metrics.
+package partitions
 
 import (
 	"context"

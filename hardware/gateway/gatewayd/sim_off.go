@@ -1,6 +1,6 @@
 //go:build !simcontrol
 
-package main
+package gatewayd
 
 import (
 	"context"
@@ -22,8 +22,8 @@ type simOptions struct{}
 func (*simOptions) register(*flag.FlagSet, func(string) string) {}
 
 // controllers drives no bank: a simulated one is refused by the caller.
-func (*simOptions) controllers(c config, layout gateway.Layout) (gateway.Layout, []lockctl.Controller, error) {
-	if c.simulated {
+func (*simOptions) controllers(c Config, layout gateway.Layout) (gateway.Layout, []lockctl.Controller, error) {
+	if c.Simulated {
 		return layout, nil, errors.New("-simulated: this build has no simulated controllers (they are in builds made with -tags simcontrol); " +
 			"a production gateway drives the real controllers its layout names")
 	}

@@ -1,6 +1,6 @@
 //go:build !simcontrol
 
-package main
+package gatewayd
 
 import (
 	"io"

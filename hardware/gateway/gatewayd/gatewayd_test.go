@@ -1,4 +1,4 @@
-package main
+package gatewayd
 
 import (
 	"context"
@@ -26,42 +26,51 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func TestParseConfig(t *testing.T) {
-	t.Parallel()
-	c, err := parseConfig(nil, env(nil), io.Discard)
-	require.NoError(t, err)
-	assert.Equal(t, "127.0.0.1:8101", c.addr)
-	assert.Equal(t, "two-banks", c.layout)
-	assert.Equal(t, 20*time.Second, c.openAttemptTimeout)
-	assert.Equal(t, 3, c.openAttempts)
-	assert.Equal(t, time.Second, c.openRetryDelay)
-	assert.Zero(t, c.stopGrace, "zero: the gateway's default from the open policy")
-	assert.Equal(t, gateway.WatchConfig{Interval: time.Second, DoorAjarAfter: time.Minute, ForcedOpenGrace: 30 * time.Second, OfflineAfter: 3},
-		c.watch, "the watch runs by default")
+// run is what cmd/gateway does: Load the settings, then Run.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func(addr string)) error {
+	c, err := Load(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return Run(ctx, c, stderr, ready)
+}
 
-	c, err = parseConfig([]string{"-door-ajar-after", "5s"}, env(map[string]string{
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, env(nil), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8101", c.Addr)
+	assert.Equal(t, "two-banks", c.Layout)
+	assert.Equal(t, 20*time.Second, c.OpenAttemptTimeout)
+	assert.Equal(t, 3, c.OpenAttempts)
+	assert.Equal(t, time.Second, c.OpenRetryDelay)
+	assert.Zero(t, c.StopGrace, "zero: the gateway's default from the open policy")
+	assert.Equal(t, gateway.WatchConfig{Interval: time.Second, DoorAjarAfter: time.Minute, ForcedOpenGrace: 30 * time.Second, OfflineAfter: 3},
+		c.Watch, "the watch runs by default")
+
+	c, err = Load([]string{"-door-ajar-after", "5s"}, env(map[string]string{
 		"LOCKERNET_GATEWAY_WATCH_INTERVAL": "0s", "LOCKERNET_GATEWAY_DOOR_AJAR_AFTER": "10s", "LOCKERNET_GATEWAY_OFFLINE_AFTER": "5",
 	}), io.Discard)
 	require.NoError(t, err)
-	assert.Zero(t, c.watch.Interval, "0 runs no watch")
-	assert.Equal(t, 5*time.Second, c.watch.DoorAjarAfter)
-	assert.Equal(t, 5, c.watch.OfflineAfter)
+	assert.Zero(t, c.Watch.Interval, "0 runs no watch")
+	assert.Equal(t, 5*time.Second, c.Watch.DoorAjarAfter)
+	assert.Equal(t, 5, c.Watch.OfflineAfter)
 
-	c, err = parseConfig([]string{"-stop-grace", "90s"}, env(map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "30s"}), io.Discard)
+	c, err = Load([]string{"-stop-grace", "90s"}, env(map[string]string{"LOCKERNET_GATEWAY_STOP_GRACE": "30s"}), io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, 90*time.Second, c.stopGrace)
+	assert.Equal(t, 90*time.Second, c.StopGrace)
 
-	c, err = parseConfig([]string{"-open-attempts", "5", "-layout", "one-bank"}, env(map[string]string{
+	c, err = Load([]string{"-open-attempts", "5", "-layout", "one-bank"}, env(map[string]string{
 		"LOCKERNET_GATEWAY_OPEN_ATTEMPTS":        "4",
 		"LOCKERNET_GATEWAY_OPEN_ATTEMPT_TIMEOUT": "150ms",
 		"LOCKERNET_GATEWAY_ID":                   "GW-0009",
 		"LOCKERNET_GATEWAY_LAYOUT":               "two-banks",
 	}), io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, 5, c.openAttempts, "a flag beats the environment")
-	assert.Equal(t, "one-bank", c.layout)
-	assert.Equal(t, 150*time.Millisecond, c.openAttemptTimeout, "the environment beats the default")
-	assert.Equal(t, "GW-0009", c.id)
+	assert.Equal(t, 5, c.OpenAttempts, "a flag beats the environment")
+	assert.Equal(t, "one-bank", c.Layout)
+	assert.Equal(t, 150*time.Millisecond, c.OpenAttemptTimeout, "the environment beats the default")
+	assert.Equal(t, "GW-0009", c.ID)
 
 	bad := []struct {
 		name string
@@ -85,15 +94,15 @@ func TestParseConfig(t *testing.T) {
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseConfig(tc.args, env(tc.env), io.Discard)
+			_, err := Load(tc.args, env(tc.env), io.Discard)
 			assert.ErrorContains(t, err, tc.want)
+			var usage *UsageError
+			assert.ErrorAs(t, err, &usage, "the command exits 2")
 		})
 	}
 }
 
-// Secrets of the right strength: 32 random bytes as hex, as base64url and as base64.
-const envSecret = "3q2+7wABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhs="
-
+// Secrets of the right strength: 32 random bytes as hex and as base64url.
 var (
 	goodSecret = strings.Repeat("5e", 32)
 	fileSecret = "q7Jd0Zr4mC1xV9bT2nW8eL5yH3aK6uP0sF4gR7tY1iO"

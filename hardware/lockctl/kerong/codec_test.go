@@ -15,11 +15,11 @@ func TestFrames(t *testing.T) {
 	t.Parallel()
 	// Board 0, lock 1 status read, and an unlock of board 1 lock 3: the checksum is
 	// the low byte of the sum of the bytes before it.
-	assert.Equal(t, []byte{0x02, 0x00, 0x30, 0x03, 0x35}, Command{Cmd: CmdStatus}.Encode())
-	assert.Equal(t, []byte{0x02, 0x12, 0x31, 0x03, 0x48}, Command{Board: 1, Lock: 2, Cmd: CmdUnlock}.Encode())
+	assert.Equal(t, []byte{0x02, 0x00, 0x30, 0x03, 0x35}, CU16.EncodeCommand(Command{Cmd: CU16CmdStatus}))
+	assert.Equal(t, []byte{0x02, 0x12, 0x31, 0x03, 0x48}, CU16.EncodeCommand(Command{Board: 1, Lock: 2, Cmd: CU16CmdUnlock}))
 
-	a := Answer{Board: 1, Lock: 2, Cmd: CmdUnlock, Hooks: 0xFFFB, Sensors: 0x0100}
-	enc := a.Encode()
+	a := Answer{Board: 1, Lock: 2, Cmd: CU16CmdUnlock, Hooks: 0xFFFB, Sensors: 0x0100}
+	enc := CU16.EncodeAnswer(a)
 	assert.Equal(t, []byte{0x02, 0x12, 0x31, 0xFB, 0xFF, 0x00, 0x01, 0x03, 0x43}, enc)
 	assert.False(t, a.Latched(3))
 	assert.True(t, a.Latched(16))
@@ -27,10 +27,10 @@ func TestFrames(t *testing.T) {
 
 	// Noise before the frame, a stray start byte, and the frame split in two.
 	buf := append([]byte{0xFF, 0x02, 0x13, 0x55}, enc[:5]...)
-	_, _, ok, skip := DecodeAnswer(buf)
+	_, _, ok, skip := CU16.DecodeAnswer(buf)
 	require.False(t, ok)
 	buf = append(buf[skip:], enc[5:]...)
-	got, used, ok, _ := DecodeAnswer(buf)
+	got, used, ok, _ := CU16.DecodeAnswer(buf)
 	require.True(t, ok)
 	assert.Equal(t, a, got)
 	assert.Equal(t, len(buf), used)
@@ -38,7 +38,7 @@ func TestFrames(t *testing.T) {
 	// A damaged checksum is never taken for a frame.
 	bad := bytes.Clone(enc)
 	bad[8]++
-	_, _, ok, skip = DecodeAnswer(bad)
+	_, _, ok, skip = CU16.DecodeAnswer(bad)
 	assert.False(t, ok)
 	assert.Equal(t, len(bad), skip)
 }
@@ -46,28 +46,28 @@ func TestFrames(t *testing.T) {
 // FuzzDecodeAnswer: the decoder never panics, never reads past its input, and
 // whatever it accepts re-encodes to the bytes it consumed.
 func FuzzDecodeAnswer(f *testing.F) {
-	f.Add(Answer{Board: 1, Lock: 2, Cmd: CmdUnlock, Hooks: 0xFFFB}.Encode())
-	f.Add(append([]byte{0x00, 0x02, 0x02}, Answer{Cmd: CmdStatus}.Encode()...))
+	f.Add(CU16.EncodeAnswer(Answer{Board: 1, Lock: 2, Cmd: CU16CmdUnlock, Hooks: 0xFFFB}))
+	f.Add(append([]byte{0x00, 0x02, 0x02}, CU16.EncodeAnswer(Answer{Cmd: CU16CmdStatus})...))
 	f.Add([]byte{0x02, 0x12, 0x31, 0xFB})
 	f.Add([]byte{0x02, 0x00, 0x30, 0x03, 0x35})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, buf []byte) {
-		a, used, ok, skip := DecodeAnswer(buf)
+		a, used, ok, skip := CU16.DecodeAnswer(buf)
 		if !ok {
 			if skip < 0 || skip > len(buf) {
 				t.Fatalf("skip %d of %d bytes", skip, len(buf))
 			}
 			return
 		}
-		if used < AnswerLen || used > len(buf) {
+		if used < CU16AnswerLen || used > len(buf) {
 			t.Fatalf("used %d of %d bytes", used, len(buf))
 		}
-		if !bytes.Equal(a.Encode(), buf[used-AnswerLen:used]) {
-			t.Fatalf("%x decoded to %+v, which encodes to %x", buf[used-AnswerLen:used], a, a.Encode())
+		if !bytes.Equal(CU16.EncodeAnswer(a), buf[used-CU16AnswerLen:used]) {
+			t.Fatalf("%x decoded to %+v, which encodes to %x", buf[used-CU16AnswerLen:used], a, CU16.EncodeAnswer(a))
 		}
-		c, cused, cok, cskip := DecodeCommand(buf)
-		if cok && !bytes.Equal(c.Encode(), buf[cused-CommandLen:cused]) {
-			t.Fatalf("command %x decoded to %+v", buf[cused-CommandLen:cused], c)
+		c, cused, cok, cskip := CU16.DecodeCommand(buf)
+		if cok && !bytes.Equal(CU16.EncodeCommand(c), buf[cused-CU16CommandLen:cused]) {
+			t.Fatalf("command %x decoded to %+v", buf[cused-CU16CommandLen:cused], c)
 		}
 		if !cok && (cskip < 0 || cskip > len(buf)) {
 			t.Fatalf("command skip %d of %d bytes", cskip, len(buf))
@@ -95,14 +95,14 @@ func TestCU48Commands(t *testing.T) {
 		cmd  Command
 		want string
 	}{
-		{Command{Board: 0, Cmd: Cmd48Status}, "02 00 00 60 03 65"},
-		{Command{Board: 0, Lock: 0, Cmd: Cmd48Unlock}, "02 00 00 61 03 66"},
-		{Command{Board: 0, Lock: 1, Cmd: Cmd48Unlock}, "02 00 01 61 03 67"},
-		{Command{Board: 0, Lock: 2, Cmd: Cmd48Unlock}, "02 00 02 61 03 68"},
-		{Command{Board: 0, Lock: 3, Cmd: Cmd48Unlock}, "02 00 03 61 03 69"},
-		{Command{Board: 0, Lock: 4, Cmd: Cmd48Unlock}, "02 00 04 61 03 6a"},
+		{Command{Board: 0, Cmd: CU48CmdStatus}, "02 00 00 60 03 65"},
+		{Command{Board: 0, Lock: 0, Cmd: CU48CmdUnlock}, "02 00 00 61 03 66"},
+		{Command{Board: 0, Lock: 1, Cmd: CU48CmdUnlock}, "02 00 01 61 03 67"},
+		{Command{Board: 0, Lock: 2, Cmd: CU48CmdUnlock}, "02 00 02 61 03 68"},
+		{Command{Board: 0, Lock: 3, Cmd: CU48CmdUnlock}, "02 00 03 61 03 69"},
+		{Command{Board: 0, Lock: 4, Cmd: CU48CmdUnlock}, "02 00 04 61 03 6a"},
 		// Board 3, lock 48: the address byte and the lock byte as they are.
-		{Command{Board: 3, Lock: 47, Cmd: Cmd48Unlock}, "02 03 2f 61 03 98"},
+		{Command{Board: 3, Lock: 47, Cmd: CU48CmdUnlock}, "02 03 2f 61 03 98"},
 	}
 	for _, tc := range tests {
 		want := hexBytes(t, tc.want)
@@ -110,7 +110,7 @@ func TestCU48Commands(t *testing.T) {
 		got, used, ok, _ := CU48.DecodeCommand(want)
 		require.True(t, ok, tc.want)
 		assert.Equal(t, tc.cmd, got)
-		assert.Equal(t, Command48Len, used)
+		assert.Equal(t, CU48CommandLen, used)
 	}
 }
 
@@ -136,8 +136,8 @@ func TestCU48Answers(t *testing.T) {
 		frame := hexBytes(t, tc.frame)
 		a, used, ok, _ := CU48.DecodeAnswer(frame)
 		require.True(t, ok, tc.name)
-		assert.Equal(t, Answer48Len, used, tc.name)
-		for n := 1; n <= MaxLocks48; n++ {
+		assert.Equal(t, CU48AnswerLen, used, tc.name)
+		for n := 1; n <= CU48MaxLocks; n++ {
 			assert.Equal(t, slices.Contains(tc.latched, n), a.Latched(n), "%s: lock %d latched", tc.name, n)
 			assert.Equal(t, slices.Contains(tc.inside, n), a.ItemInside(n), "%s: sensor %d", tc.name, n)
 		}
@@ -159,7 +159,7 @@ func TestCU48Answers(t *testing.T) {
 	// two are read as for the CU16.
 	_, _, ok, skip := CU48.DecodeAnswer(hexBytes(t, "02 00 0a 77 01 00 00 00 00 00 01 00 00 00 00 00 03 88"))
 	assert.False(t, ok)
-	assert.Equal(t, Answer48Len, skip)
+	assert.Equal(t, CU48AnswerLen, skip)
 	buf := append([]byte{0xFF, 0x02, 0x13, 0x55}, enc[:7]...)
 	_, _, ok, skip = CU48.DecodeAnswer(buf)
 	require.False(t, ok)
@@ -185,7 +185,7 @@ func FuzzDecodeAnswer48(f *testing.F) {
 	f.Add(append([]byte{0x00, 0x02, 0x02}, CU48.EncodeAnswer(Answer{Sensors: 1})...))
 	f.Add([]byte{0x02, 0x00, 0x0a, 0x77, 0x01, 0, 0, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0x03, 0x88})
 	f.Add([]byte{0x02, 0x00, 0x00, 0x60, 0x03, 0x65})
-	f.Add(Answer{Board: 1, Lock: 2, Cmd: CmdUnlock, Hooks: 0xFFFB}.Encode())
+	f.Add(CU16.EncodeAnswer(Answer{Board: 1, Lock: 2, Cmd: CU16CmdUnlock, Hooks: 0xFFFB}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		a, used, ok, skip := CU48.DecodeAnswer(buf)
@@ -194,19 +194,19 @@ func FuzzDecodeAnswer48(f *testing.F) {
 				t.Fatalf("skip %d of %d bytes", skip, len(buf))
 			}
 		} else {
-			if used < Answer48Len || used > len(buf) {
+			if used < CU48AnswerLen || used > len(buf) {
 				t.Fatalf("used %d of %d bytes", used, len(buf))
 			}
-			if a.Cmd != Answer48Status || a.Hooks>>48 != 0 || a.Sensors>>48 != 0 {
+			if a.Cmd != CU48AnswerStatus || a.Hooks>>48 != 0 || a.Sensors>>48 != 0 {
 				t.Fatalf("decoded %+v", a)
 			}
-			if !bytes.Equal(CU48.EncodeAnswer(a), buf[used-Answer48Len:used]) {
-				t.Fatalf("%x decoded to %+v, which encodes to %x", buf[used-Answer48Len:used], a, CU48.EncodeAnswer(a))
+			if !bytes.Equal(CU48.EncodeAnswer(a), buf[used-CU48AnswerLen:used]) {
+				t.Fatalf("%x decoded to %+v, which encodes to %x", buf[used-CU48AnswerLen:used], a, CU48.EncodeAnswer(a))
 			}
 		}
 		c, cused, cok, cskip := CU48.DecodeCommand(buf)
-		if cok && !bytes.Equal(CU48.EncodeCommand(c), buf[cused-Command48Len:cused]) {
-			t.Fatalf("command %x decoded to %+v", buf[cused-Command48Len:cused], c)
+		if cok && !bytes.Equal(CU48.EncodeCommand(c), buf[cused-CU48CommandLen:cused]) {
+			t.Fatalf("command %x decoded to %+v", buf[cused-CU48CommandLen:cused], c)
 		}
 		if !cok && (cskip < 0 || cskip > len(buf)) {
 			t.Fatalf("command skip %d of %d bytes", cskip, len(buf))

@@ -1,6 +1,6 @@
 //go:build simcontrol
 
-package main
+package gatewayd
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func (o *simOptions) register(fs *flag.FlagSet, getenv func(string) string) {
 // -kerong-emulator) it rewrites each simulated bank into a Kerong bank on a
 // pseudo-terminal of its own, boards 1, 2, … (16 channels each), for the caller to
 // drive with the real driver.
-func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layout, []lockctl.Controller, error) {
+func (o *simOptions) controllers(c Config, layout gateway.Layout) (gateway.Layout, []lockctl.Controller, error) {
 	var simulated []int
 	for i, b := range layout.Banks {
 		if b.Controller.Kind == simulatedKind {
@@ -57,10 +57,10 @@ func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layou
 	if len(simulated) == 0 {
 		return layout, nil, nil
 	}
-	if !c.simulated {
+	if !c.Simulated {
 		return layout, nil, nil // the caller refuses them
 	}
-	cfg := simctl.Config{Latency: c.controllerLatency, DoorCloseAfter: c.doorCloseAfter}
+	cfg := simctl.Config{Latency: c.ControllerLatency, DoorCloseAfter: c.DoorCloseAfter}
 	if !o.emulate {
 		wiring := map[string]map[int]int{}
 		for _, i := range simulated {
@@ -81,9 +81,9 @@ func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layou
 		for _, lk := range b.Lockers {
 			maxCh = max(maxCh, lk.Channel)
 		}
-		nBoards := (maxCh + kerong.MaxLocks - 1) / kerong.MaxLocks
-		if nBoards > kerong.MaxBoard {
-			return layout, nil, fmt.Errorf("bank %d: channel %d needs more than %d emulated boards", b.ID, maxCh, kerong.MaxBoard)
+		nBoards := (maxCh + kerong.CU16MaxLocks - 1) / kerong.CU16MaxLocks
+		if nBoards > kerong.CU16MaxBoard {
+			return layout, nil, fmt.Errorf("bank %d: channel %d needs more than %d emulated boards", b.ID, maxCh, kerong.CU16MaxBoard)
 		}
 		addrs := make([]int, nBoards)
 		names := make([]string, nBoards)
@@ -91,7 +91,7 @@ func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layou
 			addrs[j] = j + 1
 			names[j] = strconv.Itoa(j + 1)
 		}
-		emu, err := kerongemu.New(kerongemu.Config{Boards: addrs, DoorCloseAfter: c.doorCloseAfter, Turnaround: c.controllerLatency})
+		emu, err := kerongemu.New(kerongemu.Config{Boards: addrs, DoorCloseAfter: c.DoorCloseAfter, Turnaround: c.ControllerLatency})
 		if err != nil {
 			return layout, nil, err
 		}
@@ -104,14 +104,14 @@ func (o *simOptions) controllers(c config, layout gateway.Layout) (gateway.Layou
 			ctl.Controllers[b.Controller.ID] = append(ctl.Controllers[b.Controller.ID], kerongemu.Board{Bus: emu, Address: a})
 		}
 		for _, lk := range b.Lockers {
-			ctl.Lockers[lk.LockerID] = kerongemu.Place{Board: kerongemu.Board{Bus: emu, Address: addrs[(lk.Channel-1)/kerong.MaxLocks]},
-				Lock: (lk.Channel-1)%kerong.MaxLocks + 1}
+			ctl.Lockers[lk.LockerID] = kerongemu.Place{Board: kerongemu.Board{Bus: emu, Address: addrs[(lk.Channel-1)/kerong.CU16MaxLocks]},
+				Lock: (lk.Channel-1)%kerong.CU16MaxLocks + 1}
 		}
 		// The unlock's answer is awaited longer than an open attempt lasts, so the
 		// gateway's attempt timeout bounds a slow board, as with the simulator.
 		b.Controller.Kind = kerong.Kind
 		b.Controller.Address = fmt.Sprintf("kerong+serial://%s?baud=%d&board=%s&opentimeout=%s",
-			p.Path, kerong.DefaultBaud, strings.Join(names, ","), c.openAttemptTimeout+5*time.Second)
+			p.Path, kerong.DefaultBaud, strings.Join(names, ","), c.OpenAttemptTimeout+5*time.Second)
 		banks[i] = b
 	}
 	layout.Banks = banks

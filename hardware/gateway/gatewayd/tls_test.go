@@ -1,4 +1,4 @@
-package main
+package gatewayd
 
 import (
 	"crypto/ecdsa"
