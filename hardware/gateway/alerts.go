@@ -51,15 +51,20 @@ func parseAlertQuery(r *http.Request) (alertQuery, error) {
 
 // listAlerts answers GET /alerts: the alerts after the cursor, at once when there are some,
 // else once one is raised or wait has passed (an empty list), or at once when the gateway
-// begins to stop.
+// begins to stop. A cursor past the last seq this log ever gave is another log's (the
+// gateway's database is new): the answer comes at once, and its stream tells the caller.
 func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseAlertQuery(r)
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
+	stream, last, err := s.store.alertLog(ctx)
+	if err != nil {
+		return err
+	}
 	var deadline <-chan time.Time
-	if q.wait > 0 {
+	if q.wait > 0 && q.after <= last {
 		t := time.NewTimer(q.wait)
 		defer t.Stop()
 		deadline = t.C
@@ -72,7 +77,7 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if len(rows) > 0 || deadline == nil {
-			writeJSON(w, http.StatusOK, s.alertList(rows, q.after))
+			writeJSON(w, http.StatusOK, s.alertList(rows, q.after, stream))
 			return nil
 		}
 		select {
@@ -87,8 +92,8 @@ func (s *Server) listAlerts(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-func (s *Server) alertList(rows []alertRow, after int64) AlertList {
-	out := AlertList{Alerts: make([]Alert, 0, len(rows)), Next: after}
+func (s *Server) alertList(rows []alertRow, after int64, stream string) AlertList {
+	out := AlertList{Alerts: make([]Alert, 0, len(rows)), Next: after, Stream: stream}
 	for _, a := range rows {
 		v := Alert{Seq: a.Seq, Kind: a.Kind, GatewayID: s.cfg.GatewayID, LockerID: a.LockerID, BankID: a.BankID,
 			ControllerID: a.ControllerID, At: formatTime(a.At), Message: a.Message, TransactionID: a.TransactionID}

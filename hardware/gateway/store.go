@@ -93,6 +93,13 @@ CREATE TABLE pickup_checks (
 	released_at    TEXT NOT NULL
 );
 `,
+	// The alert log's identity (GET /alerts's stream): made once with the database, so a
+	// gateway started on a new database (replaced, or its file lost) tells the cloud that its
+	// seqs started again.
+	`
+CREATE TABLE alert_stream (id TEXT NOT NULL);
+INSERT INTO alert_stream (id) VALUES (lower(hex(randomblob(16))));
+`,
 }
 
 // keepLogEntries bounds the event log's operational entries, keepSecurityEntries its

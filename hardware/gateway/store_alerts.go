@@ -70,6 +70,16 @@ ON CONFLICT (locker_id) DO UPDATE SET out_of_service = 1, reason_code = excluded
 	return seq, err
 }
 
+// alertLog is the alert log's identity and the last seq it ever gave (0 before the first).
+func (s *store) alertLog(ctx context.Context) (stream string, last int64, err error) {
+	err = s.db.QueryRowContext(ctx, `
+SELECT (SELECT id FROM alert_stream), coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'alerts'), 0)`).Scan(&stream, &last)
+	if err != nil {
+		return "", 0, fmt.Errorf("read the alert log: %w", err)
+	}
+	return stream, last, nil
+}
+
 // alertsAfter returns up to limit alerts with seq > after, oldest first.
 func (s *store) alertsAfter(ctx context.Context, after int64, limit int) ([]alertRow, error) {
 	rows, err := s.db.QueryContext(ctx, `

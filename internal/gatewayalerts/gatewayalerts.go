@@ -212,7 +212,7 @@ func (w *Watcher) poll(ctx context.Context, watch store.GatewayAlertWatch) {
 		release(w.Backoff)
 		return
 	}
-	after := watch.LastSeq
+	after, stream := watch.LastSeq, watch.Stream
 	for {
 		list, err := w.get(ctx, gw, string(secret), after)
 		if ctx.Err() != nil {
@@ -229,7 +229,16 @@ func (w *Watcher) poll(ctx context.Context, watch store.GatewayAlertWatch) {
 			release(w.Backoff)
 			return
 		}
-		batch := store.GatewayAlertBatch{GatewayID: gw.ID, Holder: w.Holder, Next: list.Next, Lease: w.lease(),
+		if list.Stream != stream && stream != "" && after > 0 {
+			// The gateway's alert log is not the one the cursor follows: it started on a new
+			// database, whose seqs began again at 1. Read the new log from its start.
+			w.Logger.WarnContext(ctx, "gateway alert log is new; reading it from its start", "gateway", gw.Serial,
+				"stream", list.Stream, "previous", stream, "previousSeq", after)
+			after, stream = 0, list.Stream
+			continue
+		}
+		stream = list.Stream
+		batch := store.GatewayAlertBatch{GatewayID: gw.ID, Holder: w.Holder, Next: list.Next, Stream: stream, Lease: w.lease(),
 			Alerts: make([]store.GatewayAlert, 0, len(list.Alerts))}
 		for _, a := range list.Alerts {
 			at, err := time.Parse(time.RFC3339Nano, a.At)

@@ -24,6 +24,7 @@ type fakeStore struct {
 	claimed  bool
 	batches  []store.GatewayAlertBatch
 	loseNext bool
+	stream   string
 	released chan time.Duration
 }
 
@@ -34,7 +35,7 @@ func (f *fakeStore) ClaimGatewayAlertWatches(_ context.Context, _ string, _ int,
 		return nil, nil
 	}
 	f.claimed = true
-	return []store.GatewayAlertWatch{{Gateway: f.gw, LastSeq: 4}}, nil
+	return []store.GatewayAlertWatch{{Gateway: f.gw, LastSeq: 4, Stream: f.stream}}, nil
 }
 
 func (f *fakeStore) RecordGatewayAlerts(_ context.Context, b store.GatewayAlertBatch) ([]store.GatewayAlert, error) {
@@ -118,4 +119,42 @@ func TestWatcherPoll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A gateway whose alert log is not the one the cursor follows (it started on a new database)
+// is read again from after=0, and what it holds is recorded in its stream.
+func TestWatcherFollowsANewAlertLog(t *testing.T) {
+	t.Parallel()
+	var got []string
+	var mu sync.Mutex
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Query().Get("after"))
+		mu.Unlock()
+		list := gwapi.AlertList{Alerts: []gwapi.Alert{}, Next: 4, Stream: "new"}
+		if r.URL.Query().Get("after") == "0" {
+			list = gwapi.AlertList{Alerts: []gwapi.Alert{{Seq: 1, Kind: "door_ajar", At: "2026-11-29T06:00:00.000Z"}}, Next: 1, Stream: "new"}
+		}
+		_ = json.NewEncoder(w).Encode(list)
+	}))
+	t.Cleanup(gw.Close)
+	st := &fakeStore{gw: store.Gateway{ID: 7, Serial: "GW-7", LocationID: 3, BaseURL: gw.URL, SecretSealed: []byte("s3cret")},
+		stream: "old", loseNext: true, released: make(chan time.Duration, 4)}
+	ctx, cancel := context.WithCancel(t.Context())
+	w := &gatewayalerts.Watcher{Store: st, Keyring: plainKeys{}, PollWait: time.Second, Backoff: 300 * time.Millisecond}
+	require.NoError(t, w.Claim(ctx))
+	select {
+	case <-st.released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the poll did not end")
+	}
+	cancel()
+	w.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"4", "0"}, got, "the claimed cursor, then the new log from its start")
+	require.Len(t, st.batches, 1, "nothing recorded from the answer to the old cursor")
+	assert.Equal(t, "new", st.batches[0].Stream)
+	assert.EqualValues(t, 1, st.batches[0].Next)
+	assert.Len(t, st.batches[0].Alerts, 1)
 }

@@ -46,8 +46,10 @@ var ErrLeaseLost = errors.New("gateway alert lease lost")
 // GatewayAlertWatch is a gateway leased for its alert long poll, with its cursor.
 type GatewayAlertWatch struct {
 	Gateway Gateway
-	// LastSeq is the seq of the last alert taken (0: none yet).
+	// LastSeq is the seq of the last alert taken (0: none yet) in Stream, the gateway's alert
+	// log the cursor follows ("" until the first answer that names one).
 	LastSeq int64
+	Stream  string
 }
 
 // GatewayAlert is an alert as the gateway's GET /alerts shows it.
@@ -68,8 +70,9 @@ type GatewayAlertBatch struct {
 	GatewayID int64
 	Holder    string
 	Alerts    []GatewayAlert
-	// Next is the cursor after the batch (the answer's next).
-	Next int64
+	// Next is the cursor after the batch (the answer's next), in Stream (the answer's stream).
+	Next   int64
+	Stream string
 	// Lease renews the holder's lease to now()+Lease.
 	Lease time.Duration
 }
@@ -90,14 +93,14 @@ func (s *Store) ClaimGatewayAlertWatches(ctx context.Context, holder string, lim
 		        SELECT c2.gateway_id FROM gateway_alert_cursors c2 JOIN gateways g2 ON g2.id = c2.gateway_id
 		        WHERE c2.leased_until < now() AND g2.disabled_at IS NULL AND g2.online IS NOT FALSE
 		        ORDER BY c2.leased_until LIMIT $2 FOR UPDATE OF c2 SKIP LOCKED)
-		    RETURNING c.gateway_id, c.last_seq)
-		SELECT `+gatewayColumns+`, claimed.last_seq FROM claimed JOIN gateways g ON g.id = claimed.gateway_id`,
+		    RETURNING c.gateway_id, c.last_seq, c.stream)
+		SELECT `+gatewayColumns+`, claimed.last_seq, claimed.stream FROM claimed JOIN gateways g ON g.id = claimed.gateway_id`,
 		holder, limit, lease.Seconds())
 	return scanAll(rows, err, "claim gateway alert watches", "gateway alert watch", nil, func(row pgx.Row) (GatewayAlertWatch, error) {
 		var w GatewayAlertWatch
 		g := &w.Gateway
 		err := row.Scan(&g.ID, &g.Serial, &g.OrganizationID, &g.LocationID, &g.BaseURL, &g.SecretSealed,
-			&g.Disabled, &g.Online, &g.LastSeenAt, &g.HonoursKeys, &w.LastSeq)
+			&g.Disabled, &g.Online, &g.LastSeenAt, &g.HonoursKeys, &w.LastSeq, &w.Stream)
 		return w, err
 	})
 }
@@ -111,7 +114,8 @@ func (s *Store) ReleaseGatewayAlertWatch(ctx context.Context, gatewayID int64, h
 }
 
 // RecordGatewayAlerts records one answer of a gateway's GET /alerts in one transaction: the
-// cursor moves to b.Next and the lease is renewed (ErrLeaseLost when holder no longer holds
+// cursor moves to b.Next in b.Stream (a new stream's cursor starts where its answer says; the
+// first stream a cursor sees is adopted as the log it followed) and the lease is renewed (ErrLeaseLost when holder no longer holds
 // it: nothing is recorded), and each alert not recorded before is stored with its webhook
 // event; a forced_open takes its locker out of service in the locker mirror. An alert of a
 // kind this cloud does not know is passed over. It returns the alerts recorded now.
@@ -124,11 +128,12 @@ func (s *Store) RecordGatewayAlerts(ctx context.Context, b GatewayAlertBatch) ([
 			serial            string
 		)
 		err := tx.db.QueryRow(ctx, `
-			UPDATE gateway_alert_cursors c SET last_seq = greatest(c.last_seq, $3),
-			       leased_until = now() + make_interval(secs => $4), updated_at = now()
+			UPDATE gateway_alert_cursors c
+			SET last_seq = CASE WHEN c.stream IN ('', $5) THEN greatest(c.last_seq, $3) ELSE $3 END, stream = $5,
+			    leased_until = now() + make_interval(secs => $4), updated_at = now()
 			FROM gateways g WHERE c.gateway_id = $1 AND c.leased_by = $2 AND g.id = c.gateway_id
 			RETURNING g.organization_id, g.location_id, g.serial`,
-			b.GatewayID, b.Holder, b.Next, b.Lease.Seconds()).Scan(&orgID, &locationID, &serial)
+			b.GatewayID, b.Holder, b.Next, b.Lease.Seconds(), b.Stream).Scan(&orgID, &locationID, &serial)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrLeaseLost
 		}
@@ -142,9 +147,9 @@ func (s *Store) RecordGatewayAlerts(ctx context.Context, b GatewayAlertBatch) ([
 				continue
 			}
 			tag, err := tx.db.Exec(ctx, `
-				INSERT INTO gateway_alerts (gateway_id, seq, kind, location_id, locker_id, locker_name, bank_id, controller_id, alerted_at, message)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (gateway_id, seq) DO NOTHING`,
-				b.GatewayID, a.Seq, a.Kind, locationID, a.LockerID, a.LockerName, a.BankID, a.ControllerID, a.At, a.Message)
+				INSERT INTO gateway_alerts (gateway_id, stream, seq, kind, location_id, locker_id, locker_name, bank_id, controller_id, alerted_at, message)
+				VALUES ($1, $11, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (gateway_id, stream, seq) DO NOTHING`,
+				b.GatewayID, a.Seq, a.Kind, locationID, a.LockerID, a.LockerName, a.BankID, a.ControllerID, a.At, a.Message, b.Stream)
 			if err != nil {
 				return fmt.Errorf("record gateway alert %d: %w", a.Seq, translate(err))
 			}

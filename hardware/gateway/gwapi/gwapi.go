@@ -230,7 +230,7 @@ const ReasonForcedOpen = "FORCED_OPEN"
 
 // Alert is one condition the gateway's watch raised, in the order raised.
 type Alert struct {
-	Seq          int64   `json:"seq" doc:"Increasing per gateway, never reused; pass the last one seen as after="`
+	Seq          int64   `json:"seq" doc:"Increasing within the alert log (stream), never reused in it; pass the last one seen as after="`
 	Kind         string  `json:"kind" enum:"door_ajar,forced_open,item_left,controller_offline,controller_online"`
 	GatewayID    string  `json:"gatewayId"`
 	LockerID     *int    `json:"lockerId" doc:"The locker (null for controller alerts)"`
@@ -248,4 +248,7 @@ type AlertList struct {
 	Alerts []Alert `json:"alerts" doc:"Alerts with seq > after, oldest first"`
 	// Next is the after= of the next call: the last alert's seq, or after when there was none.
 	Next int64 `json:"next" doc:"The after= of the next call"`
+	// Stream names the gateway's alert log: it changes only when the gateway starts on a new
+	// database, whose seqs start again at 1 (a cursor of the old log then means nothing).
+	Stream string `json:"stream" doc:"The alert log's identity: a new one when the gateway's database is new and seqs start again at 1; a caller that sees it change starts again from after=0"`
 }
