@@ -45,13 +45,7 @@ func (s *Server) registerSDKCommands(api huma.API) {
 			"oldest first, in signed batches: generation floors (a token of an ended possession or of a locker taken out of service " +
 			"is refused from then on), service states, and the acknowledgement of the events the cloud has stored. `[]` when there are none.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body []CommandBatchBody }, error) {
-		out, err := s.towerCommands(ctx, in.TowerID)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body []CommandBatchBody }{Body: out}, nil
-	})
+	}), s.listTowerCommands)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-tower-configuration", Method: http.MethodGet, Path: "/sdk/v1/towers/{tower_id}/configuration", Tags: []string{sdkTag},
 		Summary: "The full signed state of a tower",
@@ -59,13 +53,25 @@ func (s *Server) registerSDKCommands(api huma.API) {
 			"as of a position in the command log, as signed command packets. Later commands come from GET .../commands. " +
 			"404 when the tower has no configuration yet (no lockers).",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body TowerConfigurationBody }, error) {
-		out, err := s.towerConfiguration(ctx, in.TowerID)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body TowerConfigurationBody }{Body: out}, nil
-	})
+	}), s.getTowerConfiguration)
+}
+
+// listTowerCommands answers GET /sdk/v1/towers/{tower_id}/commands.
+func (s *Server) listTowerCommands(ctx context.Context, in *TowerPath) (*struct{ Body []CommandBatchBody }, error) {
+	out, err := s.towerCommands(ctx, in.TowerID)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body []CommandBatchBody }{Body: out}, nil
+}
+
+// getTowerConfiguration answers GET /sdk/v1/towers/{tower_id}/configuration.
+func (s *Server) getTowerConfiguration(ctx context.Context, in *TowerPath) (*struct{ Body TowerConfigurationBody }, error) {
+	out, err := s.towerConfiguration(ctx, in.TowerID)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body TowerConfigurationBody }{Body: out}, nil
 }
 
 func storeCommand(c store.TowerCommand) (towerproto.Command, error) {

@@ -47,16 +47,19 @@ func (s *Server) registerSDKSessions(api huma.API) {
 			"The SDK hands payload and payload_auth to the tower over BLE and keeps session_seed to derive the channel keys. " +
 			"A claim the client may not use answers 403; a tower of another organization 404.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *struct {
-		TowerPath
-		Body SessionTokenRequest
-	}) (*struct{ Body SessionTokenBody }, error) {
-		body, err := s.openTowerSession(ctx, in.TowerID, in.Body)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body SessionTokenBody }{Body: body}, nil
-	})
+	}), s.createTowerSession)
+}
+
+// createTowerSession answers POST /sdk/v1/towers/{tower_id}/session-token.
+func (s *Server) createTowerSession(ctx context.Context, in *struct {
+	TowerPath
+	Body SessionTokenRequest
+}) (*struct{ Body SessionTokenBody }, error) {
+	body, err := s.openTowerSession(ctx, in.TowerID, in.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body SessionTokenBody }{Body: body}, nil
 }
 
 // allowedClaims returns the claims the caller's client may ask for; a client that no longer
