@@ -152,10 +152,7 @@ func (s *Server) listAppKeys(ctx context.Context, _ *struct{}) (*struct{ Body []
 	out := make([]AppKeyBody, len(keys))
 	for i, k := range keys {
 		out[i] = AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt)}
-		if k.LastUsedAt != nil {
-			v := ts(*k.LastUsedAt)
-			out[i].LastUsedAt = &v
-		}
+		out[i].LastUsedAt = optTS(k.LastUsedAt)
 	}
 	return &struct{ Body []AppKeyBody }{Body: out}, nil
 }

@@ -109,10 +109,7 @@ func (s *Server) listTransactions(ctx context.Context, in *transactionQuery) (*s
 			masked := "****" + *t.PickupCodeLast2
 			b.PickupCode = &masked
 		}
-		if t.CompletedAt != nil {
-			v := ts(*t.CompletedAt)
-			b.CompletedAt = &v
-		}
+		b.CompletedAt = optTS(t.CompletedAt)
 		out.Data[i] = b
 	}
 	return &struct{ Body TransactionPage }{Body: out}, nil

@@ -170,14 +170,10 @@ func eventBody(e store.WebhookEvent) WebhookEventBody {
 func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
 	b := WebhookDeliveryBody{ID: d.ID, EventID: webhook.EventIDPrefix + d.EventID.String(), EventType: d.EventType, Status: d.Status,
 		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: ts(d.CreatedAt)}
-	if d.NextAttemptAt != nil && d.Status == "pending" {
-		v := ts(*d.NextAttemptAt)
-		b.NextAttemptAt = &v
+	if d.Status == "pending" {
+		b.NextAttemptAt = optTS(d.NextAttemptAt)
 	}
-	if d.CompletedAt != nil {
-		v := ts(*d.CompletedAt)
-		b.CompletedAt = &v
-	}
+	b.CompletedAt = optTS(d.CompletedAt)
 	return b
 }
 

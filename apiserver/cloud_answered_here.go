@@ -130,10 +130,7 @@ func (s *Server) listCloudLocations(ctx context.Context, _ *struct{}) (*struct{ 
 	out := LocationList{Data: make([]LocationSummary, 0, len(ls))}
 	for _, l := range ls {
 		sum := LocationSummary{ID: l.ID, Name: l.Name, Timezone: l.Timezone, GatewayID: l.GatewaySerial, GatewayOnline: l.Online}
-		if l.LastSeenAt != nil {
-			t := ts(*l.LastSeenAt)
-			sum.LastSeenAt = &t
-		}
+		sum.LastSeenAt = optTS(l.LastSeenAt)
 		out.Data = append(out.Data, sum)
 	}
 	return &struct{ Body LocationList }{Body: out}, nil

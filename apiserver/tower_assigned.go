@@ -50,10 +50,7 @@ func (s *Server) listAssignedLockers(ctx context.Context, _ *struct{}) (*struct{
 	for _, a := range list {
 		b := AssignedLockerBody{LockerBody: lockerBody(a.Locker), Possession: PossessionBody{ReservationID: a.ReservationID,
 			ActiveTokens: make([]ActiveTokenBody, 0, len(a.ActiveTokens))}}
-		if a.Since != nil {
-			since := ts(*a.Since)
-			b.Possession.Since = &since
-		}
+		b.Possession.Since = optTS(a.Since)
 		for _, t := range a.ActiveTokens {
 			b.Possession.ActiveTokens = append(b.Possession.ActiveTokens, ActiveTokenBody{ID: t.ID, Type: t.Type, ExpiresAt: ts(t.ExpiresAt)})
 		}
