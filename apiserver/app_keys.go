@@ -149,12 +149,10 @@ func (s *Server) listAppKeys(ctx context.Context, _ *struct{}) (*struct{ Body []
 	if err != nil {
 		return nil, s.appError(ctx, "api keys", err)
 	}
-	out := make([]AppKeyBody, len(keys))
-	for i, k := range keys {
-		out[i] = AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt)}
-		out[i].LastUsedAt = optTS(k.LastUsedAt)
-	}
-	return &struct{ Body []AppKeyBody }{Body: out}, nil
+	return &struct{ Body []AppKeyBody }{Body: bodies(keys, func(k store.AppKey) AppKeyBody {
+		return AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt),
+			LastUsedAt: optTS(k.LastUsedAt)}
+	})}, nil
 }
 
 // deleteAppKey answers DELETE /auth/api-key/{key_id}.

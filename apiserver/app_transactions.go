@@ -100,19 +100,20 @@ func (s *Server) listTransactions(ctx context.Context, in *transactionQuery) (*s
 	if err != nil {
 		return nil, s.appError(ctx, "transactions", err)
 	}
-	out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
-		TotalPages: (total + size - 1) / size}
-	for i, t := range list {
-		b := TransactionBody{ID: t.ID, Type: t.Type, OrderReference: t.OrderReference, LockerNumber: t.LockerNumber,
-			TowerName: t.TowerName, Location: t.Location, City: t.City, PinCode: t.PinCode, Status: t.Status, CreatedAt: ts(t.CreatedAt)}
-		if t.PickupCodeLast2 != nil {
-			masked := "****" + *t.PickupCodeLast2
-			b.PickupCode = &masked
-		}
-		b.CompletedAt = optTS(t.CompletedAt)
-		out.Data[i] = b
+	return &struct{ Body TransactionPage }{Body: TransactionPage{Data: bodies(list, transactionBody), PageNumber: page, PageSize: size,
+		TotalCount: total, TotalPages: (total + size - 1) / size}}, nil
+}
+
+// transactionBody is a row of the list, its pickup code masked to its last two digits.
+func transactionBody(t store.Transaction) TransactionBody {
+	b := TransactionBody{ID: t.ID, Type: t.Type, OrderReference: t.OrderReference, LockerNumber: t.LockerNumber,
+		TowerName: t.TowerName, Location: t.Location, City: t.City, PinCode: t.PinCode, Status: t.Status,
+		CreatedAt: ts(t.CreatedAt), CompletedAt: optTS(t.CompletedAt)}
+	if t.PickupCodeLast2 != nil {
+		masked := "****" + *t.PickupCodeLast2
+		b.PickupCode = &masked
 	}
-	return &struct{ Body TransactionPage }{Body: out}, nil
+	return b
 }
 
 // pageParam reads a numeric-text paging parameter: empty means the default, anything but
