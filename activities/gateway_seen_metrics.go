@@ -25,29 +25,17 @@ var gatewaySeenDesc = prometheus.NewDesc("lockernet_gateway_last_seen_timestamp_
 // keep it fresh, so "time() - it > 120" is the cloud's own "offline" (DESIGN §6). A failed
 // read is logged and leaves the series out of that scrape.
 func NewGatewaySeenCollector(st GatewaySeenStore, logger *slog.Logger) prometheus.Collector {
-	return &gatewaySeenCollector{st: st, logger: logger}
-}
-
-type gatewaySeenCollector struct {
-	st     GatewaySeenStore
-	logger *slog.Logger
-}
-
-func (c *gatewaySeenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- gatewaySeenDesc }
-
-func (c *gatewaySeenCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	gws, err := c.st.GatewaysLastSeen(ctx)
-	if err != nil {
-		c.logger.Warn("read gateways last seen for metrics", "err", err)
-		return
-	}
-	for _, g := range gws {
-		var ts float64
-		if g.LastSeen.After(time.Unix(0, 0)) {
-			ts = float64(g.LastSeen.UnixMilli()) / 1000
-		}
-		ch <- prometheus.MustNewConstMetric(gatewaySeenDesc, prometheus.GaugeValue, ts, g.Serial, strconv.FormatInt(g.LocationID, 10))
+	return &scrapeCollector[[]store.GatewaySeen]{
+		descs: []*prometheus.Desc{gatewaySeenDesc}, what: "gateways last seen", logger: logger,
+		read: func(ctx context.Context) ([]store.GatewaySeen, error) { return st.GatewaysLastSeen(ctx) },
+		emit: func(gws []store.GatewaySeen, ch chan<- prometheus.Metric) {
+			for _, g := range gws {
+				var ts float64
+				if g.LastSeen.After(time.Unix(0, 0)) {
+					ts = float64(g.LastSeen.UnixMilli()) / 1000
+				}
+				ch <- prometheus.MustNewConstMetric(gatewaySeenDesc, prometheus.GaugeValue, ts, g.Serial, strconv.FormatInt(g.LocationID, 10))
+			}
+		},
 	}
 }

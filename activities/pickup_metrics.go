@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,30 +27,15 @@ var (
 // read from Postgres at scrape time (bounded to 2 s). A failed read is logged and leaves the
 // series out of that scrape.
 func NewPickupCollector(st PickupStatsStore, logger *slog.Logger) prometheus.Collector {
-	return &pickupCollector{st: st, logger: logger}
-}
-
-type pickupCollector struct {
-	st     PickupStatsStore
-	logger *slog.Logger
-}
-
-func (c *pickupCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- parcelsLiveDesc
-	ch <- pickupLagDesc
-}
-
-func (c *pickupCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s, err := c.st.PickupStats(ctx)
-	if err != nil {
-		c.logger.Warn("read pickup windows for metrics", "err", err)
-		return
+	return &scrapeCollector[store.PickupStats]{
+		descs: []*prometheus.Desc{parcelsLiveDesc, pickupLagDesc}, what: "pickup windows", logger: logger,
+		read: func(ctx context.Context) (store.PickupStats, error) { return st.PickupStats(ctx) },
+		emit: func(s store.PickupStats, ch chan<- prometheus.Metric) {
+			for _, l := range s.Live {
+				ch <- prometheus.MustNewConstMetric(parcelsLiveDesc, prometheus.GaugeValue, float64(l.Count),
+					strconv.FormatInt(l.LocationID, 10), l.Status)
+			}
+			ch <- prometheus.MustNewConstMetric(pickupLagDesc, prometheus.GaugeValue, s.MarkLag.Seconds())
+		},
 	}
-	for _, l := range s.Live {
-		ch <- prometheus.MustNewConstMetric(parcelsLiveDesc, prometheus.GaugeValue, float64(l.Count),
-			strconv.FormatInt(l.LocationID, 10), l.Status)
-	}
-	ch <- prometheus.MustNewConstMetric(pickupLagDesc, prometheus.GaugeValue, s.MarkLag.Seconds())
 }

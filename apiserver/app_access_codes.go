@@ -72,39 +72,10 @@ type CloseLockerRequest struct {
 
 func (s *Server) registerAccessCodes(api huma.API) {
 	tags := []string{"App engine: access codes"}
-	// list answers the access codes f selects.
-	list := func(ctx context.Context, f store.AccessCodeFilter) (*struct{ Body []AccessCodeBody }, error) {
-		codes, err := s.deps.Store.ListAccessCodes(ctx, f)
-		if err != nil {
-			return nil, s.appError(ctx, "access codes", err)
-		}
-		out := make([]AccessCodeBody, 0, len(codes))
-		for _, c := range codes {
-			b, err := s.accessCodeBody(appKey(ctx), c)
-			if err != nil {
-				return nil, s.appError(ctx, "access codes", err)
-			}
-			out = append(out, b)
-		}
-		return &struct{ Body []AccessCodeBody }{Body: out}, nil
-	}
-
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-sub-organization-access-codes", Method: http.MethodGet, Path: "/sub-organization/{sub_organization_id}/access-codes", Tags: tags,
 		Summary: "Get All Access Codes Of A Sub-Organization", Description: "Active codes at the sub-organization's locations.", Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		SubOrganizationID int64 `path:"sub_organization_id"`
-	}) (*struct{ Body []AccessCodeBody }, error) {
-		k := appKey(ctx)
-		ok, err := s.deps.Store.SubOrganizationOf(ctx, k.OrganizationID, in.SubOrganizationID)
-		if err != nil {
-			return nil, s.appError(ctx, "sub-organization", err)
-		}
-		if !ok || (!k.OrgWide() && *k.SubOrganizationID != in.SubOrganizationID) {
-			return nil, s.appError(ctx, "sub-organization", errNotFound("sub-organization: not found"))
-		}
-		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: &in.SubOrganizationID})
-	})
+	}), s.listSubOrganizationAccessCodes)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-location-access-codes", Method: http.MethodGet, Path: "/locker/all/access-codes", Tags: tags,
@@ -112,36 +83,12 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Description: "Active codes of the lockers at every location the key may see: its organization's for an organization-wide key, " +
 			"its sub-organization's otherwise. location_id narrows the list to one of those locations.",
 		Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		LocationID string `query:"location_id" maxLength:"20" doc:"Optional: only the codes at this location (one of the key's scope); absent or empty lists every location"`
-	}) (*struct{ Body []AccessCodeBody }, error) {
-		k := appKey(ctx)
-		var locationID int64
-		if strings.TrimSpace(in.LocationID) != "" {
-			loc, err := s.codeLocation(ctx, k, in.LocationID)
-			if err != nil {
-				return nil, s.appError(ctx, "location", err)
-			}
-			locationID = loc.LocationID
-		}
-		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
-	})
+	}), s.listLocationAccessCodes)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-locker-access-codes", Method: http.MethodGet, Path: "/locker/access-codes", Tags: tags,
 		Summary: "Get All Access Codes Of A Locker", Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		LocationID string `query:"location_id" required:"true" maxLength:"20"`
-		LockerName string `query:"locker_name" required:"true" minLength:"1" maxLength:"64"`
-	}) (*struct{ Body []AccessCodeBody }, error) {
-		k := appKey(ctx)
-		loc, err := s.codeLocation(ctx, k, in.LocationID)
-		if err != nil {
-			return nil, s.appError(ctx, "location", err)
-		}
-		return list(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID,
-			LocationID: loc.LocationID, LockerName: in.LockerName})
-	})
+	}), s.listLockerAccessCodes)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "create-access-code", Method: http.MethodPost, Path: "/locker", Tags: tags,
@@ -149,9 +96,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Description: "Six random digits, unique among the location's active codes. The code holds its locker through a gateway transaction " +
 			"(its id is the code's) until it expires, is removed or (single-use) is used; one active code per locker.",
 		Security: needsAppKey,
-	}), func(ctx context.Context, in *struct{ Body CreateAccessCodeRequest }) (*struct{ Body AccessCodeBody }, error) {
-		return s.createAccessCode(ctx, in.Body)
-	})
+	}), s.createAccessCode)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "open-locker-with-code", Method: http.MethodPost, Path: "/locker/open", Tags: tags,
@@ -162,9 +107,7 @@ func (s *Server) registerAccessCodes(api huma.API) {
 			"%d wrong codes per key and location (per end user when end_user_id is given, with a ceiling of %d per key and location) within %s answer 429 until the window passes; "+
 			"attempts are counted before the code is judged, so simultaneous guesses cannot pass the limit.", codeOpenWait, CodeGuessLimit, CodeGuessCeiling, CodeGuessWindow),
 		Security: needsAppKey, Responses: doorResponses(api),
-	}), func(ctx context.Context, in *struct{ Body OpenWithCodeRequest }) (*doorOutput, error) {
-		return s.openWithCode(ctx, in.Body)
-	})
+	}), s.openWithCode)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "close-locker", Method: http.MethodPost, Path: "/locker/close", Tags: tags,
@@ -172,30 +115,79 @@ func (s *Server) registerAccessCodes(api huma.API) {
 		Description: "Reads the door sensor through the gateway and records the close; a door still open is reported, not an error.",
 		Security:    needsAppKey,
 		Responses:   doorResponses(api),
-	}), func(ctx context.Context, in *struct{ Body CloseLockerRequest }) (*doorOutput, error) {
-		return s.closeLocker(ctx, in.Body)
-	})
+	}), s.closeLocker)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "poll-locker-request", Method: http.MethodGet, Path: "/locker/requests/{request_id}", Tags: tags,
 		Summary: "The outcome of a pending open or close", Security: needsAppKey, Responses: doorPollResponses(api),
-	}), func(ctx context.Context, in *struct {
-		RequestID string `path:"request_id" format:"uuid"`
-	}) (*doorOutput, error) {
-		return s.pollDoorRequest(ctx, in.RequestID)
-	})
+	}), s.pollDoorRequest)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "remove-access-code", Method: http.MethodPatch, Path: "/locker/access-code/{id}", Tags: tags,
 		Summary: "Remove Access Code", Description: "The code stops working at once and its locker's hold is released.", Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		ID   string `path:"id" format:"uuid"`
-		Body struct {
-			Status string `json:"status" enum:"removed"`
+	}), s.removeAccessCode)
+}
+
+// listSubOrganizationAccessCodes answers GET /sub-organization/{sub_organization_id}/access-codes.
+func (s *Server) listSubOrganizationAccessCodes(ctx context.Context, in *struct {
+	SubOrganizationID int64 `path:"sub_organization_id"`
+}) (*struct{ Body []AccessCodeBody }, error) {
+	k := appKey(ctx)
+	ok, err := s.deps.Store.SubOrganizationOf(ctx, k.OrganizationID, in.SubOrganizationID)
+	if err != nil {
+		return nil, s.appError(ctx, "sub-organization", err)
+	}
+	if !ok || (!k.OrgWide() && *k.SubOrganizationID != in.SubOrganizationID) {
+		return nil, s.appError(ctx, "sub-organization", errNotFound("sub-organization: not found"))
+	}
+	return s.accessCodeList(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: &in.SubOrganizationID})
+}
+
+// listLocationAccessCodes answers GET /locker/all/access-codes.
+func (s *Server) listLocationAccessCodes(ctx context.Context, in *struct {
+	LocationID string `query:"location_id" maxLength:"20" doc:"Optional: only the codes at this location (one of the key's scope); absent or empty lists every location"`
+}) (*struct{ Body []AccessCodeBody }, error) {
+	k := appKey(ctx)
+	var locationID int64
+	if strings.TrimSpace(in.LocationID) != "" {
+		loc, err := s.codeLocation(ctx, k, in.LocationID)
+		if err != nil {
+			return nil, s.appError(ctx, "location", err)
 		}
-	}) (*struct{ Body AccessCodeBody }, error) {
-		return s.removeAccessCode(ctx, in.ID)
-	})
+		locationID = loc.LocationID
+	}
+	return s.accessCodeList(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID, LocationID: locationID})
+}
+
+// listLockerAccessCodes answers GET /locker/access-codes.
+func (s *Server) listLockerAccessCodes(ctx context.Context, in *struct {
+	LocationID string `query:"location_id" required:"true" maxLength:"20"`
+	LockerName string `query:"locker_name" required:"true" minLength:"1" maxLength:"64"`
+}) (*struct{ Body []AccessCodeBody }, error) {
+	k := appKey(ctx)
+	loc, err := s.codeLocation(ctx, k, in.LocationID)
+	if err != nil {
+		return nil, s.appError(ctx, "location", err)
+	}
+	return s.accessCodeList(ctx, store.AccessCodeFilter{OrgID: k.OrganizationID, ScopeSubOrg: k.SubOrganizationID,
+		LocationID: loc.LocationID, LockerName: in.LockerName})
+}
+
+// accessCodeList answers the access codes f selects, as the calling key may see them.
+func (s *Server) accessCodeList(ctx context.Context, f store.AccessCodeFilter) (*struct{ Body []AccessCodeBody }, error) {
+	codes, err := s.deps.Store.ListAccessCodes(ctx, f)
+	if err != nil {
+		return nil, s.appError(ctx, "access codes", err)
+	}
+	out := make([]AccessCodeBody, 0, len(codes))
+	for _, c := range codes {
+		b, err := s.accessCodeBody(appKey(ctx), c)
+		if err != nil {
+			return nil, s.appError(ctx, "access codes", err)
+		}
+		out = append(out, b)
+	}
+	return &struct{ Body []AccessCodeBody }{Body: out}, nil
 }
 
 // doorResponses documents the answers of an open or a close (and of their poll): the door's
@@ -227,9 +219,14 @@ func doorPollResponses(api huma.API) map[string]*huma.Response {
 
 // removeAccessCode ends a code at once (PATCH /locker/access-code/{id}); its workflow
 // releases the locker's hold.
-func (s *Server) removeAccessCode(ctx context.Context, rawID string) (*struct{ Body AccessCodeBody }, error) {
+func (s *Server) removeAccessCode(ctx context.Context, in *struct {
+	ID   string `path:"id" format:"uuid"`
+	Body struct {
+		Status string `json:"status" enum:"removed"`
+	}
+}) (*struct{ Body AccessCodeBody }, error) {
 	k := appKey(ctx)
-	id, err := uuid.Parse(rawID)
+	id, err := uuid.Parse(in.ID)
 	if err != nil {
 		return nil, s.appError(ctx, "access code", errNotFound("access code: not found"))
 	}

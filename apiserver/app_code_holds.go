@@ -32,7 +32,9 @@ func newCodeDigits() (string, error) {
 	return fmt.Sprintf("%06d", n.Int64()), nil
 }
 
-func (s *Server) createAccessCode(ctx context.Context, req CreateAccessCodeRequest) (*struct{ Body AccessCodeBody }, error) {
+// createAccessCode answers POST /locker.
+func (s *Server) createAccessCode(ctx context.Context, in *struct{ Body CreateAccessCodeRequest }) (*struct{ Body AccessCodeBody }, error) {
+	req := in.Body
 	k := appKey(ctx)
 	expiry, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(req.Expiry))
 	if err != nil {

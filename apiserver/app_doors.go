@@ -97,7 +97,9 @@ func (s *Server) gatewayCall(ctx context.Context, gw store.Gateway, r store.NewG
 	return s.requests.Await(ctx, row, wait, false)
 }
 
-func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*doorOutput, error) {
+// openWithCode answers POST /locker/open.
+func (s *Server) openWithCode(ctx context.Context, in *struct{ Body OpenWithCodeRequest }) (*doorOutput, error) {
+	req := in.Body
 	gw, leave, err := s.doorAt(ctx, req.LocationID)
 	if err != nil {
 		return nil, err
@@ -173,7 +175,9 @@ func (s *Server) openWithCode(ctx context.Context, req OpenWithCodeRequest) (*do
 	return s.doorAnswer(ctx, r, code.LockerName, true)
 }
 
-func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*doorOutput, error) {
+// closeLocker answers POST /locker/close.
+func (s *Server) closeLocker(ctx context.Context, in *struct{ Body CloseLockerRequest }) (*doorOutput, error) {
+	req := in.Body
 	gw, leave, err := s.doorAt(ctx, req.LocationID)
 	if err != nil {
 		return nil, err
@@ -194,8 +198,10 @@ func (s *Server) closeLocker(ctx context.Context, req CloseLockerRequest) (*door
 
 // pollDoorRequest answers GET /locker/requests/{request_id}: the outcome of an open or a
 // close that was still pending after its wait.
-func (s *Server) pollDoorRequest(ctx context.Context, rawID string) (*doorOutput, error) {
-	id, err := uuid.Parse(rawID)
+func (s *Server) pollDoorRequest(ctx context.Context, in *struct {
+	RequestID string `path:"request_id" format:"uuid"`
+}) (*doorOutput, error) {
+	id, err := uuid.Parse(in.RequestID)
 	if err != nil {
 		return nil, s.appError(ctx, "request", errNotFound("request: not found"))
 	}

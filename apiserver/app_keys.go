@@ -90,81 +90,85 @@ func (s *Server) registerAppKeys(api huma.API) {
 		Summary:     "Generate API key",
 		Description: "Needs an organization admin key (one without sub-organization). client_id/client_secret must be a service-provider client of the organization. The key is shown once.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct{ Body CreateAppKeyRequest }) (*struct{ Body CreatedAppKey }, error) {
-		caller := appKey(ctx)
-		if !caller.OrgWide() {
-			return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may create keys"))
-		}
-		if int64(in.Body.OrganizationID) != caller.OrganizationID {
-			return nil, s.appError(ctx, "api key", errForbidden("organization_id is not the organization of this key"))
-		}
-		client, err := s.deps.Store.ClientByID(ctx, in.Body.ClientID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, s.appError(ctx, "client", err)
-		}
-		if err != nil || client.OrganizationID != caller.OrganizationID || client.Disabled || !credential.Equal(in.Body.ClientSecret, client.SecretHash) {
-			return nil, s.appError(ctx, "api key", errForbidden("client_id and client_secret are not a client of this organization"))
-		}
-		var sub *int64
-		if in.Body.SubOrganizationID.Set {
-			ok, err := s.deps.Store.SubOrganizationOf(ctx, caller.OrganizationID, in.Body.SubOrganizationID.ID)
-			if err != nil {
-				return nil, s.appError(ctx, "sub-organization", err)
-			}
-			if !ok {
-				return nil, s.appError(ctx, "api key", invalidInput("unknown sub_organization_id"))
-			}
-			sub = &in.Body.SubOrganizationID.ID
-		}
-		key, k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{OrganizationID: caller.OrganizationID,
-			SubOrganizationID: sub, ClientID: &client.ClientID})
-		if err != nil {
-			return nil, s.appError(ctx, "api key", err)
-		}
-		return &struct{ Body CreatedAppKey }{Body: CreatedAppKey{APIKey: key, ID: k.ID, CreatedAt: ts(k.CreatedAt)}}, nil
-	})
+	}), s.createAppKey)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-api-keys", Method: http.MethodGet, Path: "/auth/api-key", Tags: tags,
 		Summary:     "Get All APIs Key",
 		Description: "The keys within the caller's scope: all of the organization's for an admin key, the sub-organization's otherwise. Never the secrets.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []AppKeyBody }, error) {
-		caller := appKey(ctx)
-		keys, err := s.deps.Store.ListAppKeys(ctx, caller.OrganizationID, caller.SubOrganizationID)
-		if err != nil {
-			return nil, s.appError(ctx, "api keys", err)
-		}
-		out := make([]AppKeyBody, len(keys))
-		for i, k := range keys {
-			out[i] = AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt)}
-			if k.LastUsedAt != nil {
-				v := ts(*k.LastUsedAt)
-				out[i].LastUsedAt = &v
-			}
-		}
-		return &struct{ Body []AppKeyBody }{Body: out}, nil
-	})
+	}), s.listAppKeys)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "delete-api-key", Method: http.MethodDelete, Path: "/auth/api-key/{key_id}", Tags: tags,
 		Summary:       "Delete API key",
 		Description:   "Needs an organization admin key. The key stops working at once on every instance (its next request is refused).",
 		DefaultStatus: http.StatusNoContent, Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		KeyID string `path:"key_id" format:"uuid"`
-	}) (*struct{}, error) {
-		caller := appKey(ctx)
-		if !caller.OrgWide() {
-			return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may delete keys"))
-		}
-		id, err := uuid.Parse(in.KeyID)
+	}), s.deleteAppKey)
+}
+
+// createAppKey answers POST /auth/api-key.
+func (s *Server) createAppKey(ctx context.Context, in *struct{ Body CreateAppKeyRequest }) (*struct{ Body CreatedAppKey }, error) {
+	caller := appKey(ctx)
+	if !caller.OrgWide() {
+		return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may create keys"))
+	}
+	if int64(in.Body.OrganizationID) != caller.OrganizationID {
+		return nil, s.appError(ctx, "api key", errForbidden("organization_id is not the organization of this key"))
+	}
+	client, err := s.deps.Store.ClientByID(ctx, in.Body.ClientID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, s.appError(ctx, "client", err)
+	}
+	if err != nil || client.OrganizationID != caller.OrganizationID || client.Disabled || !credential.Equal(in.Body.ClientSecret, client.SecretHash) {
+		return nil, s.appError(ctx, "api key", errForbidden("client_id and client_secret are not a client of this organization"))
+	}
+	var sub *int64
+	if in.Body.SubOrganizationID.Set {
+		ok, err := s.deps.Store.SubOrganizationOf(ctx, caller.OrganizationID, in.Body.SubOrganizationID.ID)
 		if err != nil {
-			return nil, s.appError(ctx, "api key", errNotFound("api key: not found"))
+			return nil, s.appError(ctx, "sub-organization", err)
 		}
-		if err := s.deps.Store.DeleteAppKey(ctx, caller.OrganizationID, id); err != nil {
-			return nil, s.appError(ctx, "api key", err)
+		if !ok {
+			return nil, s.appError(ctx, "api key", invalidInput("unknown sub_organization_id"))
 		}
-		return nil, nil
-	})
+		sub = &in.Body.SubOrganizationID.ID
+	}
+	key, k, err := s.deps.Store.CreateAppKey(ctx, store.AppKey{OrganizationID: caller.OrganizationID,
+		SubOrganizationID: sub, ClientID: &client.ClientID})
+	if err != nil {
+		return nil, s.appError(ctx, "api key", err)
+	}
+	return &struct{ Body CreatedAppKey }{Body: CreatedAppKey{APIKey: key, ID: k.ID, CreatedAt: ts(k.CreatedAt)}}, nil
+}
+
+// listAppKeys answers GET /auth/api-key.
+func (s *Server) listAppKeys(ctx context.Context, _ *struct{}) (*struct{ Body []AppKeyBody }, error) {
+	caller := appKey(ctx)
+	keys, err := s.deps.Store.ListAppKeys(ctx, caller.OrganizationID, caller.SubOrganizationID)
+	if err != nil {
+		return nil, s.appError(ctx, "api keys", err)
+	}
+	return &struct{ Body []AppKeyBody }{Body: bodies(keys, func(k store.AppKey) AppKeyBody {
+		return AppKeyBody{ID: k.ID, Prefix: k.Prefix, SubOrganizationID: k.SubOrganizationID, CreatedAt: ts(k.CreatedAt),
+			LastUsedAt: optTS(k.LastUsedAt)}
+	})}, nil
+}
+
+// deleteAppKey answers DELETE /auth/api-key/{key_id}.
+func (s *Server) deleteAppKey(ctx context.Context, in *struct {
+	KeyID string `path:"key_id" format:"uuid"`
+}) (*struct{}, error) {
+	caller := appKey(ctx)
+	if !caller.OrgWide() {
+		return nil, s.appError(ctx, "api key", errForbidden("only an organization admin key may delete keys"))
+	}
+	id, err := uuid.Parse(in.KeyID)
+	if err != nil {
+		return nil, s.appError(ctx, "api key", errNotFound("api key: not found"))
+	}
+	if err := s.deps.Store.DeleteAppKey(ctx, caller.OrganizationID, id); err != nil {
+		return nil, s.appError(ctx, "api key", err)
+	}
+	return nil, nil
 }

@@ -61,58 +61,59 @@ func (s *Server) registerTransactions(api huma.API) {
 		Summary:     "List all transactions",
 		Description: "Drop-offs and pickups at towers, access-code opens and closes, and gateway transactions of the organization (of the sub-organization, for a sub-organization key), newest first. Empty filters filter nothing. A `pickup_code` filter that matches nothing counts as a wrong code for the key: after 10 such misses within 15 minutes, `pickup_code` filters answer 429 with `Retry-After` until the window passes.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *transactionQuery) (*struct{ Body TransactionPage }, error) {
-		size, err := pageParam("page_size", in.PageSize, 20, 100)
-		if err != nil {
-			return nil, s.appError(ctx, "page", err)
-		}
-		page, err := pageParam("page_number", in.PageNumber, 1, 1<<30)
-		if err != nil {
-			return nil, s.appError(ctx, "page", err)
-		}
-		k := appKey(ctx)
-		f := store.TransactionFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID,
-			Type: strings.TrimSpace(in.Type), OrderReference: in.OrderReference, LockerNumber: strings.TrimSpace(in.LockerNumber),
-			TowerName: strings.TrimSpace(in.TowerName), Location: strings.TrimSpace(in.Location), City: strings.TrimSpace(in.City),
-			PinCode: strings.TrimSpace(in.PinCode)}
-		var lookup *store.CodeAttempt
-		if c := strings.TrimSpace(in.PickupCode); c != "" {
-			// The list shows codes masked; a filter that matched could reveal the rest of one.
-			// Misses count against the key like wrong codes at a door do.
-			att, err := s.codeLookupAllowed(ctx, k.ID)
-			if err != nil {
-				return nil, s.appError(ctx, "transactions", err)
-			}
-			lookup = &att
-			f.PickupCodeHash = s.pickupCodeHash(c)
-		}
-		list, total, err := s.deps.Store.ListTransactions(ctx, f, size, page)
-		if lookup != nil && (err != nil || total > 0) {
-			// A hit (or no answer) is not a miss: uncount it.
-			if rerr := s.deps.Store.ReleaseCodeAttempt(context.WithoutCancel(ctx), lookup.ID); rerr != nil {
-				s.logger.WarnContext(ctx, "release pickup_code lookup", "err", rerr)
-			}
-		}
+	}), s.listTransactions)
+}
+
+// listTransactions answers GET /dropoff/organization/transactions.
+func (s *Server) listTransactions(ctx context.Context, in *transactionQuery) (*struct{ Body TransactionPage }, error) {
+	size, err := pageParam("page_size", in.PageSize, 20, 100)
+	if err != nil {
+		return nil, s.appError(ctx, "page", err)
+	}
+	page, err := pageParam("page_number", in.PageNumber, 1, 1<<30)
+	if err != nil {
+		return nil, s.appError(ctx, "page", err)
+	}
+	k := appKey(ctx)
+	f := store.TransactionFilter{OrgID: k.OrganizationID, SubOrgID: k.SubOrganizationID,
+		Type: strings.TrimSpace(in.Type), OrderReference: in.OrderReference, LockerNumber: strings.TrimSpace(in.LockerNumber),
+		TowerName: strings.TrimSpace(in.TowerName), Location: strings.TrimSpace(in.Location), City: strings.TrimSpace(in.City),
+		PinCode: strings.TrimSpace(in.PinCode)}
+	var lookup *store.CodeAttempt
+	if c := strings.TrimSpace(in.PickupCode); c != "" {
+		// The list shows codes masked; a filter that matched could reveal the rest of one.
+		// Misses count against the key like wrong codes at a door do.
+		att, err := s.codeLookupAllowed(ctx, k.ID)
 		if err != nil {
 			return nil, s.appError(ctx, "transactions", err)
 		}
-		out := TransactionPage{Data: make([]TransactionBody, len(list)), PageNumber: page, PageSize: size, TotalCount: total,
-			TotalPages: (total + size - 1) / size}
-		for i, t := range list {
-			b := TransactionBody{ID: t.ID, Type: t.Type, OrderReference: t.OrderReference, LockerNumber: t.LockerNumber,
-				TowerName: t.TowerName, Location: t.Location, City: t.City, PinCode: t.PinCode, Status: t.Status, CreatedAt: ts(t.CreatedAt)}
-			if t.PickupCodeLast2 != nil {
-				masked := "****" + *t.PickupCodeLast2
-				b.PickupCode = &masked
-			}
-			if t.CompletedAt != nil {
-				v := ts(*t.CompletedAt)
-				b.CompletedAt = &v
-			}
-			out.Data[i] = b
+		lookup = &att
+		f.PickupCodeHash = s.pickupCodeHash(c)
+	}
+	list, total, err := s.deps.Store.ListTransactions(ctx, f, size, page)
+	if lookup != nil && (err != nil || total > 0) {
+		// A hit (or no answer) is not a miss: uncount it.
+		if rerr := s.deps.Store.ReleaseCodeAttempt(context.WithoutCancel(ctx), lookup.ID); rerr != nil {
+			s.logger.WarnContext(ctx, "release pickup_code lookup", "err", rerr)
 		}
-		return &struct{ Body TransactionPage }{Body: out}, nil
-	})
+	}
+	if err != nil {
+		return nil, s.appError(ctx, "transactions", err)
+	}
+	return &struct{ Body TransactionPage }{Body: TransactionPage{Data: bodies(list, transactionBody), PageNumber: page, PageSize: size,
+		TotalCount: total, TotalPages: (total + size - 1) / size}}, nil
+}
+
+// transactionBody is a row of the list, its pickup code masked to its last two digits.
+func transactionBody(t store.Transaction) TransactionBody {
+	b := TransactionBody{ID: t.ID, Type: t.Type, OrderReference: t.OrderReference, LockerNumber: t.LockerNumber,
+		TowerName: t.TowerName, Location: t.Location, City: t.City, PinCode: t.PinCode, Status: t.Status,
+		CreatedAt: ts(t.CreatedAt), CompletedAt: optTS(t.CompletedAt)}
+	if t.PickupCodeLast2 != nil {
+		masked := "****" + *t.PickupCodeLast2
+		b.PickupCode = &masked
+	}
+	return b
 }
 
 // pageParam reads a numeric-text paging parameter: empty means the default, anything but

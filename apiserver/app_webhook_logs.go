@@ -60,98 +60,107 @@ func (s *Server) registerWebhookLogs(api huma.API, tags []string) {
 		Summary:     "An endpoint's delivery log",
 		Description: "Newest first. `status` filters (pending, succeeded, failed); `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		EndpointID string `path:"endpoint_id" maxLength:"64"`
-		Status     string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
-		Limit      string `query:"limit" maxLength:"8"`
-		Cursor     string `query:"cursor" maxLength:"128"`
-	}) (*struct{ Body WebhookDeliveryPage }, error) {
-		id, err := parseEndpointID(in.EndpointID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		limit, err := pageParam("limit", in.Limit, 20, 100)
-		if err != nil {
-			return nil, s.appError(ctx, "page", err)
-		}
-		switch in.Status {
-		case "", "pending", "succeeded", "failed":
-		default:
-			return nil, s.appError(ctx, "webhook deliveries", invalidField("status: expected pending, succeeded or failed",
-				"query.status", in.Status, "expected pending, succeeded or failed"))
-		}
-		f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
-		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, s.appError(ctx, "cursor", err)
-		}
-		list, err := s.deps.Store.WebhookDeliveries(ctx, f)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook endpoint", err)
-		}
-		list, next := nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
-		return &struct{ Body WebhookDeliveryPage }{Body: WebhookDeliveryPage{Data: bodies(list, deliveryBody), NextCursor: next}}, nil
-	})
+	}), s.listWebhookDeliveries)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "redeliver-webhook", Method: http.MethodPost, Path: "/webhooks/deliveries/{delivery_id}/retry", Tags: tags,
 		Summary:       "Redeliver",
 		Description:   "A new attempt now, with the same webhook-id, and the retry schedule again if it fails. 409 when the endpoint is disabled.",
 		DefaultStatus: http.StatusAccepted, Security: needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		DeliveryID string `path:"delivery_id" maxLength:"64"`
-	}) (*struct{ Body WebhookDeliveryBody }, error) {
-		id, err := uuid.Parse(in.DeliveryID)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook delivery", errNotFound("webhook delivery: not found"))
-		}
-		d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
-		if errors.Is(err, store.ErrConflict) {
-			err = errEndpointDisabled
-		}
-		if err != nil {
-			return nil, s.appError(ctx, "webhook delivery", err)
-		}
-		return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
-	})
+	}), s.redeliverWebhook)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-webhook-events", Method: http.MethodGet, Path: "/webhooks/events", Tags: tags,
 		Summary:     "The event log",
 		Description: "The organization's events (a sub-organization key: its sub-organization's), newest first, kept 30 days, so a receiver that was down can catch up. `type` filters by event type; `since` (RFC 3339) keeps events created at or after it; `limit` 1..100 (default 20); `cursor` is the previous page's `next_cursor`.",
 		Security:    needsAppKey,
-	}), func(ctx context.Context, in *struct {
-		Type   string `query:"type" maxLength:"64"`
-		Since  string `query:"since" maxLength:"64"`
-		Limit  string `query:"limit" maxLength:"8"`
-		Cursor string `query:"cursor" maxLength:"128"`
-	}) (*struct{ Body WebhookEventPage }, error) {
-		limit, err := pageParam("limit", in.Limit, 20, 100)
+	}), s.listWebhookEvents)
+}
+
+// listWebhookDeliveries answers GET /webhooks/endpoints/{endpoint_id}/deliveries.
+func (s *Server) listWebhookDeliveries(ctx context.Context, in *struct {
+	EndpointID string `path:"endpoint_id" maxLength:"64"`
+	Status     string `query:"status" maxLength:"16" doc:"pending, succeeded or failed; empty: all"`
+	Limit      string `query:"limit" maxLength:"8"`
+	Cursor     string `query:"cursor" maxLength:"128"`
+}) (*struct{ Body WebhookDeliveryPage }, error) {
+	id, err := parseEndpointID(in.EndpointID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	limit, err := pageParam("limit", in.Limit, 20, 100)
+	if err != nil {
+		return nil, s.appError(ctx, "page", err)
+	}
+	switch in.Status {
+	case "", "pending", "succeeded", "failed":
+	default:
+		return nil, s.appError(ctx, "webhook deliveries", invalidField("status: expected pending, succeeded or failed",
+			"query.status", in.Status, "expected pending, succeeded or failed"))
+	}
+	f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
+	if f.After, err = parseCursor(in.Cursor); err != nil {
+		return nil, s.appError(ctx, "cursor", err)
+	}
+	list, err := s.deps.Store.WebhookDeliveries(ctx, f)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook endpoint", err)
+	}
+	list, next := nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
+	return &struct{ Body WebhookDeliveryPage }{Body: WebhookDeliveryPage{Data: bodies(list, deliveryBody), NextCursor: next}}, nil
+}
+
+// redeliverWebhook answers POST /webhooks/deliveries/{delivery_id}/retry.
+func (s *Server) redeliverWebhook(ctx context.Context, in *struct {
+	DeliveryID string `path:"delivery_id" maxLength:"64"`
+}) (*struct{ Body WebhookDeliveryBody }, error) {
+	id, err := uuid.Parse(in.DeliveryID)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook delivery", errNotFound("webhook delivery: not found"))
+	}
+	d, err := s.deps.Store.RetryWebhookDelivery(ctx, webhookScope(appKey(ctx)), id)
+	if errors.Is(err, store.ErrConflict) {
+		err = errEndpointDisabled
+	}
+	if err != nil {
+		return nil, s.appError(ctx, "webhook delivery", err)
+	}
+	return &struct{ Body WebhookDeliveryBody }{Body: deliveryBody(d)}, nil
+}
+
+// listWebhookEvents answers GET /webhooks/events.
+func (s *Server) listWebhookEvents(ctx context.Context, in *struct {
+	Type   string `query:"type" maxLength:"64"`
+	Since  string `query:"since" maxLength:"64"`
+	Limit  string `query:"limit" maxLength:"8"`
+	Cursor string `query:"cursor" maxLength:"128"`
+}) (*struct{ Body WebhookEventPage }, error) {
+	limit, err := pageParam("limit", in.Limit, 20, 100)
+	if err != nil {
+		return nil, s.appError(ctx, "page", err)
+	}
+	if in.Type != "" && !webhook.KnownType(in.Type) {
+		return nil, s.appError(ctx, "webhook events", invalidField("type: unknown event type",
+			"query.type", in.Type, "expected one of "+strings.Join(webhook.Types, ", ")))
+	}
+	f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
+	if in.Since != "" {
+		t, err := time.Parse(time.RFC3339Nano, in.Since)
 		if err != nil {
-			return nil, s.appError(ctx, "page", err)
+			return nil, s.appError(ctx, "webhook events", invalidField("since: expected an RFC 3339 time",
+				"query.since", in.Since, "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"))
 		}
-		if in.Type != "" && !webhook.KnownType(in.Type) {
-			return nil, s.appError(ctx, "webhook events", invalidField("type: unknown event type",
-				"query.type", in.Type, "expected one of "+strings.Join(webhook.Types, ", ")))
-		}
-		f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
-		if in.Since != "" {
-			t, err := time.Parse(time.RFC3339Nano, in.Since)
-			if err != nil {
-				return nil, s.appError(ctx, "webhook events", invalidField("since: expected an RFC 3339 time",
-					"query.since", in.Since, "expected an RFC 3339 time such as 2026-01-02T15:04:05Z"))
-			}
-			f.Since = &t
-		}
-		if f.After, err = parseCursor(in.Cursor); err != nil {
-			return nil, s.appError(ctx, "cursor", err)
-		}
-		list, err := s.deps.Store.WebhookEvents(ctx, f)
-		if err != nil {
-			return nil, s.appError(ctx, "webhook events", err)
-		}
-		list, next := nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
-		return &struct{ Body WebhookEventPage }{Body: WebhookEventPage{Data: bodies(list, eventBody), NextCursor: next}}, nil
-	})
+		f.Since = &t
+	}
+	if f.After, err = parseCursor(in.Cursor); err != nil {
+		return nil, s.appError(ctx, "cursor", err)
+	}
+	list, err := s.deps.Store.WebhookEvents(ctx, f)
+	if err != nil {
+		return nil, s.appError(ctx, "webhook events", err)
+	}
+	list, next := nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
+	return &struct{ Body WebhookEventPage }{Body: WebhookEventPage{Data: bodies(list, eventBody), NextCursor: next}}, nil
 }
 
 func eventBody(e store.WebhookEvent) WebhookEventBody {
@@ -161,14 +170,10 @@ func eventBody(e store.WebhookEvent) WebhookEventBody {
 func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
 	b := WebhookDeliveryBody{ID: d.ID, EventID: webhook.EventIDPrefix + d.EventID.String(), EventType: d.EventType, Status: d.Status,
 		Attempts: d.Attempts, LastStatusCode: d.LastStatusCode, LastError: d.LastError, CreatedAt: ts(d.CreatedAt)}
-	if d.NextAttemptAt != nil && d.Status == "pending" {
-		v := ts(*d.NextAttemptAt)
-		b.NextAttemptAt = &v
+	if d.Status == "pending" {
+		b.NextAttemptAt = optTS(d.NextAttemptAt)
 	}
-	if d.CompletedAt != nil {
-		v := ts(*d.CompletedAt)
-		b.CompletedAt = &v
-	}
+	b.CompletedAt = optTS(d.CompletedAt)
 	return b
 }
 

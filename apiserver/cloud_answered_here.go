@@ -88,46 +88,52 @@ func (s *Server) registerCloud(api huma.API) {
 	huma.Register(grp, op(huma.Operation{
 		OperationID: "customer-get-meta", Method: http.MethodGet, Path: "/", Tags: tags,
 		Summary: "API version probe", Description: "Needs no key.",
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body ApiMeta }, error) {
-		return &struct{ Body ApiMeta }{Body: s.cloud.meta()}, nil
-	})
+	}), s.getCloudMeta)
 
 	huma.Register(grp, op(huma.Operation{
 		OperationID: "customer-get-me", Method: http.MethodGet, Path: "/me", Tags: tags,
 		Summary: "Identify the key", Security: cloudSecurity,
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body MeResponse }, error) {
-		k := cloudKey(ctx)
-		return &struct{ Body MeResponse }{Body: MeResponse{
-			KeyID: k.KeyID.String(), KeyPrefix: k.KeyPrefix,
-			Organization: OrganizationRef{ID: k.OrganizationID, Name: k.OrganizationName},
-			RateLimit:    RateLimitBody{Limit: k.Limit, WindowSeconds: int(store.RateWindow.Seconds())},
-		}}, nil
-	})
+	}), s.getCloudMe)
 
 	huma.Register(grp, op(huma.Operation{
 		OperationID: "customer-list-locations", Method: http.MethodGet, Path: "/locations", Tags: tags,
 		Summary:     "Accessible locations",
 		Description: "The key's organization's locations that have a gateway, with the gateway's health: online when it answered the cloud within the last two minutes (health checks every 30 s and every request outcome).",
 		Security:    cloudSecurity,
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body LocationList }, error) {
-		k := cloudKey(ctx)
-		ls, err := s.deps.Store.GatewayLocations(ctx, k.OrganizationID, s.cloud.settings.OnlineWithin)
-		if err != nil {
-			return nil, s.cloudFailure(ctx, "list gateway locations", err)
-		}
-		out := LocationList{Data: make([]LocationSummary, 0, len(ls))}
-		for _, l := range ls {
-			sum := LocationSummary{ID: l.ID, Name: l.Name, Timezone: l.Timezone, GatewayID: l.GatewaySerial, GatewayOnline: l.Online}
-			if l.LastSeenAt != nil {
-				t := ts(*l.LastSeenAt)
-				sum.LastSeenAt = &t
-			}
-			out.Data = append(out.Data, sum)
-		}
-		return &struct{ Body LocationList }{Body: out}, nil
-	})
+	}), s.listCloudLocations)
 
 	s.registerGatewayRequests(grp, tags)
+}
+
+// getCloudMeta answers GET / (the API version probe).
+func (s *Server) getCloudMeta(ctx context.Context, _ *struct{}) (*struct{ Body ApiMeta }, error) {
+	return &struct{ Body ApiMeta }{Body: s.cloud.meta()}, nil
+}
+
+// getCloudMe answers GET /me.
+func (s *Server) getCloudMe(ctx context.Context, _ *struct{}) (*struct{ Body MeResponse }, error) {
+	k := cloudKey(ctx)
+	return &struct{ Body MeResponse }{Body: MeResponse{
+		KeyID: k.KeyID.String(), KeyPrefix: k.KeyPrefix,
+		Organization: OrganizationRef{ID: k.OrganizationID, Name: k.OrganizationName},
+		RateLimit:    RateLimitBody{Limit: k.Limit, WindowSeconds: int(store.RateWindow.Seconds())},
+	}}, nil
+}
+
+// listCloudLocations answers GET /locations.
+func (s *Server) listCloudLocations(ctx context.Context, _ *struct{}) (*struct{ Body LocationList }, error) {
+	k := cloudKey(ctx)
+	ls, err := s.deps.Store.GatewayLocations(ctx, k.OrganizationID, s.cloud.settings.OnlineWithin)
+	if err != nil {
+		return nil, s.cloudFailure(ctx, "list gateway locations", err)
+	}
+	out := LocationList{Data: make([]LocationSummary, 0, len(ls))}
+	for _, l := range ls {
+		sum := LocationSummary{ID: l.ID, Name: l.Name, Timezone: l.Timezone, GatewayID: l.GatewaySerial, GatewayOnline: l.Online}
+		sum.LastSeenAt = optTS(l.LastSeenAt)
+		out.Data = append(out.Data, sum)
+	}
+	return &struct{ Body LocationList }{Body: out}, nil
 }
 
 func (c *cloud) meta() ApiMeta {

@@ -95,10 +95,7 @@ func (s *Server) answerPending(row gatewayexec.LiveRequest, replay bool, applied
 		LocationID: row.LocationID, GatewayID: row.GatewaySerial, CreatedAt: ts(row.CreatedAt), UpdatedAt: ts(row.UpdatedAt),
 		Attempts: row.Attempts, LastError: row.LastError,
 	}
-	if row.NextAttemptAt != nil {
-		next := ts(*row.NextAttemptAt)
-		p.NextAttemptAt = &next
-	}
+	p.NextAttemptAt = optTS(row.NextAttemptAt)
 	s.cloud.responses.WithLabelValues(row.Class, "pending").Inc()
 	b, _ := json.Marshal(p)
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {

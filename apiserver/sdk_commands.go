@@ -45,13 +45,7 @@ func (s *Server) registerSDKCommands(api huma.API) {
 			"oldest first, in signed batches: generation floors (a token of an ended possession or of a locker taken out of service " +
 			"is refused from then on), service states, and the acknowledgement of the events the cloud has stored. `[]` when there are none.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body []CommandBatchBody }, error) {
-		out, err := s.towerCommands(ctx, in.TowerID)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body []CommandBatchBody }{Body: out}, nil
-	})
+	}), s.listTowerCommands)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-tower-configuration", Method: http.MethodGet, Path: "/sdk/v1/towers/{tower_id}/configuration", Tags: []string{sdkTag},
 		Summary: "The full signed state of a tower",
@@ -59,13 +53,7 @@ func (s *Server) registerSDKCommands(api huma.API) {
 			"as of a position in the command log, as signed command packets. Later commands come from GET .../commands. " +
 			"404 when the tower has no configuration yet (no lockers).",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body TowerConfigurationBody }, error) {
-		out, err := s.towerConfiguration(ctx, in.TowerID)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body TowerConfigurationBody }{Body: out}, nil
-	})
+	}), s.getTowerConfiguration)
 }
 
 func storeCommand(c store.TowerCommand) (towerproto.Command, error) {
@@ -76,7 +64,9 @@ func storeCommand(c store.TowerCommand) (towerproto.Command, error) {
 	return towerproto.Command{Kind: kind, Arg1: uint64(c.Arg1), Arg2: uint64(c.Arg2)}, nil
 }
 
-func (s *Server) towerCommands(ctx context.Context, pathTowerID string) ([]CommandBatchBody, error) {
+// listTowerCommands answers GET /sdk/v1/towers/{tower_id}/commands.
+func (s *Server) listTowerCommands(ctx context.Context, in *TowerPath) (*struct{ Body []CommandBatchBody }, error) {
+	pathTowerID := in.TowerID
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
@@ -106,21 +96,23 @@ func (s *Server) towerCommands(ctx context.Context, pathTowerID string) ([]Comma
 			Payload: hex.EncodeToString(payload), PayloadAuth: hex.EncodeToString(auth)})
 	}
 	s.sdkMetrics.commands.Add(float64(len(cmds)))
-	return out, nil
+	return &struct{ Body []CommandBatchBody }{Body: out}, nil
 }
 
-func (s *Server) towerConfiguration(ctx context.Context, pathTowerID string) (TowerConfigurationBody, error) {
+// getTowerConfiguration answers GET /sdk/v1/towers/{tower_id}/configuration.
+func (s *Server) getTowerConfiguration(ctx context.Context, in *TowerPath) (*struct{ Body TowerConfigurationBody }, error) {
+	pathTowerID := in.TowerID
 	p := principal(ctx)
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return TowerConfigurationBody{}, s.sdkError(ctx, "tower", err)
+		return nil, s.sdkError(ctx, "tower", err)
 	}
 	cfg, err := s.deps.Store.TowerConfiguration(ctx, tower.ID)
 	if err != nil {
-		return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", err)
+		return nil, s.sdkError(ctx, "configuration", err)
 	}
 	if len(cfg.Lockers) == 0 {
-		return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", errNotFound("tower "+tower.ID+" has no configuration yet: it has no lockers"))
+		return nil, s.sdkError(ctx, "configuration", errNotFound("tower "+tower.ID+" has no configuration yet: it has no lockers"))
 	}
 	var cmds []towerproto.Command
 	for _, l := range cfg.Lockers {
@@ -142,9 +134,9 @@ func (s *Server) towerConfiguration(ctx context.Context, pathTowerID string) (To
 		payload, auth, err := towerproto.EncodeCommands(towerproto.CommandBatch{TowerID: tower.ID, Number: uint64(cfg.Position),
 			Snapshot: true, ExpiresAt: expires, Commands: chunk}, key)
 		if err != nil {
-			return TowerConfigurationBody{}, s.sdkError(ctx, "configuration", err)
+			return nil, s.sdkError(ctx, "configuration", err)
 		}
 		out.Commands = append(out.Commands, hex.EncodeToString(append(payload, auth...)))
 	}
-	return out, nil
+	return &struct{ Body TowerConfigurationBody }{Body: out}, nil
 }

@@ -76,13 +76,7 @@ func (s *Server) registerSDKServices(api huma.API) {
 		OperationID: "list-ble-services", Method: http.MethodGet, Path: "/sdk/v1/services/", Tags: []string{sdkTag},
 		Summary: "BLE services the SDK scans for", Description: "The trailing slash is part of the path, as the SDKs call it.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []BLEServiceBody }, error) {
-		out := make([]BLEServiceBody, 0, len(s.sdk.BLEServices))
-		for _, b := range s.sdk.BLEServices {
-			out = append(out, BLEServiceBody{Name: b.Name, UUID: b.UUID})
-		}
-		return &struct{ Body []BLEServiceBody }{Body: out}, nil
-	})
+	}), s.listBLEServices)
 
 	reg := api.OpenAPI().Components.Schemas
 	huma.Register(api, op(huma.Operation{
@@ -96,12 +90,7 @@ func (s *Server) registerSDKServices(api huma.API) {
 		}},
 		SkipValidateBody: true,
 		Errors:           []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusTooManyRequests},
-	}), func(ctx context.Context, in *struct {
-		ContentType string `header:"Content-Type"`
-		RawBody     []byte
-	}) (*sdkLoginOutput, error) {
-		return s.sdkLogin(ctx, in.ContentType, in.RawBody)
-	})
+	}), s.sdkLogin)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "reset-tower-events", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/reset-events", Tags: []string{sdkTag},
@@ -109,19 +98,23 @@ func (s *Server) registerSDKServices(api huma.API) {
 		Description: "The SDK reports that it reset the tower's event log (the events not yet uploaded are lost; a new boot epoch follows). " +
 			"Operators see the reports (lockernet-admin tower events-resets). A repeat of the same report within a minute counts as one.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *struct {
-		TowerPath
-		Body ResetEventsRequest
-	}) (*struct{ Body SDKTowerBody }, error) {
-		out, err := s.resetTowerEvents(ctx, in.TowerID, in.Body.Reason)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body SDKTowerBody }{Body: out}, nil
-	})
+	}), s.resetTowerEvents)
 }
 
-func (s *Server) sdkLogin(ctx context.Context, contentType string, raw []byte) (*sdkLoginOutput, error) {
+// listBLEServices answers GET /sdk/v1/services/.
+func (s *Server) listBLEServices(ctx context.Context, _ *struct{}) (*struct{ Body []BLEServiceBody }, error) {
+	out := make([]BLEServiceBody, 0, len(s.sdk.BLEServices))
+	for _, b := range s.sdk.BLEServices {
+		out = append(out, BLEServiceBody{Name: b.Name, UUID: b.UUID})
+	}
+	return &struct{ Body []BLEServiceBody }{Body: out}, nil
+}
+
+func (s *Server) sdkLogin(ctx context.Context, in *struct {
+	ContentType string `header:"Content-Type"`
+	RawBody     []byte
+}) (*sdkLoginOutput, error) {
+	contentType, raw := in.ContentType, in.RawBody
 	if mt, _, _ := mime.ParseMediaType(contentType); mt != "application/x-www-form-urlencoded" {
 		return nil, s.sdkError(ctx, "login", invalidInput("the body must be application/x-www-form-urlencoded with username and password"))
 	}
@@ -175,25 +168,29 @@ func withBudget(err error, budget http.Header) error {
 	return huma.ErrorWithHeaders(err, budget)
 }
 
-func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason string) (SDKTowerBody, error) {
+func (s *Server) resetTowerEvents(ctx context.Context, in *struct {
+	TowerPath
+	Body ResetEventsRequest
+}) (*struct{ Body SDKTowerBody }, error) {
 	p := principal(ctx)
+	pathTowerID, reason := in.TowerID, in.Body.Reason
 	if err := sdkText("reason", reason); err != nil {
-		return SDKTowerBody{}, s.sdkError(ctx, "reset events", err)
+		return nil, s.sdkError(ctx, "reset events", err)
 	}
 	tower, _, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return SDKTowerBody{}, s.sdkError(ctx, "tower", err)
+		return nil, s.sdkError(ctx, "tower", err)
 	}
 	loc, err := s.deps.Store.TowerLocationOf(ctx, tower.ID)
 	if err != nil {
-		return SDKTowerBody{}, s.sdkError(ctx, "tower", err)
+		return nil, s.sdkError(ctx, "tower", err)
 	}
 	r := store.EventsReset{TowerID: tower.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, Reason: reason}
 	if p.Subject != "" && p.Subject != p.ClientID {
 		r.UserID = &p.Subject
 	}
 	if r, err = s.deps.Store.RecordEventsReset(ctx, r); err != nil {
-		return SDKTowerBody{}, s.sdkError(ctx, "reset events", err)
+		return nil, s.sdkError(ctx, "reset events", err)
 	}
 	if r.Repeats == 0 {
 		s.sdkMetrics.resets.Inc()
@@ -204,6 +201,6 @@ func (s *Server) resetTowerEvents(ctx context.Context, pathTowerID, reason strin
 	if loc.Description != nil && *loc.Description != "" {
 		desc = *loc.Description
 	}
-	return SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: p.OrgID, TowerModelID: towerModelStandard,
-		LocationID: tower.LocationID, PinCode: loc.Zip, AccessModeID: accessModePublic, IsForTest: s.sdk.Environment != "production"}, nil
+	return &struct{ Body SDKTowerBody }{Body: SDKTowerBody{ID: tower.ID, Name: tower.Name, Description: desc, SystemID: p.OrgID, TowerModelID: towerModelStandard,
+		LocationID: tower.LocationID, PinCode: loc.Zip, AccessModeID: accessModePublic, IsForTest: s.sdk.Environment != "production"}}, nil
 }

@@ -47,16 +47,7 @@ func (s *Server) registerSDKSessions(api huma.API) {
 			"The SDK hands payload and payload_auth to the tower over BLE and keeps session_seed to derive the channel keys. " +
 			"A claim the client may not use answers 403; a tower of another organization 404.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), func(ctx context.Context, in *struct {
-		TowerPath
-		Body SessionTokenRequest
-	}) (*struct{ Body SessionTokenBody }, error) {
-		body, err := s.openTowerSession(ctx, in.TowerID, in.Body)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body SessionTokenBody }{Body: body}, nil
-	})
+	}), s.createTowerSession)
 }
 
 // allowedClaims returns the claims the caller's client may ask for; a client that no longer
@@ -74,36 +65,41 @@ func (s *Server) allowedClaims(ctx context.Context, clientID string) ([]string, 
 	return claims, nil
 }
 
-func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req SessionTokenRequest) (SessionTokenBody, error) {
+// createTowerSession answers POST /sdk/v1/towers/{tower_id}/session-token.
+func (s *Server) createTowerSession(ctx context.Context, in *struct {
+	TowerPath
+	Body SessionTokenRequest
+}) (*struct{ Body SessionTokenBody }, error) {
+	pathTowerID, req := in.TowerID, in.Body
 	p := principal(ctx)
 	var version *string
 	if req.Version != nil && *req.Version != "" {
 		if err := sdkText("version", *req.Version); err != nil {
-			return SessionTokenBody{}, s.sdkError(ctx, "session", err)
+			return nil, s.sdkError(ctx, "session", err)
 		}
 		version = req.Version
 	}
 	tower, secret, err := s.tower(ctx, p.OrgID, pathTowerID)
 	if err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "tower", err)
+		return nil, s.sdkError(ctx, "tower", err)
 	}
 	claims, err := towerproto.ParseClaims(strings.Join(req.Claims, ","))
 	if err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "session", invalidInput(err.Error()))
+		return nil, s.sdkError(ctx, "session", invalidInput(err.Error()))
 	}
 	allowed, err := s.allowedClaims(ctx, p.ClientID)
 	if err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "client", err)
+		return nil, s.sdkError(ctx, "client", err)
 	}
 	for _, c := range claims {
 		if !slices.Contains(allowed, c) {
-			return SessionTokenBody{}, s.sdkError(ctx, "session",
+			return nil, s.sdkError(ctx, "session",
 				errForbidden(fmt.Sprintf("this client may not open %s sessions (allowed: %s)", c, strings.Join(allowed, ", "))))
 		}
 	}
 	perm, err := towerproto.ClaimsPermission(claims)
 	if err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "session", invalidInput(err.Error()))
+		return nil, s.sdkError(ctx, "session", invalidInput(err.Error()))
 	}
 
 	now := time.Now().UTC().Truncate(time.Second)
@@ -113,11 +109,11 @@ func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req S
 		sess.UserID = p.Subject // a user of the app, from login/authorize
 	}
 	if _, err := rand.Read(sess.Seed); err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "session", fmt.Errorf("generate session seed: %w", err))
+		return nil, s.sdkError(ctx, "session", fmt.Errorf("generate session seed: %w", err))
 	}
 	payload, auth, err := towerproto.SealSession(sess, towerproto.SessionKey(secret), rand.Reader)
 	if err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "session", err)
+		return nil, s.sdkError(ctx, "session", err)
 	}
 	rec := store.TowerSession{ID: sess.ID, TowerID: tower.ID, OrganizationID: p.OrgID, ClientID: p.ClientID, Claims: claims,
 		Permission: int32(perm), FirmwareVersion: version, IssuedAt: sess.IssuedAt, ExpiresAt: sess.ExpiresAt}
@@ -125,12 +121,12 @@ func (s *Server) openTowerSession(ctx context.Context, pathTowerID string, req S
 		rec.UserID = &sess.UserID
 	}
 	if err := s.deps.Store.RecordTowerSession(ctx, rec); err != nil {
-		return SessionTokenBody{}, s.sdkError(ctx, "session", err)
+		return nil, s.sdkError(ctx, "session", err)
 	}
 	for _, c := range claims {
 		s.sdkMetrics.sessions.WithLabelValues(c).Inc()
 	}
 	s.logger.InfoContext(ctx, "tower session sealed", slog.String("tower_id", tower.ID), slog.String("session_id", uuid.UUID(sess.ID).String()),
 		slog.String("client_id", p.ClientID), slog.Any("claims", claims), slog.Time("expires_at", sess.ExpiresAt))
-	return SessionTokenBody{Payload: payload, PayloadAuth: auth, SessionSeed: hex.EncodeToString(sess.Seed), TowerID: pathTowerID}, nil
+	return &struct{ Body SessionTokenBody }{Body: SessionTokenBody{Payload: payload, PayloadAuth: auth, SessionSeed: hex.EncodeToString(sess.Seed), TowerID: pathTowerID}}, nil
 }

@@ -36,25 +36,25 @@ func (s *Server) registerAssigned(api huma.API) {
 		Summary:     "Lockers in the caller's possession",
 		Description: "Reserved by the caller, rented, occupied, declined (and out of service with the caller's item kept inside), with the possession's details.",
 		Security:    needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, _ *struct{}) (*struct{ Body []AssignedLockerBody }, error) {
-		p := principal(ctx)
-		list, err := s.deps.Store.AssignedLockers(ctx, p.OrgID, p.ClientID)
-		if err != nil {
-			return nil, s.towerError(ctx, "assigned lockers", err)
+	}), s.listAssignedLockers)
+}
+
+// listAssignedLockers answers GET /api/v1/users/me/assigned-lockers.
+func (s *Server) listAssignedLockers(ctx context.Context, _ *struct{}) (*struct{ Body []AssignedLockerBody }, error) {
+	p := principal(ctx)
+	list, err := s.deps.Store.AssignedLockers(ctx, p.OrgID, p.ClientID)
+	if err != nil {
+		return nil, s.towerError(ctx, "assigned lockers", err)
+	}
+	out := make([]AssignedLockerBody, 0, len(list))
+	for _, a := range list {
+		b := AssignedLockerBody{LockerBody: lockerBody(a.Locker), Possession: PossessionBody{ReservationID: a.ReservationID,
+			ActiveTokens: make([]ActiveTokenBody, 0, len(a.ActiveTokens))}}
+		b.Possession.Since = optTS(a.Since)
+		for _, t := range a.ActiveTokens {
+			b.Possession.ActiveTokens = append(b.Possession.ActiveTokens, ActiveTokenBody{ID: t.ID, Type: t.Type, ExpiresAt: ts(t.ExpiresAt)})
 		}
-		out := make([]AssignedLockerBody, 0, len(list))
-		for _, a := range list {
-			b := AssignedLockerBody{LockerBody: lockerBody(a.Locker), Possession: PossessionBody{ReservationID: a.ReservationID,
-				ActiveTokens: make([]ActiveTokenBody, 0, len(a.ActiveTokens))}}
-			if a.Since != nil {
-				since := ts(*a.Since)
-				b.Possession.Since = &since
-			}
-			for _, t := range a.ActiveTokens {
-				b.Possession.ActiveTokens = append(b.Possession.ActiveTokens, ActiveTokenBody{ID: t.ID, Type: t.Type, ExpiresAt: ts(t.ExpiresAt)})
-			}
-			out = append(out, b)
-		}
-		return &struct{ Body []AssignedLockerBody }{Body: out}, nil
-	})
+		out = append(out, b)
+	}
+	return &struct{ Body []AssignedLockerBody }{Body: out}, nil
 }

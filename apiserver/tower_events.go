@@ -50,39 +50,13 @@ type SDKEventsResult struct {
 }
 
 func (s *Server) registerEvents(api huma.API) {
-	handler := func(ctx context.Context, in *struct {
-		TowerPath
-		Body []EventBatch `maxItems:"64"`
-	}) (*struct{ Body EventsResult }, error) {
-		res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body EventsResult }{Body: res}, nil
-	}
 	desc := "Signed batches of tower events, relayed by the mobile SDK. Each batch is verified (MAC with the tower's event key, tower id, " +
 		"sequence range); a verified token use moves the locker (drop-off with the item inside → occupied, pickup closed empty → available, ...). " +
 		"Replays and out-of-order batches are idempotent. A batch that fails verification rejects the whole upload with 422."
 	huma.Register(api, op(huma.Operation{
 		OperationID: "upload-tower-events", Method: http.MethodPost, Path: "/api/v1/towers/{tower_id}/events", Tags: []string{"Tower events"},
 		Summary: "Upload tower events", Description: desc, Security: needs(jwtauth.ScopeTowerAccess),
-	}), handler)
-	sdkHandler := func(ctx context.Context, in *struct {
-		TowerPath
-		Body []SDKEventBatch `maxItems:"64"`
-	}) (*struct{ Body SDKEventsResult }, error) {
-		batches := make([]EventBatch, len(in.Body))
-		for i, b := range in.Body {
-			batches[i] = b.EventBatch
-		}
-		res, err := s.uploadEvents(ctx, in.TowerID, batches)
-		if err != nil {
-			return nil, err
-		}
-		return &struct{ Body SDKEventsResult }{Body: SDKEventsResult{
-			Msg:      fmt.Sprintf("%d events stored, %d already known", res.Accepted, res.Duplicates),
-			Accepted: res.Accepted, Duplicates: res.Duplicates}}, nil
-	}
+	}), s.uploadTowerEvents)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "upload-tower-events-sdk", Method: http.MethodPost, Path: "/sdk/v1/towers/{tower_id}/events", Tags: []string{sdkTag},
 		Summary: "Upload tower events",
@@ -90,7 +64,37 @@ func (s *Server) registerEvents(api huma.API) {
 			"per call from the SDK; hex in either case; a batch of no events, the SDK's pull of an empty log, is accepted). " +
 			"Uploading the same events again changes nothing: the SDK does so until the tower's commands acknowledge them.",
 		Security: needs(jwtauth.ScopeTowerAccess),
-	}), sdkHandler)
+	}), s.uploadSDKTowerEvents)
+}
+
+// uploadTowerEvents answers POST /api/v1/towers/{tower_id}/events.
+func (s *Server) uploadTowerEvents(ctx context.Context, in *struct {
+	TowerPath
+	Body []EventBatch `maxItems:"64"`
+}) (*struct{ Body EventsResult }, error) {
+	res, err := s.uploadEvents(ctx, in.TowerID, in.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body EventsResult }{Body: res}, nil
+}
+
+// uploadSDKTowerEvents answers POST /sdk/v1/towers/{tower_id}/events: the same upload, in the answer the SDK reads.
+func (s *Server) uploadSDKTowerEvents(ctx context.Context, in *struct {
+	TowerPath
+	Body []SDKEventBatch `maxItems:"64"`
+}) (*struct{ Body SDKEventsResult }, error) {
+	batches := make([]EventBatch, len(in.Body))
+	for i, b := range in.Body {
+		batches[i] = b.EventBatch
+	}
+	res, err := s.uploadEvents(ctx, in.TowerID, batches)
+	if err != nil {
+		return nil, err
+	}
+	return &struct{ Body SDKEventsResult }{Body: SDKEventsResult{
+		Msg:      fmt.Sprintf("%d events stored, %d already known", res.Accepted, res.Duplicates),
+		Accepted: res.Accepted, Duplicates: res.Duplicates}}, nil
 }
 
 func (s *Server) uploadEvents(ctx context.Context, towerID string, batches []EventBatch) (EventsResult, error) {

@@ -59,12 +59,6 @@ type PickupLinkRequest struct {
 
 func (s *Server) registerOpenRequests(api huma.API) {
 	tags := []string{"Locker-open links"}
-	dropoff := func(ctx context.Context, in *struct{ Body DropoffLinkRequest }) (*struct{ Body OpenRequestBody }, error) {
-		return s.dropoffLink(ctx, in.Body)
-	}
-	pickup := func(ctx context.Context, in *struct{ Body PickupLinkRequest }) (*struct{ Body OpenRequestBody }, error) {
-		return s.pickupLink(ctx, in.Body)
-	}
 	for _, base := range []string{"locker-open-requests", "locker-open-request"} {
 		hidden := base == "locker-open-request"
 		suffix := ""
@@ -76,43 +70,48 @@ func (s *Server) registerOpenRequests(api huma.API) {
 			Summary:       "Create a drop-off link",
 			Description:   "Picks an available locker of the type at the location (low lockers only if required, else others first), rents it with a drop-off token and returns the link.",
 			DefaultStatus: http.StatusCreated, Security: needs(jwtauth.ScopeServiceProvider), Hidden: hidden,
-		}), dropoff)
+		}), s.dropoffLink)
 		huma.Register(api, op(huma.Operation{
 			OperationID: "create-pickup-link" + suffix, Method: http.MethodPost, Path: "/api/v1/" + base + "/pickup-locker-request", Tags: tags,
 			Summary: "Create a pickup link", Description: "A pickup token for a locker holding the caller's item, wrapped for a link.",
 			DefaultStatus: http.StatusCreated, Security: needs(jwtauth.ScopeServiceProvider), Hidden: hidden,
-		}), pickup)
+		}), s.pickupLink)
 	}
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-locker-open-request", Method: http.MethodGet, Path: "/api/v1/locker-open-requests/{id}", Tags: tags,
 		Summary: "A locker-open link", Security: needs(jwtauth.ScopeServiceProvider),
 		Description: "Only the client that made the link sees it; for any other client, even of the same organization, it does not exist (404).",
-	}), func(ctx context.Context, in *struct {
-		ID string `path:"id" format:"uuid"`
-	}) (*struct{ Body OpenRequestBody }, error) {
-		id, err := uuid.Parse(in.ID)
-		if err != nil {
-			return nil, s.towerError(ctx, "locker-open request", errNotFound("locker-open request: not found"))
-		}
-		p := principal(ctx)
-		r, err := s.deps.Store.GetOpenRequest(ctx, p.OrgID, p.ClientID, id)
+	}), s.getOpenRequest)
+}
+
+// getOpenRequest answers GET /api/v1/locker-open-requests/{id}.
+func (s *Server) getOpenRequest(ctx context.Context, in *struct {
+	ID string `path:"id" format:"uuid"`
+}) (*struct{ Body OpenRequestBody }, error) {
+	id, err := uuid.Parse(in.ID)
+	if err != nil {
+		return nil, s.towerError(ctx, "locker-open request", errNotFound("locker-open request: not found"))
+	}
+	p := principal(ctx)
+	r, err := s.deps.Store.GetOpenRequest(ctx, p.OrgID, p.ClientID, id)
+	if err != nil {
+		return nil, s.towerError(ctx, "locker-open request", err)
+	}
+	// A link made before tokens were sealed has no stored copy: linkToken is empty.
+	var token string
+	if len(r.LinkTokenSealed) > 0 {
+		plain, err := s.deps.Keyring.Open(keyring.OpenLinkPurpose(r.ID), r.LinkTokenSealed)
 		if err != nil {
 			return nil, s.towerError(ctx, "locker-open request", err)
 		}
-		// A link made before tokens were sealed has no stored copy: linkToken is empty.
-		var token string
-		if len(r.LinkTokenSealed) > 0 {
-			plain, err := s.deps.Keyring.Open(keyring.OpenLinkPurpose(r.ID), r.LinkTokenSealed)
-			if err != nil {
-				return nil, s.towerError(ctx, "locker-open request", err)
-			}
-			token = string(plain)
-		}
-		return &struct{ Body OpenRequestBody }{Body: openRequestBody(r, token)}, nil
-	})
+		token = string(plain)
+	}
+	return &struct{ Body OpenRequestBody }{Body: openRequestBody(r, token)}, nil
 }
 
-func (s *Server) dropoffLink(ctx context.Context, req DropoffLinkRequest) (*struct{ Body OpenRequestBody }, error) {
+// dropoffLink answers POST /api/v1/locker-open-requests/dropoff-locker-request.
+func (s *Server) dropoffLink(ctx context.Context, in *struct{ Body DropoffLinkRequest }) (*struct{ Body OpenRequestBody }, error) {
+	req := in.Body
 	p := principal(ctx)
 	if ok, err := s.deps.Store.LocationExists(ctx, p.OrgID, int64(req.LocationID)); err != nil || !ok {
 		if err == nil {
@@ -149,7 +148,9 @@ func (s *Server) dropoffLink(ctx context.Context, req DropoffLinkRequest) (*stru
 	return nil, s.towerError(ctx, "locker", errConflict("no available locker of that type at the location"))
 }
 
-func (s *Server) pickupLink(ctx context.Context, req PickupLinkRequest) (*struct{ Body OpenRequestBody }, error) {
+// pickupLink answers POST /api/v1/locker-open-requests/pickup-locker-request.
+func (s *Server) pickupLink(ctx context.Context, in *struct{ Body PickupLinkRequest }) (*struct{ Body OpenRequestBody }, error) {
+	req := in.Body
 	k, err := s.deps.Store.LockerByID(ctx, principal(ctx).OrgID, int64(req.LockerID))
 	if err != nil {
 		return nil, s.towerError(ctx, "locker", err)

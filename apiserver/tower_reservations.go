@@ -57,33 +57,7 @@ func (s *Server) registerReservations(api huma.API) {
 		Description:   "Holds an available locker for the caller for duration seconds. Only one of any number of concurrent callers wins; the others get 409 naming the locker's current status.",
 		DefaultStatus: http.StatusCreated,
 		Security:      needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		LockerPath
-		Body struct {
-			Duration int `json:"duration" minimum:"1" maximum:"86400" doc:"Seconds"`
-		}
-	}) (*reservationOutput, error) {
-		p := principal(ctx)
-		tower, _, err := s.tower(ctx, p.OrgID, in.TowerID)
-		if err != nil {
-			return nil, s.towerError(ctx, "locker", err)
-		}
-		d := time.Duration(in.Body.Duration) * time.Second
-		start := time.Now().UTC().Truncate(time.Microsecond)
-		r := store.Reservation{ID: uuid.New(), LockerID: in.LockerID, TowerID: tower.ID, LocationID: tower.LocationID, ExpiresAt: start.Add(d)}
-		item := outbox.ReservationItem(r, p.OrgID, "", nil)
-		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
-			var err error
-			r, err = tx.ReserveLocker(ctx, store.ReserveParams{
-				ID: r.ID, OrgID: p.OrgID, ClientID: p.ClientID, TowerID: tower.ID, LockerID: in.LockerID, Duration: d, Start: start,
-			})
-			return []store.OutboxItem{item}, err
-		})
-		if err != nil {
-			return nil, s.towerError(ctx, "locker", err)
-		}
-		return &reservationOutput{Location: "/api/v1/reservations/" + r.ID.String(), Body: reservationBody(r)}, nil
-	})
+	}), s.createReservation)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "cancel-reservation", Method: http.MethodDelete, Path: "/api/v1/towers/{tower_id}/lockers/{locker_id}/reservations/{reservation_id}", Tags: tags,
@@ -91,44 +65,79 @@ func (s *Server) registerReservations(api huma.API) {
 		Description:   "Gives the locker back. Repeating the call for a cancelled reservation answers 204 again; a consumed or expired one answers 409.",
 		DefaultStatus: http.StatusNoContent,
 		Security:      needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		LockerPath
-		ReservationID string `path:"reservation_id" format:"uuid"`
-	}) (*struct{}, error) {
-		p := principal(ctx)
-		id, err := uuid.Parse(in.ReservationID)
-		if err != nil {
-			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
-		}
-		err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
-			r, ok, err := tx.CancelReservation(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, id)
-			if err != nil || !ok {
-				return nil, err
-			}
-			return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, contract.SignalReservationEnded, contract.OutcomeCancelled)}, nil
-		})
-		if err != nil {
-			return nil, s.towerError(ctx, "reservation", err)
-		}
-		return nil, nil
-	})
+	}), s.cancelReservation)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-reservation", Method: http.MethodGet, Path: "/api/v1/reservations/{reservation_id}", Tags: tags,
 		Summary: "A reservation", Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		ReservationID string `path:"reservation_id" format:"uuid"`
-	}) (*struct{ Body ReservationBody }, error) {
-		id, err := uuid.Parse(in.ReservationID)
-		if err != nil {
-			return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
-		}
-		r, err := s.deps.Store.Reservation(ctx, principal(ctx).OrgID, id)
-		if err != nil {
-			return nil, s.towerError(ctx, "reservation", err)
-		}
-		return &struct{ Body ReservationBody }{Body: reservationBody(r)}, nil
+	}), s.getReservation)
+}
+
+// createReservation answers POST /api/v1/towers/{tower_id}/lockers/{locker_id}/reservations.
+func (s *Server) createReservation(ctx context.Context, in *struct {
+	LockerPath
+	Body struct {
+		Duration int `json:"duration" minimum:"1" maximum:"86400" doc:"Seconds"`
+	}
+}) (*reservationOutput, error) {
+	p := principal(ctx)
+	tower, _, err := s.tower(ctx, p.OrgID, in.TowerID)
+	if err != nil {
+		return nil, s.towerError(ctx, "locker", err)
+	}
+	d := time.Duration(in.Body.Duration) * time.Second
+	start := time.Now().UTC().Truncate(time.Microsecond)
+	r := store.Reservation{ID: uuid.New(), LockerID: in.LockerID, TowerID: tower.ID, LocationID: tower.LocationID, ExpiresAt: start.Add(d)}
+	item := outbox.ReservationItem(r, p.OrgID, "", nil)
+	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+		var err error
+		r, err = tx.ReserveLocker(ctx, store.ReserveParams{
+			ID: r.ID, OrgID: p.OrgID, ClientID: p.ClientID, TowerID: tower.ID, LockerID: in.LockerID, Duration: d, Start: start,
+		})
+		return []store.OutboxItem{item}, err
 	})
+	if err != nil {
+		return nil, s.towerError(ctx, "locker", err)
+	}
+	return &reservationOutput{Location: "/api/v1/reservations/" + r.ID.String(), Body: reservationBody(r)}, nil
+}
+
+// cancelReservation answers DELETE /api/v1/towers/{tower_id}/lockers/{locker_id}/reservations/{reservation_id}.
+func (s *Server) cancelReservation(ctx context.Context, in *struct {
+	LockerPath
+	ReservationID string `path:"reservation_id" format:"uuid"`
+}) (*struct{}, error) {
+	p := principal(ctx)
+	id, err := uuid.Parse(in.ReservationID)
+	if err != nil {
+		return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
+	}
+	err = s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+		r, ok, err := tx.CancelReservation(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, id)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return []store.OutboxItem{outbox.ReservationItem(r, p.OrgID, contract.SignalReservationEnded, contract.OutcomeCancelled)}, nil
+	})
+	if err != nil {
+		return nil, s.towerError(ctx, "reservation", err)
+	}
+	return nil, nil
+}
+
+// getReservation answers GET /api/v1/reservations/{reservation_id}.
+func (s *Server) getReservation(ctx context.Context, in *struct {
+	ReservationID string `path:"reservation_id" format:"uuid"`
+}) (*struct{ Body ReservationBody }, error) {
+	id, err := uuid.Parse(in.ReservationID)
+	if err != nil {
+		return nil, s.towerError(ctx, "reservation", errNotFound("reservation: not found"))
+	}
+	r, err := s.deps.Store.Reservation(ctx, principal(ctx).OrgID, id)
+	if err != nil {
+		return nil, s.towerError(ctx, "reservation", err)
+	}
+	return &struct{ Body ReservationBody }{Body: reservationBody(r)}, nil
 }
 
 // record makes a state change in one transaction with the workflow starts and signals it

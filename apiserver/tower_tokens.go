@@ -51,22 +51,12 @@ func (s *Server) registerTokens(api huma.API) {
 		{store.TokenRelease, "release-locker-tokens", "Create a release token",
 			"For a declined locker of the caller: using it at the tower (door closed empty) frees the locker."},
 	} {
-		typ := t.typ
 		huma.Register(api, op(huma.Operation{
-			OperationID: "create-" + typ + "-token", Method: http.MethodPost,
+			OperationID: "create-" + t.typ + "-token", Method: http.MethodPost,
 			Path: "/api/v1/towers/{tower_id}/lockers/{locker_id}/" + t.path, Tags: tags,
 			Summary: t.summary, Description: t.desc, DefaultStatus: http.StatusCreated,
 			Security: needs(jwtauth.ScopeServiceProvider),
-		}), func(ctx context.Context, in *struct {
-			LockerPath
-			Body LockerTokenRequest
-		}) (*tokenOut, error) {
-			body, err := s.issueToken(ctx, in.TowerID, in.LockerID, typ, in.Body, nil)
-			if err != nil {
-				return nil, s.towerError(ctx, "locker", err)
-			}
-			return &tokenOut{Body: body}, nil
-		})
+		}), s.createLockerToken(t.typ))
 	}
 
 	huma.Register(api, op(huma.Operation{
@@ -74,22 +64,42 @@ func (s *Server) registerTokens(api huma.API) {
 		Summary:     "Give a rented locker back before using it",
 		Description: "rented → declined. The caller keeps it for a 10-minute grace, in which a drop-off token rents it again and a release token frees it.",
 		Security:    needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		LockerPath
-	}) (*struct{ Body LockerBody }, error) {
-		p := principal(ctx)
-		err := s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
-			return tx.ReleaseLocker(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID)
-		})
+	}), s.releaseLocker)
+}
+
+// lockerTokenInput is the request of the three token operations.
+type lockerTokenInput struct {
+	LockerPath
+	Body LockerTokenRequest
+}
+
+// createLockerToken answers POST /api/v1/towers/{tower_id}/lockers/{locker_id}/<typ>-locker-tokens.
+func (s *Server) createLockerToken(typ string) func(context.Context, *lockerTokenInput) (*tokenOut, error) {
+	return func(ctx context.Context, in *lockerTokenInput) (*tokenOut, error) {
+		body, err := s.issueToken(ctx, in.TowerID, in.LockerID, typ, in.Body, nil)
 		if err != nil {
 			return nil, s.towerError(ctx, "locker", err)
 		}
-		k, err := s.deps.Store.Locker(ctx, p.OrgID, in.TowerID, in.LockerID)
-		if err != nil {
-			return nil, s.towerError(ctx, "locker", err)
-		}
-		return &struct{ Body LockerBody }{Body: lockerBody(k)}, nil
+		return &tokenOut{Body: body}, nil
+	}
+}
+
+// releaseLocker answers POST /api/v1/towers/{tower_id}/lockers/{locker_id}/release.
+func (s *Server) releaseLocker(ctx context.Context, in *struct {
+	LockerPath
+}) (*struct{ Body LockerBody }, error) {
+	p := principal(ctx)
+	err := s.deps.Store.WithTx(ctx, func(tx *store.Store) error {
+		return tx.ReleaseLocker(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID)
 	})
+	if err != nil {
+		return nil, s.towerError(ctx, "locker", err)
+	}
+	k, err := s.deps.Store.Locker(ctx, p.OrgID, in.TowerID, in.LockerID)
+	if err != nil {
+		return nil, s.towerError(ctx, "locker", err)
+	}
+	return &struct{ Body LockerBody }{Body: lockerBody(k)}, nil
 }
 
 // issueToken makes the token's transition in Postgres, records its workflow in the outbox,

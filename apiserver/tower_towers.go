@@ -28,21 +28,27 @@ func (s *Server) registerTowers(api huma.API) {
 	huma.Register(api, op(huma.Operation{
 		OperationID: "get-tower", Method: http.MethodGet, Path: "/api/v1/towers/{tower_id}", Tags: tags,
 		Summary: "A tower", Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body TowerBody }, error) {
-		t, err := s.deps.Store.Tower(ctx, principal(ctx).OrgID, in.TowerID)
-		if err != nil {
-			return nil, s.towerError(ctx, "tower", err)
-		}
-		return &struct{ Body TowerBody }{Body: TowerBody{ID: t.ID, Name: t.Name, LocationID: t.LocationID, LockerCount: t.LockerCount}}, nil
-	})
+	}), s.getTower)
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-tower-lockers", Method: http.MethodGet, Path: "/api/v1/towers/{tower_id}/lockers", Tags: tags,
 		Summary: "The lockers of a tower, all statuses", Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *TowerPath) (*struct{ Body []LockerBody }, error) {
-		ks, err := s.deps.Store.TowerLockers(ctx, principal(ctx).OrgID, in.TowerID)
-		if err != nil {
-			return nil, s.towerError(ctx, "tower", err)
-		}
-		return &struct{ Body []LockerBody }{Body: lockerBodies(ks)}, nil
-	})
+	}), s.listTowerLockers)
+}
+
+// getTower answers GET /api/v1/towers/{tower_id}.
+func (s *Server) getTower(ctx context.Context, in *TowerPath) (*struct{ Body TowerBody }, error) {
+	t, err := s.deps.Store.Tower(ctx, principal(ctx).OrgID, in.TowerID)
+	if err != nil {
+		return nil, s.towerError(ctx, "tower", err)
+	}
+	return &struct{ Body TowerBody }{Body: TowerBody{ID: t.ID, Name: t.Name, LocationID: t.LocationID, LockerCount: t.LockerCount}}, nil
+}
+
+// listTowerLockers answers GET /api/v1/towers/{tower_id}/lockers.
+func (s *Server) listTowerLockers(ctx context.Context, in *TowerPath) (*struct{ Body []LockerBody }, error) {
+	ks, err := s.deps.Store.TowerLockers(ctx, principal(ctx).OrgID, in.TowerID)
+	if err != nil {
+		return nil, s.towerError(ctx, "tower", err)
+	}
+	return &struct{ Body []LockerBody }{Body: lockerBodies(ks)}, nil
 }

@@ -40,6 +40,15 @@ func (Timestamp) Schema(huma.Registry) *huma.Schema {
 
 func ts(t time.Time) Timestamp { return Timestamp(t) }
 
+// optTS is ts of an optional time: nil stays nil (JSON null).
+func optTS(t *time.Time) *Timestamp {
+	if t == nil {
+		return nil
+	}
+	v := ts(*t)
+	return &v
+}
+
 // LocationBody is the Location object of the seed, field names exactly as Harbor's.
 type LocationBody struct {
 	ID                    int64                    `json:"id"`

@@ -341,7 +341,7 @@ func (t *Tower) applyCommandLocked(c towerproto.Command, snapshot bool) {
 				e.Acked, e.Uploaded = true, true
 			}
 		}
-		t.trimLocked()
+		t.trimLocked(func(e LoggedEvent) bool { return e.Acked })
 	}
 }
 
@@ -374,17 +374,19 @@ func (t *Tower) resetEventsLocked() {
 	t.logger.Warn("event log reset", "lost", lost, "bootEpoch", t.bootEpoch)
 }
 
-// trimLocked forgets acknowledged events beyond the last maxUploadedKept.
-func (t *Tower) trimLocked() {
-	acked := 0
+// trimLocked forgets the oldest of the events done reports (acknowledged, or uploaded)
+// beyond the last maxUploadedKept: the log keeps what is still owed, and a bounded tail of
+// the rest for the debug log.
+func (t *Tower) trimLocked(done func(LoggedEvent) bool) {
+	n := 0
 	for _, e := range t.log {
-		if e.Acked {
-			acked++
+		if done(e) {
+			n++
 		}
 	}
-	if drop := acked - maxUploadedKept; drop > 0 {
+	if drop := n - maxUploadedKept; drop > 0 {
 		t.log = slices.DeleteFunc(t.log, func(e LoggedEvent) bool {
-			if e.Acked && drop > 0 {
+			if done(e) && drop > 0 {
 				drop--
 				return true
 			}

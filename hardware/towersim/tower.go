@@ -344,24 +344,12 @@ func (t *Tower) markUploaded(events []LoggedEvent) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	uploaded := 0
 	for i := range t.log {
 		if done[eventKey{t.log[i].BootEpoch, t.log[i].Seq}] {
 			t.log[i].Uploaded = true
 		}
-		if t.log[i].Uploaded {
-			uploaded++
-		}
 	}
-	if drop := uploaded - maxUploadedKept; drop > 0 {
-		t.log = slices.DeleteFunc(t.log, func(e LoggedEvent) bool {
-			if e.Uploaded && drop > 0 {
-				drop--
-				return true
-			}
-			return false
-		})
-	}
+	t.trimLocked(func(e LoggedEvent) bool { return e.Uploaded })
 	if err := t.saveState(); err != nil {
 		return fmt.Errorf("mark events uploaded: %w", err)
 	}
