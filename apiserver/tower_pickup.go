@@ -74,14 +74,7 @@ func (s *Server) registerPickupWindows(api huma.API) {
 		Description: "The latest window of the caller's parcel in this locker, live or closed (picked up, returned). " +
 			"404 when the caller never left a parcel there under a pickup policy, or the locker is another organization's.",
 		Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct{ LockerPath }) (*struct{ Body PickupWindowBody }, error) {
-		p := principal(ctx)
-		w, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID)
-		if err != nil {
-			return nil, s.towerError(ctx, "pickup window", err)
-		}
-		return &struct{ Body PickupWindowBody }{Body: pickupWindowBody(w)}, nil
-	})
+	}), s.getPickupWindow)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "extend-pickup-window", Method: http.MethodPost, Path: path + "/extensions", Tags: tags,
@@ -89,21 +82,7 @@ func (s *Server) registerPickupWindows(api huma.API) {
 		Description: "Moves pickupBy by the policy's extensionSeconds while the window is open and extensions are left. " +
 			"409 with a detail saying why otherwise (no window, no extensions left, overdue, already picked up). Records parcel.pickup_extended.",
 		Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct{ LockerPath }) (*struct{ Body PickupWindowBody }, error) {
-		p := principal(ctx)
-		var w store.PickupWindow
-		err := s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
-			var err error
-			if w, err = tx.ExtendPickupWindow(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err != nil {
-				return nil, err
-			}
-			return []store.OutboxItem{outbox.PickupWindowItem(w, true)}, nil
-		})
-		if err != nil {
-			return nil, s.towerError(ctx, "pickup window", err)
-		}
-		return &struct{ Body PickupWindowBody }{Body: pickupWindowBody(w)}, nil
-	})
+	}), s.extendPickupWindow)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "return-parcel", Method: http.MethodPost, Path: path + "/return", Tags: tags,
@@ -112,60 +91,95 @@ func (s *Server) registerPickupWindows(api huma.API) {
 			"the answer carries a return token for the sender's courier — a pickup token; using it at the tower closes the window " +
 			"as returned (parcel.returned). Records parcel.return_requested. Asking again issues another token.",
 		DefaultStatus: http.StatusCreated, Security: needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		LockerPath
-		Body LockerTokenRequest
-	}) (*struct{ Body ReturnBody }, error) {
-		p := principal(ctx)
-		// A parcel already picked up or returned is refused in those words (the locker is free by
-		// then, and the token's own refusal would only name its status); every other refusal comes
-		// from the transaction below, under the locks: no window of the caller's → 409, another
-		// organization's locker → 404.
-		if cur, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err == nil && !cur.Live() {
-			return nil, s.towerError(ctx, "pickup window", cur.ClosedError())
-		}
-		var w store.PickupWindow
-		token, err := s.issueToken(ctx, in.TowerID, in.LockerID, store.TokenPickup, in.Body,
-			func(tx *store.Store, t store.LockerToken, _, _ string) ([]store.OutboxItem, error) {
-				var err error
-				if w, err = tx.RequestPickupReturn(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, t.ID); err != nil {
-					return nil, err
-				}
-				return []store.OutboxItem{outbox.PickupWindowItem(w, true)}, nil
-			})
-		if err != nil {
-			return nil, s.towerError(ctx, "pickup window", err)
-		}
-		return &struct{ Body ReturnBody }{Body: ReturnBody{Window: pickupWindowBody(w), Token: token}}, nil
-	})
+	}), s.returnParcel)
 
 	huma.Register(api, op(huma.Operation{
 		OperationID: "list-overdue-lockers", Method: http.MethodGet, Path: "/api/v1/locations/{location_id}/overdue-lockers", Tags: tags,
 		Summary:     "The lockers of a location whose parcel is overdue",
 		Description: "Every locker of the organization at the location holding a parcel past its window (overdue or marked for return after it), the longest overdue first.",
 		Security:    needs(jwtauth.ScopeServiceProvider),
-	}), func(ctx context.Context, in *struct {
-		LocationID int64 `path:"location_id"`
-	}) (*struct{ Body []OverdueLockerBody }, error) {
-		orgID := principal(ctx).OrgID
-		ks, err := s.deps.Store.LocationLockers(ctx, orgID, in.LocationID)
-		if err != nil {
-			return nil, s.towerError(ctx, "location", err)
+	}), s.listOverdueLockers)
+}
+
+// getPickupWindow answers GET …/pickup-window: the caller's latest window of the locker.
+func (s *Server) getPickupWindow(ctx context.Context, in *struct{ LockerPath }) (*struct{ Body PickupWindowBody }, error) {
+	p := principal(ctx)
+	w, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID)
+	if err != nil {
+		return nil, s.towerError(ctx, "pickup window", err)
+	}
+	return &struct{ Body PickupWindowBody }{Body: pickupWindowBody(w)}, nil
+}
+
+// extendPickupWindow answers POST …/pickup-window/extensions: one extension, with its signal to the
+// window's workflow.
+func (s *Server) extendPickupWindow(ctx context.Context, in *struct{ LockerPath }) (*struct{ Body PickupWindowBody }, error) {
+	p := principal(ctx)
+	var w store.PickupWindow
+	err := s.record(ctx, func(tx *store.Store) ([]store.OutboxItem, error) {
+		var err error
+		if w, err = tx.ExtendPickupWindow(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err != nil {
+			return nil, err
 		}
-		ws, err := s.deps.Store.PickupWindows(ctx, store.PickupWindowFilter{OrgID: orgID, LocationID: &in.LocationID, Overdue: true})
-		if err != nil {
-			return nil, s.towerError(ctx, "location", err)
-		}
-		byID := make(map[int64]store.Locker, len(ks))
-		for _, k := range ks {
-			byID[k.ID] = k
-		}
-		out := make([]OverdueLockerBody, 0, len(ws))
-		for _, w := range ws {
-			if k, ok := byID[w.LockerID]; ok {
-				out = append(out, OverdueLockerBody{Locker: lockerBody(k), Window: pickupWindowBody(w)})
-			}
-		}
-		return &struct{ Body []OverdueLockerBody }{Body: out}, nil
+		return []store.OutboxItem{outbox.PickupWindowItem(w, true)}, nil
 	})
+	if err != nil {
+		return nil, s.towerError(ctx, "pickup window", err)
+	}
+	return &struct{ Body PickupWindowBody }{Body: pickupWindowBody(w)}, nil
+}
+
+// returnParcel answers POST …/pickup-window/return: the window marked for return and a return
+// token for the sender's courier, in one transaction.
+func (s *Server) returnParcel(ctx context.Context, in *struct {
+	LockerPath
+	Body LockerTokenRequest
+}) (*struct{ Body ReturnBody }, error) {
+	p := principal(ctx)
+	// A parcel already picked up or returned is refused in those words (the locker is free by
+	// then, and the token's own refusal would only name its status); every other refusal comes
+	// from the transaction below, under the locks: no window of the caller's → 409, another
+	// organization's locker → 404.
+	if cur, err := s.deps.Store.PickupWindowFor(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID); err == nil && !cur.Live() {
+		return nil, s.towerError(ctx, "pickup window", cur.ClosedError())
+	}
+	var w store.PickupWindow
+	token, err := s.issueToken(ctx, in.TowerID, in.LockerID, store.TokenPickup, in.Body,
+		func(tx *store.Store, t store.LockerToken, _, _ string) ([]store.OutboxItem, error) {
+			var err error
+			if w, err = tx.RequestPickupReturn(ctx, p.OrgID, p.ClientID, in.TowerID, in.LockerID, t.ID); err != nil {
+				return nil, err
+			}
+			return []store.OutboxItem{outbox.PickupWindowItem(w, true)}, nil
+		})
+	if err != nil {
+		return nil, s.towerError(ctx, "pickup window", err)
+	}
+	return &struct{ Body ReturnBody }{Body: ReturnBody{Window: pickupWindowBody(w), Token: token}}, nil
+}
+
+// listOverdueLockers answers GET /api/v1/locations/{location_id}/overdue-lockers.
+func (s *Server) listOverdueLockers(ctx context.Context, in *struct {
+	LocationID int64 `path:"location_id"`
+}) (*struct{ Body []OverdueLockerBody }, error) {
+	orgID := principal(ctx).OrgID
+	ks, err := s.deps.Store.LocationLockers(ctx, orgID, in.LocationID)
+	if err != nil {
+		return nil, s.towerError(ctx, "location", err)
+	}
+	ws, err := s.deps.Store.PickupWindows(ctx, store.PickupWindowFilter{OrgID: orgID, LocationID: &in.LocationID, Overdue: true})
+	if err != nil {
+		return nil, s.towerError(ctx, "location", err)
+	}
+	byID := make(map[int64]store.Locker, len(ks))
+	for _, k := range ks {
+		byID[k.ID] = k
+	}
+	out := make([]OverdueLockerBody, 0, len(ws))
+	for _, w := range ws {
+		if k, ok := byID[w.LockerID]; ok {
+			out = append(out, OverdueLockerBody{Locker: lockerBody(k), Window: pickupWindowBody(w)})
+		}
+	}
+	return &struct{ Body []OverdueLockerBody }{Body: out}, nil
 }
