@@ -89,11 +89,7 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 		if !c.ok() {
 			continue
 		}
-		id := contract.ReservationWorkflowID(c.id)
-		if c.kind == "dropoff-token" {
-			id = contract.LockerTokenWorkflowID(c.id)
-		}
-		holds = append(holds, &hold{call: c, wfID: id})
+		holds = append(holds, &hold{call: c, wfID: holdWorkflowID(c.kind, c.id)})
 		ids[c.kind] = append(ids[c.kind], c.id)
 	}
 	// Rows.
@@ -316,6 +312,25 @@ func waitPast(ctx context.Context, t time.Time) bool {
 	}
 }
 
+// waitHoldsExpired waits until every hold of calls answered 201 is 15 s past its expiry:
+// well inside the sweeper's 60 s grace, so what released a hold by then was its workflow.
+func waitHoldsExpired(ctx context.Context, calls []towerCall) error {
+	settleAt := latestExpiry(calls).Add(15 * time.Second)
+	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
+	if !waitPast(ctx, settleAt) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// holdWorkflowID is the id of the workflow of a hold (kind reservation or dropoff-token).
+func holdWorkflowID(kind, id string) string {
+	if kind == "dropoff-token" {
+		return contract.LockerTokenWorkflowID(id)
+	}
+	return contract.ReservationWorkflowID(id)
+}
+
 // latestExpiry is the latest expiry of the holds answered 201.
 func latestExpiry(calls []towerCall) time.Time {
 	var ts []time.Time
@@ -332,10 +347,8 @@ func latestExpiry(calls []towerCall) time.Time {
 // by when they fell due: before the fault (event, at from), while it lasted (subject, until to;
 // a zero to means it never came back) or after.
 func settleHolds(ctx context.Context, r *result, sys *system, calls []towerCall, from, to time.Time, event, subject string) error {
-	settleAt := latestExpiry(calls).Add(15 * time.Second)
-	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	if !waitPast(ctx, settleAt) {
-		return ctx.Err()
+	if err := waitHoldsExpired(ctx, calls); err != nil {
+		return err
 	}
 	return checkTimersOnce(ctx, r, sys, calls, func(due time.Time) string {
 		switch {
