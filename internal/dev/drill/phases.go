@@ -161,19 +161,39 @@ type towerLoad struct {
 	next    atomic.Int64
 }
 
-// startLoad is what a drill under mixed load starts from: a tower load on n fresh
-// lockers with holds of hold, the cloud API client, the door actuations counted
-// before the load, and a pool of gateway lockers to open.
-func startLoad(ctx context.Context, sys *system, n int, hold time.Duration) (*towerLoad, *cloud, doors.Actuations, *lockerPool, error) {
-	load, err := newTowerLoad(ctx, sys, n, hold)
-	if err != nil {
-		return nil, nil, nil, nil, err
+// underLoad is what a make run drill under mixed load (tower flows and gateway opens) keeps
+// from phase to phase: its system, the tower load, the cloud API client, the door actuations
+// counted before the load, the pool of gateway lockers to open, and the load as it ran.
+type underLoad struct {
+	o   options
+	r   *result
+	sys *system
+
+	tower    *towerLoad
+	c        *cloud
+	baseline doors.Actuations
+	pool     *lockerPool
+	load     mixedLoad
+}
+
+// startLoad is the start of the load: a tower load on n fresh lockers with holds of hold,
+// the cloud API client, the door actuations counted before the load, and the locker pool.
+func (u *underLoad) startLoad(ctx context.Context, n int, hold time.Duration) error {
+	var err error
+	if u.tower, err = newTowerLoad(ctx, u.sys, n, hold); err != nil {
+		return err
 	}
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if u.baseline, err = u.sys.actuations(ctx); err != nil {
+		return err
 	}
-	return load, sys.cloud(), baseline, newLockerPool(sys), nil
+	u.c, u.pool = u.sys.cloud(), newLockerPool(u.sys)
+	return nil
+}
+
+// checkLoadDoors is the doors' check of the load's opens (checkDoors), once nothing sent can
+// still be on its way.
+func (u *underLoad) checkLoadDoors(ctx context.Context) error {
+	return checkDoors(ctx, u.r, u.sys, u.baseline, openAnswers(u.load.gl.outs, u.load.gl.targets), doorsNotCompleted)
 }
 
 // newTowerLoad makes n fresh tower lockers and the tower API client of the load.

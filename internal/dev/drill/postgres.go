@@ -11,7 +11,6 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/lockernet/lockernet/internal/dev/drill/doors"
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
@@ -76,7 +75,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	defer sys.done(r)
-	d := &pgDrill{o: o, r: r, sys: sys, backlog: -1}
+	d := &pgDrill{underLoad: underLoad{o: o, r: r, sys: sys}, backlog: -1}
 	runPhases(ctx, r,
 		phase{"load", d.startLoad},
 		phase{"restart Postgres under load", d.restartUnderLoad},
@@ -90,25 +89,14 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 
 // pgDrill is what one phase of the restart-postgres drill leaves for the next.
 type pgDrill struct {
-	o   options
-	r   *result
-	sys *system
-
-	tower    *towerLoad
-	c        *cloud
-	baseline doors.Actuations
-	pool     *lockerPool
-
-	load      mixedLoad
+	underLoad
 	out       pgOutage
 	backlog   int // outbox rows written before the restart, at the first look after it (-1: not looked)
 	drainedAt time.Time
 }
 
 func (d *pgDrill) startLoad(ctx context.Context) error {
-	var err error
-	d.tower, d.c, d.baseline, d.pool, err = startLoad(ctx, d.sys, d.o.pgLockers, d.o.pgHold)
-	return err
+	return d.underLoad.startLoad(ctx, d.o.pgLockers, d.o.pgHold)
 }
 
 // restartUnderLoad runs the load while Postgres goes down and comes back.
@@ -253,7 +241,7 @@ func (d *pgDrill) checkOpens(ctx context.Context) error {
 
 func (d *pgDrill) checkDoors(ctx context.Context) error {
 	time.Sleep(2 * time.Second)
-	return checkDoors(ctx, d.r, d.sys, d.baseline, openAnswers(d.load.gl.outs, d.load.gl.targets), doorsNotCompleted)
+	return d.checkLoadDoors(ctx)
 }
 
 // checkExpiries checks that every workflow start and signal written to the outbox has gone

@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/lockernet/lockernet/internal/dev/devtemporal"
-	"github.com/lockernet/lockernet/internal/dev/drill/doors"
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/temporalclient"
@@ -54,7 +53,7 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	defer sys.done(r)
-	d := &restoreDrill{o: o, r: r, sys: sys}
+	d := &restoreDrill{underLoad: underLoad{o: o, r: r, sys: sys}}
 	runPhases(ctx, r,
 		phase{"load", d.startLoad},
 		phase{"back up twice under load", d.backUpUnderLoad},
@@ -70,17 +69,8 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 
 // restoreDrill is what one phase of the restore drill leaves for the next.
 type restoreDrill struct {
-	o   options
-	r   *result
-	sys *system
-
-	tower    *towerLoad
-	c        *cloud
-	baseline doors.Actuations
-	pool     *lockerPool
+	underLoad
 	bins     string
-
-	load     mixedLoad
 	bm1, bm2 backupTimes
 
 	before, gap, after []towerCall // holds by when they were made against the backups
@@ -105,10 +95,10 @@ func (d *restoreDrill) backupDir() string { return filepath.Join(d.sys.dir, "bac
 // startLoad makes the lockers, clients and baseline of the load and finds lockernet-admin.
 func (d *restoreDrill) startLoad(ctx context.Context) error {
 	n := int((d.o.rsBefore+d.o.rsAfter).Seconds()*d.o.rsFlowRate) + 10
-	var err error
-	if d.tower, d.c, d.baseline, d.pool, err = startLoad(ctx, d.sys, n, d.o.rsHold); err != nil {
+	if err := d.underLoad.startLoad(ctx, n, d.o.rsHold); err != nil {
 		return err
 	}
+	var err error
 	d.bins, err = findBinaries(d.o.binDir)
 	return err
 }
@@ -373,7 +363,7 @@ func (d *restoreDrill) checkDoors(ctx context.Context) error {
 	r.lost = tl.lost
 	r.figure("Gateway opens", "%d sent (before, between and after the backups); answers: %s", len(gl.outs), counts(tl.states))
 	r.verify(tl.lost == 0, "every gateway open reached a terminal answer (lost requests)", "%d of %d lost", tl.lost, len(gl.outs))
-	return checkDoors(ctx, r, d.sys, d.baseline, openAnswers(gl.outs, gl.targets), doorsNotCompleted)
+	return d.checkLoadDoors(ctx)
 }
 
 // checkExpiries checks that the holds made before the database's backup expire on time, by
