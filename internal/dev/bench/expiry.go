@@ -36,9 +36,33 @@ func runExpiry(ctx context.Context, b *bench, n int) (expiryResult, error) {
 	// Creating them takes a while; aim the common expiry well after the last one is made.
 	expiry := time.Now().Add(time.Duration(float64(n)/150+30) * time.Second).Truncate(time.Second)
 	res := expiryResult{Reservations: n, ExpiresAt: expiry}
+	ids, expiresAt := reserveUntil(ctx, b, lockers, expiry, &res)
+	logf("expiry: %d reservations made, %d failed; they expire at %s", n-res.Failed, res.Failed, expiry.Format(time.TimeOnly))
+
+	seen := watchAvailable(ctx, b, lockers, expiry, expiresAt)
+	freed := newSample("seen available after its expiry (API reads)")
+	for id, exp := range expiresAt {
+		at, ok := seen[id]
+		if !ok {
+			freed.fail()
+			continue
+		}
+		lag := max(at.Sub(exp), 0)
+		freed.add(lag)
+		if lag <= time.Second {
+			res.ReadAvailable++
+		}
+	}
+	res.Freed = freed.summary()
+	logf("expiry: %d of %d lockers seen available within 1 s of their own expiry", res.ReadAvailable, len(expiresAt))
+	return res, measureWriteBack(ctx, b, ids, expiry, &res)
+}
+
+// reserveUntil reserves each of lockers until expiry, 32 at a time, and returns the
+// reservations' ids and each locker's expiry as answered; res counts the failures.
+func reserveUntil(ctx context.Context, b *bench, lockers []lockerRef, expiry time.Time, res *expiryResult) (ids []string, expiresAt map[int64]time.Time) {
+	expiresAt = map[int64]time.Time{}
 	var mu sync.Mutex
-	var ids []string
-	expiresAt := map[int64]time.Time{}
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	for _, l := range lockers {
@@ -65,10 +89,12 @@ func runExpiry(ctx context.Context, b *bench, n int) (expiryResult, error) {
 		}()
 	}
 	wg.Wait()
-	logf("expiry: %d reservations made, %d failed; they expire at %s", n-res.Failed, res.Failed, expiry.Format(time.TimeOnly))
+	return ids, expiresAt
+}
 
-	// Read every bench tower's lockers through the API, over and over from just before the
-	// expiry, and note when each locker is first seen available, against its own expiry.
+// watchAvailable reads every bench tower's lockers through the API, over and over from just
+// before the expiry, and notes when each locker of expiresAt is first seen available.
+func watchAvailable(ctx context.Context, b *bench, lockers []lockerRef, expiry time.Time, expiresAt map[int64]time.Time) map[int64]time.Time {
 	towers := map[string]bool{}
 	for _, l := range lockers {
 		towers[l.TowerID] = true
@@ -110,28 +136,17 @@ func runExpiry(ctx context.Context, b *bench, n int) (expiryResult, error) {
 		}
 		pwg.Wait()
 	}
-	freed := newSample("seen available after its expiry (API reads)")
-	for id, exp := range expiresAt {
-		at, ok := seen[id]
-		if !ok {
-			freed.fail()
-			continue
-		}
-		lag := max(at.Sub(exp), 0)
-		freed.add(lag)
-		if lag <= time.Second {
-			res.ReadAvailable++
-		}
-	}
-	res.Freed = freed.summary()
-	logf("expiry: %d of %d lockers seen available within 1 s of their own expiry", res.ReadAvailable, len(expiresAt))
+	return seen
+}
 
-	// Wait for the workflows to write every expiry back, then measure their lag.
+// measureWriteBack waits for the workflows to write every expiry of ids back, then measures
+// their lag into res.
+func measureWriteBack(ctx context.Context, b *bench, ids []string, expiry time.Time, res *expiryResult) error {
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		var left int
 		if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM reservations WHERE id = ANY($1::uuid[]) AND status = 'active'`, ids).Scan(&left); err != nil {
-			return res, err
+			return err
 		}
 		if left == 0 {
 			break
@@ -143,14 +158,14 @@ func runExpiry(ctx context.Context, b *bench, n int) (expiryResult, error) {
 		SELECT extract(epoch FROM k.updated_at - r.expires_at) FROM reservations r JOIN lockers k ON k.id = r.locker_id
 		WHERE r.id = ANY($1::uuid[]) AND r.status = 'expired' AND k.reservation_id IS NULL`, ids)
 	if err != nil {
-		return res, err
+		return err
 	}
 	lag := newSample("write-back lag after expiry")
 	for rows.Next() {
 		var secs float64
 		if err := rows.Scan(&secs); err != nil {
 			rows.Close()
-			return res, err
+			return err
 		}
 		d := time.Duration(secs * float64(time.Second))
 		lag.add(d)
@@ -160,5 +175,5 @@ func runExpiry(ctx context.Context, b *bench, n int) (expiryResult, error) {
 	}
 	rows.Close()
 	res.WriteBack = lag.summary()
-	return res, rows.Err()
+	return rows.Err()
 }

@@ -108,156 +108,209 @@ func (r *report) summary(w writer) {
 	}
 	w("%s", head)
 	w("%s", sep)
-	row := func(name string, f func(sr *shapeReport) string) {
-		line := "| " + name + " |"
+	for _, row := range summaryRows() {
+		line := "| " + row.name + " |"
 		for _, sr := range r.shapes {
 			v := "not measured"
 			if sr.err == "" {
-				v = f(sr)
+				v = row.cell(sr)
 			}
 			line += " " + v + " |"
 		}
 		w("%s", line)
 	}
-	row("tower flow sustained (reservation + drop-off token: two workflow starts each)", func(sr *shapeReport) string {
-		f := sr.flow
-		if f == nil || len(f.Steps) == 0 {
-			return "not measured"
-		}
-		if f.Sustained == 0 {
-			return fmt.Sprintf("**none** of the %s steps (%s)", f.Step, stepRates(len(f.Steps), func(i int) float64 { return f.Steps[i].Rate }))
-		}
-		return fmt.Sprintf("**%.0f flows/s** (%.0f workflow starts/s)", f.Sustained, 2*f.Sustained)
-	})
-	row("first flow step not held", func(sr *shapeReport) string {
-		f := sr.flow
-		if f == nil || len(f.Steps) == 0 {
-			return "not measured"
-		}
-		last := f.Steps[len(f.Steps)-1]
-		if last.Held {
-			return "none: every step offered was held"
-		}
-		return fmt.Sprintf("%.0f flows/s: %s", last.Rate, strings.Join(last.Why, "; "))
-	})
-	row("Temporal alone: bare workflows kept up with (eager start, one local activity)", func(sr *shapeReport) string {
-		t := sr.temporal
-		if t == nil || len(t.Steps) == 0 {
-			return "not measured"
-		}
-		if t.Sustained == 0 {
-			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
-		}
-		return fmt.Sprintf("**%.0f starts/s**", t.Sustained)
-	})
-	row("bare eager start p50 at 50/s", func(sr *shapeReport) string {
-		if sr.temporal == nil {
-			return "not measured"
-		}
-		if s, ok := sr.temporal.startAt50(); ok {
-			return ms(s.P50)
-		}
-		return "no 50/s step"
-	})
-	row("gateway proxy `start` phase p50, read / open", func(sr *shapeReport) string {
-		if sr.proxy == nil {
-			return "not measured"
-		}
-		return sr.proxy.startPhase(sr.proxy.CloudRead.Name) + " / " + sr.proxy.startPhase(sr.proxy.CloudOpen.Name)
-	})
-	row("gateway proxy, added by the cloud p50 / p99: read; open", func(sr *shapeReport) string {
-		p := sr.proxy
-		if p == nil {
-			return "not measured"
-		}
-		return fmt.Sprintf("%s / %s; %s / %s", ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99))
-	})
-	row("gateway proxy, bare eager start beside it p50 / p99 (same rate, same server)", func(sr *shapeReport) string {
-		p := sr.proxy
-		if p == nil || p.Bare.Count == 0 {
-			return "not measured"
-		}
-		return fmt.Sprintf("%s / %s", ms(p.Bare.P50), ms(p.Bare.P99))
-	})
-	row("gateway proxy reads sustained", func(sr *shapeReport) string {
-		pr := sr.proxyRates
-		if pr == nil {
-			return "not measured"
-		}
-		if pr.Sustained == 0 {
-			return "**none**"
-		}
-		return fmt.Sprintf("**%.0f calls/s**", pr.Sustained)
-	})
-	row("location search, server p50: in-area / closest", func(sr *shapeReport) string {
-		if sr.search == nil {
-			return "not measured"
-		}
-		return ms(sr.search.InAreaServer.P50) + " / " + ms(sr.search.ClosestServer.P50)
-	})
-	row("expiry: lockers read free within 1 s of expiry", func(sr *shapeReport) string {
-		e := sr.expiry
-		if e == nil {
-			return "not measured"
-		}
-		return fmt.Sprintf("%d of %d", e.ReadAvailable, e.Reservations-e.Failed)
-	})
-	row("webhooks: delivered of recorded; p99 committed → delivered", func(sr *shapeReport) string {
-		h := sr.webhooks
-		if h == nil {
-			return "not measured"
-		}
-		return fmt.Sprintf("%d of %d; %s", h.Delivered, h.Recorded, ms(h.Latency.P99))
-	})
-	row("webhook deliveries sustained", func(sr *shapeReport) string {
-		h := sr.webhookRates
-		if h == nil {
-			return "not measured"
-		}
-		if h.Sustained == 0 {
-			return fmt.Sprintf("**none** of the %s steps (%s)", h.Step, stepRates(len(h.Steps), func(i int) float64 { return h.Steps[i].Rate }))
-		}
-		return fmt.Sprintf("**%.0f/s**", h.Sustained)
-	})
-	row("Temporal alone, started as a webhook delivery is: kept up with", func(sr *shapeReport) string {
-		t := sr.temporalDelivery
-		if t == nil || len(t.Steps) == 0 {
-			return "not measured"
-		}
-		if t.Sustained == 0 {
-			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
-		}
-		return fmt.Sprintf("**%.0f starts/s**", t.Sustained)
-	})
-	row("Temporal alone, the tower flow's shape: flows kept up with", func(sr *shapeReport) string {
-		t := sr.temporalFlow
-		if t == nil || len(t.Steps) == 0 {
-			return "not measured"
-		}
-		if t.Sustained == 0 {
-			return fmt.Sprintf("**none** of the %s steps (%s)", t.Step, stepRates(len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }))
-		}
-		return fmt.Sprintf("**%.0f flows/s**", t.Sustained)
-	})
-	row("5xx answers, all scenarios", func(sr *shapeReport) string {
-		n := 0
-		for _, byCode := range sr.serverErrors {
-			for _, c := range byCode {
-				n += c
-			}
-		}
-		if n == 0 {
-			return "0"
-		}
-		return fmt.Sprintf("**%d**", n)
-	})
-	row("scenarios that failed", func(sr *shapeReport) string {
-		if len(sr.failed) == 0 {
-			return "none"
-		}
-		return "**" + strings.Join(slices.Sorted(maps.Keys(sr.failed)), ", ") + "**"
-	})
 	w("")
+}
+
+// summaryRow is one row of the summary: its name and how a shape's column reads.
+type summaryRow struct {
+	name string
+	cell func(sr *shapeReport) string
+}
+
+// summaryRows are the summary's rows, in order.
+func summaryRows() []summaryRow {
+	return []summaryRow{
+		{"tower flow sustained (reservation + drop-off token: two workflow starts each)", (*shapeReport).flowSustainedCell},
+		{"first flow step not held", (*shapeReport).flowFirstNotHeldCell},
+		{"Temporal alone: bare workflows kept up with (eager start, one local activity)", (*shapeReport).temporalSustainedCell},
+		{"bare eager start p50 at 50/s", (*shapeReport).bareStartAt50Cell},
+		{"gateway proxy `start` phase p50, read / open", (*shapeReport).proxyStartPhaseCell},
+		{"gateway proxy, added by the cloud p50 / p99: read; open", (*shapeReport).proxyAddedCell},
+		{"gateway proxy, bare eager start beside it p50 / p99 (same rate, same server)", (*shapeReport).proxyBareCell},
+		{"gateway proxy reads sustained", (*shapeReport).proxyReadsSustainedCell},
+		{"location search, server p50: in-area / closest", (*shapeReport).searchServerCell},
+		{"expiry: lockers read free within 1 s of expiry", (*shapeReport).expiryFreeOnTimeCell},
+		{"webhooks: delivered of recorded; p99 committed → delivered", (*shapeReport).webhooksDeliveredCell},
+		{"webhook deliveries sustained", (*shapeReport).webhooksSustainedCell},
+		{"Temporal alone, started as a webhook delivery is: kept up with", (*shapeReport).temporalDeliverySustainedCell},
+		{"Temporal alone, the tower flow's shape: flows kept up with", (*shapeReport).temporalFlowSustainedCell},
+		{"5xx answers, all scenarios", (*shapeReport).serverErrorCountCell},
+		{"scenarios that failed", (*shapeReport).failedScenariosCell},
+	}
+}
+
+// flowSustainedCell is the summary's row "tower flow sustained (reservation + drop-off token: two workflow starts each)".
+func (sr *shapeReport) flowSustainedCell() string {
+	f := sr.flow
+	if f == nil || len(f.Steps) == 0 {
+		return "not measured"
+	}
+	return ladderCell(f.Step, len(f.Steps), func(i int) float64 { return f.Steps[i].Rate }, f.Sustained,
+		fmt.Sprintf("**%.0f flows/s** (%.0f workflow starts/s)", f.Sustained, 2*f.Sustained))
+}
+
+// flowFirstNotHeldCell is the summary's row "first flow step not held".
+func (sr *shapeReport) flowFirstNotHeldCell() string {
+	f := sr.flow
+	if f == nil || len(f.Steps) == 0 {
+		return "not measured"
+	}
+	last := f.Steps[len(f.Steps)-1]
+	if last.Held {
+		return "none: every step offered was held"
+	}
+	return fmt.Sprintf("%.0f flows/s: %s", last.Rate, strings.Join(last.Why, "; "))
+}
+
+// temporalSustainedCell is the summary's row "Temporal alone: bare workflows kept up with (eager start, one local activity)".
+func (sr *shapeReport) temporalSustainedCell() string {
+	return bareCell(sr.temporal, "starts/s")
+}
+
+// bareStartAt50Cell is the summary's row "bare eager start p50 at 50/s".
+func (sr *shapeReport) bareStartAt50Cell() string {
+	if sr.temporal == nil {
+		return "not measured"
+	}
+	if s, ok := sr.temporal.startAt50(); ok {
+		return ms(s.P50)
+	}
+	return "no 50/s step"
+}
+
+// proxyStartPhaseCell is the summary's row "gateway proxy `start` phase p50, read / open".
+func (sr *shapeReport) proxyStartPhaseCell() string {
+	if sr.proxy == nil {
+		return "not measured"
+	}
+	return sr.proxy.startPhase(sr.proxy.CloudRead.Name) + " / " + sr.proxy.startPhase(sr.proxy.CloudOpen.Name)
+}
+
+// proxyAddedCell is the summary's row "gateway proxy, added by the cloud p50 / p99: read; open".
+func (sr *shapeReport) proxyAddedCell() string {
+	p := sr.proxy
+	if p == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%s / %s; %s / %s", ms(p.ReadAdded50), ms(p.ReadAdded99), ms(p.OpenAdded50), ms(p.OpenAdded99))
+}
+
+// proxyBareCell is the summary's row "gateway proxy, bare eager start beside it p50 / p99 (same rate, same server)".
+func (sr *shapeReport) proxyBareCell() string {
+	p := sr.proxy
+	if p == nil || p.Bare.Count == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%s / %s", ms(p.Bare.P50), ms(p.Bare.P99))
+}
+
+// proxyReadsSustainedCell is the summary's row "gateway proxy reads sustained".
+func (sr *shapeReport) proxyReadsSustainedCell() string {
+	pr := sr.proxyRates
+	if pr == nil {
+		return "not measured"
+	}
+	if pr.Sustained == 0 {
+		return "**none**"
+	}
+	return fmt.Sprintf("**%.0f calls/s**", pr.Sustained)
+}
+
+// searchServerCell is the summary's row "location search, server p50: in-area / closest".
+func (sr *shapeReport) searchServerCell() string {
+	if sr.search == nil {
+		return "not measured"
+	}
+	return ms(sr.search.InAreaServer.P50) + " / " + ms(sr.search.ClosestServer.P50)
+}
+
+// expiryFreeOnTimeCell is the summary's row "expiry: lockers read free within 1 s of expiry".
+func (sr *shapeReport) expiryFreeOnTimeCell() string {
+	e := sr.expiry
+	if e == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d of %d", e.ReadAvailable, e.Reservations-e.Failed)
+}
+
+// webhooksDeliveredCell is the summary's row "webhooks: delivered of recorded; p99 committed → delivered".
+func (sr *shapeReport) webhooksDeliveredCell() string {
+	h := sr.webhooks
+	if h == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d of %d; %s", h.Delivered, h.Recorded, ms(h.Latency.P99))
+}
+
+// webhooksSustainedCell is the summary's row "webhook deliveries sustained".
+func (sr *shapeReport) webhooksSustainedCell() string {
+	h := sr.webhookRates
+	if h == nil {
+		return "not measured"
+	}
+	return ladderCell(h.Step, len(h.Steps), func(i int) float64 { return h.Steps[i].Rate }, h.Sustained,
+		fmt.Sprintf("**%.0f/s**", h.Sustained))
+}
+
+// temporalDeliverySustainedCell is the summary's row "Temporal alone, started as a webhook delivery is: kept up with".
+func (sr *shapeReport) temporalDeliverySustainedCell() string {
+	return bareCell(sr.temporalDelivery, "starts/s")
+}
+
+// temporalFlowSustainedCell is the summary's row "Temporal alone, the tower flow's shape: flows kept up with".
+func (sr *shapeReport) temporalFlowSustainedCell() string {
+	return bareCell(sr.temporalFlow, "flows/s")
+}
+
+// serverErrorCountCell is the summary's row "5xx answers, all scenarios".
+func (sr *shapeReport) serverErrorCountCell() string {
+	n := 0
+	for _, byCode := range sr.serverErrors {
+		for _, c := range byCode {
+			n += c
+		}
+	}
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("**%d**", n)
+}
+
+// failedScenariosCell is the summary's row "scenarios that failed".
+func (sr *shapeReport) failedScenariosCell() string {
+	if len(sr.failed) == 0 {
+		return "none"
+	}
+	return "**" + strings.Join(slices.Sorted(maps.Keys(sr.failed)), ", ") + "**"
+}
+
+// bareCell is the summary cell of a Temporal-alone ladder: the rate kept up with, in unit.
+func bareCell(t *bareResult, unit string) string {
+	if t == nil || len(t.Steps) == 0 {
+		return "not measured"
+	}
+	return ladderCell(t.Step, len(t.Steps), func(i int) float64 { return t.Steps[i].Rate }, t.Sustained,
+		fmt.Sprintf("**%.0f %s**", t.Sustained, unit))
+}
+
+// ladderCell is the summary cell of a ladder of n steps of step each: held, the highest rate
+// sustained as its row writes it, or when none was, the rates of the steps offered.
+func ladderCell(step time.Duration, n int, rate func(int) float64, sustained float64, held string) string {
+	if sustained == 0 {
+		return fmt.Sprintf("**none** of the %s steps (%s)", step, stepRates(n, rate))
+	}
+	return held
 }
 
 func stepRates(n int, rate func(int) float64) string {

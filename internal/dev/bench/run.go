@@ -366,10 +366,7 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 	case "proxy-rates":
 		waitForQuiet(ctx, b, 10*time.Minute)
 		r, err := runProxyRates(ctx, b, o.proxyRates, o.step)
-		if len(r.Steps) > 0 {
-			sr.proxyRates = &r
-		}
-		if err != nil {
+		if err := keepSteps(&sr.proxyRates, r, len(r.Steps), err); err != nil {
 			return err
 		}
 	case "tracing":
@@ -389,34 +386,22 @@ func runScenario(ctx context.Context, b *bench, name string, o options, sr *shap
 	case "temporal":
 		waitForQuiet(ctx, b, 10*time.Minute)
 		r, err := runBare(ctx, b, newLadder(o.temporalRates, o.refine), o.step)
-		if len(r.Steps) > 0 {
-			sr.temporal = &r
-		}
-		if err != nil {
+		if err := keepSteps(&sr.temporal, r, len(r.Steps), err); err != nil {
 			return err
 		}
 	case "temporal-delivery":
 		r, err := runShaped(ctx, b, shapeDelivery, newLadder(o.temporalRates, o.refine), o.step)
-		if len(r.Steps) > 0 {
-			sr.temporalDelivery = &r
-		}
-		if err != nil {
+		if err := keepSteps(&sr.temporalDelivery, r, len(r.Steps), err); err != nil {
 			return err
 		}
 	case "temporal-flow":
 		r, err := runShaped(ctx, b, shapeFlow, newLadder(o.flowRates, o.refine), o.step)
-		if len(r.Steps) > 0 {
-			sr.temporalFlow = &r
-		}
-		if err != nil {
+		if err := keepSteps(&sr.temporalFlow, r, len(r.Steps), err); err != nil {
 			return err
 		}
 	case "webhook-rates":
 		r, err := runWebhookRates(ctx, b, newLadder(o.webhookRates, o.refine), o.step)
-		if len(r.Steps) > 0 {
-			sr.webhookRates = &r
-		}
-		if err != nil {
+		if err := keepSteps(&sr.webhookRates, r, len(r.Steps), err); err != nil {
 			return err
 		}
 	case "flow":
@@ -524,4 +509,13 @@ func (b *bench) shortLivedRunning(ctx context.Context) int64 {
 		return 0
 	}
 	return r.GetCount()
+}
+
+// keepSteps keeps a ladder scenario's result r in *dst when it has a step to report (one
+// that failed part-way still reports the steps it ran), and passes its error on.
+func keepSteps[T any](dst **T, r T, steps int, err error) error {
+	if steps > 0 {
+		*dst = &r
+	}
+	return err
 }

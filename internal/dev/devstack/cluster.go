@@ -28,13 +28,9 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	if err := checkClusterPorts(cs); err != nil {
 		return err
 	}
-	binDir := s.BinDir
-	if binDir == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find own executable: %w", err)
-		}
-		binDir = filepath.Dir(self)
+	binDir, err := binDirOr(s.BinDir)
+	if err != nil {
+		return err
 	}
 	repo, err := repoDir(cs.RepoDir, binDir)
 	if err != nil {
@@ -96,23 +92,8 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 		return err
 	}
 
-	// The service processes: the migrations ran above (compose's migrate step), so they skip
-	// them; each has its own pool size, health and admin addresses.
-	var children []child
-	for i, a := range cs.APIServers {
-		children = append(children, child{name: fmt.Sprintf("apiserver-%d", i+1), bin: "apiserver",
-			env: []string{"LOCKERNET_API_ADDR=" + a, "LOCKERNET_PUBLIC_URL=" + s.PublicURL, "LOCKERNET_AUTO_MIGRATE=false",
-				"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_API_WORKER=true", "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.APIServer),
-				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
-			health: "http://" + a + "/healthz"})
-	}
-	for i, a := range cs.Workers {
-		children = append(children, child{name: fmt.Sprintf("worker-%d", i+1), bin: "worker",
-			env: []string{"LOCKERNET_WORKER_ADDR=" + a, "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.Worker),
-				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
-			health: "http://" + a + "/healthz"})
-	}
-	for _, c := range children {
+	// The service processes.
+	for _, c := range serviceChildren(cs) {
 		if err := launch(c, 90*time.Second); err != nil {
 			return err
 		}
@@ -145,6 +126,27 @@ func RunCluster(ctx context.Context, cs ClusterSettings, logger *slog.Logger, ou
 	<-ctx.Done()
 	fmt.Fprintln(out, "\nstopping the Locker Network Service...")
 	return nil
+}
+
+// serviceChildren are the cluster's apiservers and workers: the migrations ran before (compose's
+// migrate step), so they skip them; each has its own pool size, health and admin addresses.
+func serviceChildren(cs ClusterSettings) []child {
+	s := cs.Settings
+	var children []child
+	for i, a := range cs.APIServers {
+		children = append(children, child{name: fmt.Sprintf("apiserver-%d", i+1), bin: "apiserver",
+			env: []string{"LOCKERNET_API_ADDR=" + a, "LOCKERNET_PUBLIC_URL=" + s.PublicURL, "LOCKERNET_AUTO_MIGRATE=false",
+				"LOCKERNET_API_GATEWAY_WORKER=true", "LOCKERNET_API_WORKER=true", "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.APIServer),
+				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
+			health: "http://" + a + "/healthz"})
+	}
+	for i, a := range cs.Workers {
+		children = append(children, child{name: fmt.Sprintf("worker-%d", i+1), bin: "worker",
+			env: []string{"LOCKERNET_WORKER_ADDR=" + a, "LOCKERNET_DB_MAX_CONNS=" + strconv.Itoa(cs.Pools.Worker),
+				"LOCKERNET_ADMIN_ADDR=" + adminAddr(a)},
+			health: "http://" + a + "/healthz"})
+	}
+	return children
 }
 
 // temporalChild prepares the Temporal server: its two databases and their schema (the

@@ -101,15 +101,25 @@ func prefixLines(out io.Writer, name string, r io.Reader) {
 	}
 }
 
+// binDirOr is dir, else the directory of the running dev stack, where make run and make
+// run-cluster build the binaries it starts.
+func binDirOr(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own executable: %w", err)
+	}
+	return filepath.Dir(self), nil
+}
+
 // binary finds a sibling executable in dir, else next to the running dev stack (make run
 // builds them together).
 func binary(dir, name string) (string, error) {
-	if dir == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return "", fmt.Errorf("find own executable: %w", err)
-		}
-		dir = filepath.Dir(self)
+	dir, err := binDirOr(dir)
+	if err != nil {
+		return "", err
 	}
 	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {

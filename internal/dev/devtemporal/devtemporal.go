@@ -95,6 +95,28 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("create temporal data dir: %w", err)
 	}
 
+	sqlCfg, visCfg, err := setupStores(&opts)
+	if err != nil {
+		return nil, err
+	}
+	frontend := net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
+	srv, err := newServer(opts, serverConfig(opts, frontend, ports, sqlCfg, visCfg), frontend, ports)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	s := &Server{srv: srv, addr: frontend}
+	if opts.UIPort != 0 {
+		s.ui = StartUI(opts.IP, opts.UIPort, frontend, opts.Namespace)
+	}
+	return s, nil
+}
+
+// setupStores settles opts' SQLite settings and creates the schema in each file that does
+// not exist yet, then the namespace with its search attributes.
+func setupStores(opts *Options) (sqlCfg, visCfg *config.SQL, err error) {
 	// Two SQLite files: workflows (history, mutable state, task queues) in DBPath and
 	// visibility (the Web UI's lists and search attributes) beside it. SQLite has one writer per
 	// file, and Temporal keeps one connection per file; with one file, every visibility record
@@ -104,17 +126,17 @@ func Start(opts Options) (*Server, error) {
 		opts.Sync = "full"
 	}
 	if opts.Sync != "full" && opts.Sync != "normal" {
-		return nil, fmt.Errorf("temporal sqlite synchronous %q: full or normal", opts.Sync)
+		return nil, nil, fmt.Errorf("temporal sqlite synchronous %q: full or normal", opts.Sync)
 	}
 	if opts.Shards == 0 {
 		opts.Shards = 1
 	}
-	sqlCfg := sqliteConfig(opts.DBPath, opts.Sync, opts.CheckpointPages)
-	visCfg := sqliteConfig(VisibilityPath(opts.DBPath), opts.Sync, opts.CheckpointPages)
+	sqlCfg = sqliteConfig(opts.DBPath, opts.Sync, opts.CheckpointPages)
+	visCfg = sqliteConfig(VisibilityPath(opts.DBPath), opts.Sync, opts.CheckpointPages)
 	for _, c := range []*config.SQL{sqlCfg, visCfg} {
 		if _, err := os.Stat(c.DatabaseName); errors.Is(err, os.ErrNotExist) {
 			if err := sqliteschema.SetupSchema(c); err != nil {
-				return nil, fmt.Errorf("create temporal schema in %s: %w", c.DatabaseName, err)
+				return nil, nil, fmt.Errorf("create temporal schema in %s: %w", c.DatabaseName, err)
 			}
 		}
 	}
@@ -124,14 +146,19 @@ func Start(opts Options) (*Server, error) {
 	}
 	ns, err := sqliteschema.NewNamespaceConfig("active", opts.Namespace, false, attrs)
 	if err != nil {
-		return nil, fmt.Errorf("namespace config: %w", err)
+		return nil, nil, fmt.Errorf("namespace config: %w", err)
 	}
 	if err := sqliteschema.CreateNamespaces(sqlCfg, ns); err != nil {
-		return nil, fmt.Errorf("create namespace: %w", err)
+		return nil, nil, fmt.Errorf("create namespace: %w", err)
 	}
 
-	frontend := net.JoinHostPort(opts.IP, strconv.Itoa(opts.Port))
-	cfg := &config.Config{
+	return sqlCfg, visCfg, nil
+}
+
+// serverConfig is the server's configuration: the frontend on opts' address, the other
+// services and the metrics on ports, the two SQLite stores.
+func serverConfig(opts Options, frontend string, ports []int, sqlCfg, visCfg *config.SQL) *config.Config {
+	return &config.Config{
 		Global: config.Global{
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: opts.IP},
 			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
@@ -166,6 +193,11 @@ func Start(opts Options) (*Server, error) {
 		PublicClient: config.PublicClient{HostPort: frontend},
 	}
 
+}
+
+// newServer creates the server of cfg with its logger, authorization, dynamic config and
+// static membership.
+func newServer(opts Options, cfg *config.Config, frontend string, ports []int) (temporal.Server, error) {
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: "warn", OutputFile: opts.LogFile, Format: "json"}))
 	authorizer, err := authorization.GetAuthorizerFromConfig(&cfg.Global.Authorization)
 	if err != nil {
@@ -194,14 +226,7 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create temporal server: %w", err)
 	}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal server: %w", err)
-	}
-	s := &Server{srv: srv, addr: frontend}
-	if opts.UIPort != 0 {
-		s.ui = StartUI(opts.IP, opts.UIPort, frontend, opts.Namespace)
-	}
-	return s, nil
+	return srv, nil
 }
 
 // StartUI serves the Temporal Web UI (ui-server) on ip:port for the frontend at

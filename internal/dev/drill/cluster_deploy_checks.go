@@ -169,7 +169,7 @@ func (d *deployRun) check(ctx context.Context, l *deployLoad, rc *drillReceiver)
 	r.verify(d.buildBack == d.buildA, "the rollback made build A's own version current again (the pinned runs of A have workers again)",
 		"A ran as %s, the rollback's processes poll as %s", d.buildA, d.buildBack)
 	restartFigure(r, sys, d.cr.restarts, "")
-	sweeperFigure(r, sys, d.cr.sweeps)
+	sweeperFigure(r, clusterSweeps(sys, d.cr.sweeps))
 	return nil
 }
 

@@ -23,11 +23,15 @@ func restartFigure(r *result, sys *system, before map[string]int, killed string)
 	r.observe(len(others) == 0, "no other child died", "%s", counts(others))
 }
 
-// sweeperFigure reports whether the sweeper released anything during the drill: the
-// workflows' timers should have, well inside its 60 s grace.
-func sweeperFigure(r *result, sys *system, before int) {
-	n := sys.cluster.stack.logCount(sweeperReleased) - before
-	r.observe(n == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", n)
+// sweeperFigure reports whether the sweeper released anything during the drill (swept
+// releases): the workflows' timers should have, well inside its 60 s grace.
+func sweeperFigure(r *result, swept int) {
+	r.observe(swept == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", swept)
+}
+
+// clusterSweeps is the cluster's sweeper releases since before.
+func clusterSweeps(sys *system, before int) int {
+	return sys.cluster.stack.logCount(sweeperReleased) - before
 }
 
 func orOK(err error) string {

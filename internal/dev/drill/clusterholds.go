@@ -77,25 +77,41 @@ var expiryActivity = map[string]string{"reservation": "ExpireReservation", "drop
 // hold is still active and no locker stranded. phase names when a hold came due relative to
 // the fault, for the lateness figures (expiry activity scheduled − expiry).
 func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerCall, phase func(due time.Time) string) error {
-	type hold struct {
-		call towerCall
-		wfID string
-		h    holdHistory
-		row  string
-	}
-	var holds []*hold
+	var holds []*timedHold
 	ids := map[string][]string{}
 	for _, c := range calls {
 		if !c.ok() {
 			continue
 		}
-		id := contract.ReservationWorkflowID(c.id)
-		if c.kind == "dropoff-token" {
-			id = contract.LockerTokenWorkflowID(c.id)
-		}
-		holds = append(holds, &hold{call: c, wfID: id})
+		holds = append(holds, &timedHold{call: c, wfID: holdWorkflowID(c.kind, c.id)})
 		ids[c.kind] = append(ids[c.kind], c.id)
 	}
+	if err := readTimedHolds(ctx, sys, holds, ids); err != nil {
+		return err
+	}
+	byKind, late, phases := tallyTimedHolds(holds, phase)
+	reportTimedHolds(r, byKind, late, phases)
+	var stranded int
+	if err := sys.st.Pool().QueryRow(ctx, `
+		SELECT count(*) FROM lockers WHERE status IN (2, 3, 5) AND hold_expires_at < now() - interval '10 seconds'`).Scan(&stranded); err != nil {
+		return fmt.Errorf("count stranded lockers: %w", err)
+	}
+	r.verify(stranded == 0, "no locker stranded (reserved, rented or declined 10 s past its expiry)", "%d stranded", stranded)
+	return nil
+}
+
+// timedHold is one hold of checkTimersOnce: the call that made it, its workflow's id and
+// history, and its row's status now.
+type timedHold struct {
+	call towerCall
+	wfID string
+	h    holdHistory
+	row  string
+}
+
+// readTimedHolds reads each hold's row (ids: the holds' ids by kind), the runs of its
+// workflow id from Temporal's own executions table, and its workflow's history.
+func readTimedHolds(ctx context.Context, sys *system, holds []*timedHold, ids map[string][]string) error {
 	// Rows.
 	rows := map[string]string{}
 	for kind, table := range map[string]string{"reservation": "reservations", "dropoff-token": "locker_tokens"} {
@@ -159,21 +175,24 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 		h.h.runs = runs[h.wfID]
 		h.row = rows[h.call.kind+"/"+h.call.id]
 	})
-	if histErr != nil {
-		return histErr
-	}
+	return histErr
+}
 
-	type tally struct {
-		n, missing, active, noWF, runsOff, notCompleted, firedTwice, expiryTwice, expiredNoActivity, retried, startedLate, early int
-		statuses                                                                                                                 map[string]int
-	}
-	byKind := map[string]*tally{}
-	late := map[string][]time.Duration{}
-	var phases []string
+// holdTally counts one kind of hold by what its row and its workflow's history show.
+type holdTally struct {
+	n, missing, active, noWF, runsOff, notCompleted, firedTwice, expiryTwice, expiredNoActivity, retried, startedLate, early int
+	statuses                                                                                                                 map[string]int
+}
+
+// tallyTimedHolds counts the holds by kind and gathers the lateness of the expired ones by
+// phase (when each came due relative to the fault), the phases in the order first seen.
+func tallyTimedHolds(holds []*timedHold, phase func(due time.Time) string) (byKind map[string]*holdTally, late map[string][]time.Duration, phases []string) {
+	byKind = map[string]*holdTally{}
+	late = map[string][]time.Duration{}
 	for _, h := range holds {
 		t := byKind[h.call.kind]
 		if t == nil {
-			t = &tally{statuses: map[string]int{}}
+			t = &holdTally{statuses: map[string]int{}}
 			byKind[h.call.kind] = t
 		}
 		t.n++
@@ -220,6 +239,11 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 			late[p] = append(late[p], h.h.expiryAt.Sub(h.call.expires))
 		}
 	}
+	return byKind, late, phases
+}
+
+// reportTimedHolds reports and checks each kind's tally, then the lateness by phase.
+func reportTimedHolds(r *result, byKind map[string]*holdTally, late map[string][]time.Duration, phases []string) {
 	kinds := make([]string, 0, len(byKind))
 	for k := range byKind {
 		kinds = append(kinds, k)
@@ -253,13 +277,6 @@ func checkTimersOnce(ctx context.Context, r *result, sys *system, calls []towerC
 	for _, p := range phases {
 		r.figure("Expired holds: expiry activity scheduled − expiry, "+p, "%s", durations(late[p]))
 	}
-	var stranded int
-	if err := sys.st.Pool().QueryRow(ctx, `
-		SELECT count(*) FROM lockers WHERE status IN (2, 3, 5) AND hold_expires_at < now() - interval '10 seconds'`).Scan(&stranded); err != nil {
-		return fmt.Errorf("count stranded lockers: %w", err)
-	}
-	r.verify(stranded == 0, "no locker stranded (reserved, rented or declined 10 s past its expiry)", "%d stranded", stranded)
-	return nil
 }
 
 // readHoldHistory reads what a hold's workflow did from its history.
@@ -316,6 +333,25 @@ func waitPast(ctx context.Context, t time.Time) bool {
 	}
 }
 
+// waitHoldsExpired waits until every hold of calls answered 201 is 15 s past its expiry:
+// well inside the sweeper's 60 s grace, so what released a hold by then was its workflow.
+func waitHoldsExpired(ctx context.Context, calls []towerCall) error {
+	settleAt := latestExpiry(calls).Add(15 * time.Second)
+	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
+	if !waitPast(ctx, settleAt) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// holdWorkflowID is the id of the workflow of a hold (kind reservation or dropoff-token).
+func holdWorkflowID(kind, id string) string {
+	if kind == "dropoff-token" {
+		return contract.LockerTokenWorkflowID(id)
+	}
+	return contract.ReservationWorkflowID(id)
+}
+
 // latestExpiry is the latest expiry of the holds answered 201.
 func latestExpiry(calls []towerCall) time.Time {
 	var ts []time.Time
@@ -332,10 +368,8 @@ func latestExpiry(calls []towerCall) time.Time {
 // by when they fell due: before the fault (event, at from), while it lasted (subject, until to;
 // a zero to means it never came back) or after.
 func settleHolds(ctx context.Context, r *result, sys *system, calls []towerCall, from, to time.Time, event, subject string) error {
-	settleAt := latestExpiry(calls).Add(15 * time.Second)
-	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	if !waitPast(ctx, settleAt) {
-		return ctx.Err()
+	if err := waitHoldsExpired(ctx, calls); err != nil {
+		return err
 	}
 	return checkTimersOnce(ctx, r, sys, calls, func(due time.Time) string {
 		switch {

@@ -2,6 +2,8 @@ package drill
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +23,32 @@ import (
 //     counters (checkOpens, checkReplays, settleHolds, …).
 //
 // A drill's own file holds its load and its fault; the steps below are the ones the drills
-// share.
+// share. A drill past its start reads as a list of named phases (runPhases), each a method of
+// the drill's own struct, which carries what one phase leaves for the next.
+
+// phase is one named step of a drill: the progress log prints its name as it begins.
+type phase struct {
+	name string
+	run  func(context.Context) error
+}
+
+// errCheckFailed ends a drill at a phase whose fatal check has failed already: the report's
+// checks say what went wrong, so the drill records no error of its own.
+var errCheckFailed = errors.New("a fatal check failed")
+
+// runPhases runs a drill's phases in order until one fails; that phase's error is the
+// drill's (r.err) unless it is errCheckFailed.
+func runPhases(ctx context.Context, r *result, phases ...phase) {
+	for _, p := range phases {
+		logf("  phase %s", p.name)
+		if err := p.run(ctx); err != nil {
+			if !errors.Is(err, errCheckFailed) {
+				r.err = err
+			}
+			return
+		}
+	}
+}
 
 // sweeperReleased is the dev stack's log line of a sweep that released lapsed holds.
 const sweeperReleased = "sweeper released lapsed holds"
@@ -108,7 +135,7 @@ func (cr *clusterRun) checkHolds(ctx context.Context, limit time.Duration, calls
 		return err
 	}
 	restartFigure(cr.r, cr.sys, cr.restarts, killed)
-	sweeperFigure(cr.r, cr.sys, cr.sweeps)
+	sweeperFigure(cr.r, clusterSweeps(cr.sys, cr.sweeps))
 	return nil
 }
 
@@ -134,19 +161,39 @@ type towerLoad struct {
 	next    atomic.Int64
 }
 
-// startLoad is what a drill under mixed load starts from: a tower load on n fresh
-// lockers with holds of hold, the cloud API client, the door actuations counted
-// before the load, and a pool of gateway lockers to open.
-func startLoad(ctx context.Context, sys *system, n int, hold time.Duration) (*towerLoad, *cloud, doors.Actuations, *lockerPool, error) {
-	load, err := newTowerLoad(ctx, sys, n, hold)
-	if err != nil {
-		return nil, nil, nil, nil, err
+// underLoad is what a make run drill under mixed load (tower flows and gateway opens) keeps
+// from phase to phase: its system, the tower load, the cloud API client, the door actuations
+// counted before the load, the pool of gateway lockers to open, and the load as it ran.
+type underLoad struct {
+	o   options
+	r   *result
+	sys *system
+
+	tower    *towerLoad
+	c        *cloud
+	baseline doors.Actuations
+	pool     *lockerPool
+	load     mixedLoad
+}
+
+// startLoad is the start of the load: a tower load on n fresh lockers with holds of hold,
+// the cloud API client, the door actuations counted before the load, and the locker pool.
+func (u *underLoad) startLoad(ctx context.Context, n int, hold time.Duration) error {
+	var err error
+	if u.tower, err = newTowerLoad(ctx, u.sys, n, hold); err != nil {
+		return err
 	}
-	baseline, err := sys.actuations(ctx)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if u.baseline, err = u.sys.actuations(ctx); err != nil {
+		return err
 	}
-	return load, sys.cloud(), baseline, newLockerPool(sys), nil
+	u.c, u.pool = u.sys.cloud(), newLockerPool(u.sys)
+	return nil
+}
+
+// checkLoadDoors is the doors' check of the load's opens (checkDoors), once nothing sent can
+// still be on its way.
+func (u *underLoad) checkLoadDoors(ctx context.Context) error {
+	return checkDoors(ctx, u.r, u.sys, u.baseline, openAnswers(u.load.gl.outs, u.load.gl.targets), doorsNotCompleted)
 }
 
 // newTowerLoad makes n fresh tower lockers and the tower API client of the load.
@@ -185,6 +232,42 @@ func (l *towerLoad) flowOnce(ctx context.Context, i int, record func(towerCall))
 		record(tok)
 	}
 	return true
+}
+
+// mixedLoad is the load of a make run drill whose fault hits tower flows and gateway opens
+// alike: what its flows were answered and its opens' outcomes.
+type mixedLoad struct {
+	mu       sync.Mutex
+	calls    []towerCall
+	next     atomic.Int64 // flows started
+	skipped  atomic.Int64 // flows not run for want of lockers
+	gl       openLoad
+	started  time.Time
+	finished time.Time
+}
+
+// run runs flowRate tower flows (flowOnce) and openRate gateway opens a second for d, and
+// fault beside them; it returns when all three have.
+func (m *mixedLoad) run(ctx context.Context, load *towerLoad, c *cloud, pool *lockerPool, flowRate, openRate float64, d time.Duration, fault func()) {
+	m.started = time.Now()
+	var wg sync.WaitGroup
+	wg.Go(fault)
+	wg.Go(func() {
+		loadclient.OpenLoop(ctx, flowRate, d, 0, func(ctx context.Context, _ int, _ time.Time) {
+			if !load.flowOnce(ctx, int(m.next.Add(1))-1, m.record) {
+				m.skipped.Add(1)
+			}
+		})
+	})
+	wg.Go(func() { m.gl.run(ctx, c, pool, openRate, d) })
+	wg.Wait()
+	m.finished = time.Now()
+}
+
+func (m *mixedLoad) record(c towerCall) {
+	m.mu.Lock()
+	m.calls = append(m.calls, c)
+	m.mu.Unlock()
 }
 
 // openLoop starts rate flows a second for d (loadclient.OpenLoop), each on the next locker,

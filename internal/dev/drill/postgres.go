@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -15,7 +14,6 @@ import (
 	"github.com/lockernet/lockernet/internal/dev/loadclient"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/workflows/contract"
 )
 
 // towerCall is one tower API call of the load.
@@ -77,91 +75,75 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	defer sys.done(r)
-
-	load, c, baseline, pool, err := startLoad(ctx, sys, o.pgLockers, o.pgHold)
-	if err != nil {
-		r.err = err
-		return r
-	}
-
-	var (
-		mu        sync.Mutex
-		calls     []towerCall
-		out       pgOutage
-		backlog   = -1 // outbox rows written before the restart, at the first look after it
-		drainedAt time.Time
-		nextFlow  atomic.Int64
-		flowsSkip atomic.Int64
+	d := &pgDrill{underLoad: underLoad{o: o, r: r, sys: sys}, backlog: -1}
+	runPhases(ctx, r,
+		phase{"load", d.startLoad},
+		phase{"restart Postgres under load", d.restartUnderLoad},
+		phase{"check the tower API", d.checkTower},
+		phase{"check the gateway opens", d.checkOpens},
+		phase{"check the doors", d.checkDoors},
+		phase{"check the expiries", d.checkExpiries},
 	)
-	record := func(c towerCall) {
-		mu.Lock()
-		calls = append(calls, c)
-		mu.Unlock()
-	}
+	return r
+}
 
+// pgDrill is what one phase of the restart-postgres drill leaves for the next.
+type pgDrill struct {
+	underLoad
+	out       pgOutage
+	backlog   int // outbox rows written before the restart, at the first look after it (-1: not looked)
+	drainedAt time.Time
+}
+
+func (d *pgDrill) startLoad(ctx context.Context) error {
+	return d.underLoad.startLoad(ctx, d.o.pgLockers, d.o.pgHold)
+}
+
+// restartUnderLoad runs the load while Postgres goes down and comes back.
+func (d *pgDrill) restartUnderLoad(ctx context.Context) error {
+	o, sys := d.o, d.sys
 	lctx, lcancel := context.WithTimeout(ctx, o.pgLoad+o.settleLimit)
 	defer lcancel()
-	loadStart := time.Now()
-	var wg sync.WaitGroup
-	// Postgres goes down and comes back.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if out = sys.restartPostgres(lctx, o.pgStopAfter, o.pgDown); out.err != nil {
+	d.load.run(lctx, d.tower, d.c, d.pool, o.pgFlowRate, o.pgOpenRate, o.pgLoad, func() {
+		if d.out = sys.restartPostgres(lctx, o.pgStopAfter, o.pgDown); d.out.err != nil {
 			return
 		}
-		tUp0 := out.start0
+		tUp0 := d.out.start0
 		// The workflows of holds written before the stop start through the outbox: how long
 		// until the last of them is dispatched?
-		drainedAt, _ = waitFor(lctx, o.settleLimit, 100*time.Millisecond, func() bool {
+		d.drainedAt, _ = waitFor(lctx, o.settleLimit, 100*time.Millisecond, func() bool {
 			var n int
 			if err := sys.st.Pool().QueryRow(lctx, `SELECT count(*) FROM workflow_outbox WHERE created_at < $1`, tUp0).Scan(&n); err != nil {
 				return false
 			}
-			if backlog < 0 {
-				backlog = n
+			if d.backlog < 0 {
+				d.backlog = n
 			}
 			return n == 0
 		})
-	}()
-	// Tower flows.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		loadclient.OpenLoop(lctx, o.pgFlowRate, o.pgLoad, 0, func(ctx context.Context, i int, _ time.Time) {
-			if !load.flowOnce(ctx, int(nextFlow.Add(1))-1, record) {
-				flowsSkip.Add(1)
-			}
-		})
-	}()
-	// Gateway opens.
-	var gl openLoad
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		gl.run(lctx, c, pool, o.pgOpenRate, o.pgLoad)
-	}()
-	wg.Wait()
-	loadEnd := time.Now()
-	if out.err != nil {
-		r.verify(false, "Postgres stops and starts again", "%v", out.err)
-		r.err = out.err
-		return r
+	})
+	if d.out.err != nil {
+		d.r.verify(false, "Postgres stops and starts again", "%v", d.out.err)
+		return d.out.err
 	}
-	if gl.err != nil {
-		r.err = gl.err
-		return r
+	if d.load.gl.err != nil {
+		return d.load.gl.err
 	}
-	tDown0, tDown, tUp0, tUp, gOuts := out.stop0, out.stopped, out.start0, out.up, gl.outs
-	r.figure("Postgres down (stop issued → answering again)", "%s (the stop took %s, the start %s)", secs(tUp.Sub(tDown0)),
-		secs(tDown.Sub(tDown0)), secs(tUp.Sub(tUp0)))
+	out := d.out
+	d.r.figure("Postgres down (stop issued → answering again)", "%s (the stop took %s, the start %s)", secs(out.up.Sub(out.stop0)),
+		secs(out.stopped.Sub(out.stop0)), secs(out.up.Sub(out.start0)))
+	return nil
+}
 
-	// Tower API during and after the outage.
+// checkTower reports the tower API during and after the outage.
+func (d *pgDrill) checkTower(context.Context) error {
+	r, load := d.r, &d.load
+	tDown0, tDown, tUp0, tUp := d.out.stop0, d.out.stopped, d.out.start0, d.out.up
 	var failed, failedOutside int
 	var firstOK, lastFail time.Time
 	kinds := map[string]int{}
 	errKinds := map[string]int{}
-	for _, call := range calls {
+	for _, call := range load.calls {
 		if call.ok() {
 			kinds[call.kind+" 201"]++
 			// Started once Postgres was down: it can only have succeeded once it was back.
@@ -186,7 +168,7 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 		}
 	}
 	r.figure("Tower API calls", "%s (flows started: %d in %s; %d skipped for want of lockers)", counts(kinds),
-		nextFlow.Load()-flowsSkip.Load(), secs(loadEnd.Sub(loadStart)), flowsSkip.Load())
+		load.next.Load()-load.skipped.Load(), secs(load.finished.Sub(load.started)), load.skipped.Load())
 	r.figure("Tower API errors", "%d during the outage (%s), %d outside it", failed-failedOutside, counts(errKinds), failedOutside)
 	if !firstOK.IsZero() {
 		// Measured from the start command: Postgres accepts connections some time before the
@@ -201,18 +183,23 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 			secs(lastFail.Sub(tDown0)), secs(lastFail.Sub(tUp)))
 	}
 	switch {
-	case backlog > 0 && !drainedAt.IsZero():
+	case d.backlog > 0 && !d.drainedAt.IsZero():
 		r.figure("Workflow starts and signals written before the stop, still in the outbox when Postgres was back", "%d, all dispatched %s after Postgres answered again",
-			backlog, secs(drainedAt.Sub(tUp)))
-	case backlog == 0:
+			d.backlog, secs(d.drainedAt.Sub(tUp)))
+	case d.backlog == 0:
 		r.figure("Workflow starts and signals written before the stop, still in the outbox when Postgres was back", "none")
 	}
 	r.observe(failedOutside == 0, "no tower call failed more than 5 s away from the outage", "%d did", failedOutside)
+	return nil
+}
 
-	// Gateway requests.
+// checkOpens checks the gateway requests: each answered, one request per key, one stored
+// per open.
+func (d *pgDrill) checkOpens(ctx context.Context) error {
+	r, sys := d.r, d.sys
+	tUp0, tUp, gOuts := d.out.start0, d.out.up, d.load.gl.outs
 	tl := tallyOutcomes(gOuts)
 	lost, multi, gErrs, states, gSettled := tl.lost, tl.multi, tl.errors, tl.states, tl.retried
-	opens := openAnswers(gOuts, gl.targets)
 	r.lost = lost
 	r.figure("Gateway opens", "%d sent; answers: %s; %d exchanges failed during the outage and were retried with the same key",
 		len(gOuts), counts(states), gErrs)
@@ -246,39 +233,29 @@ func drillRestartPostgres(ctx context.Context, o options) (r *result) {
 	r.verify(multi == 0, "each Idempotency-Key stood for one request (one X-Request-Id)", "%d keys saw more than one", multi)
 	var stored int
 	if err := sys.st.Pool().QueryRow(ctx, `SELECT count(*) FROM gateway_requests`).Scan(&stored); err != nil {
-		r.err = err
-		return r
+		return err
 	}
 	r.verify(stored == len(gOuts), "one stored gateway request per open", "%d stored for %d opens", stored, len(gOuts))
+	return nil
+}
+
+func (d *pgDrill) checkDoors(ctx context.Context) error {
 	time.Sleep(2 * time.Second)
-	if err := checkDoors(ctx, r, sys, baseline, opens, doorsNotCompleted); err != nil {
-		r.err = err
-		return r
-	}
+	return d.checkLoadDoors(ctx)
+}
 
-	// Every workflow start and signal written to the outbox has gone out.
-	waitOutboxDrained(ctx, r, sys, o.settleLimit, "the workflow outbox drains")
-
-	// Every hold must have been released by its workflow: wait past the last expiry.
-	var expiries []time.Time
-	for _, call := range calls {
-		if call.ok() {
-			expiries = append(expiries, call.expires)
-		}
+// checkExpiries checks that every workflow start and signal written to the outbox has gone
+// out and that every hold was released by its workflow, once past the last expiry.
+func (d *pgDrill) checkExpiries(ctx context.Context) error {
+	waitOutboxDrained(ctx, d.r, d.sys, d.o.settleLimit, "the workflow outbox drains")
+	if err := waitHoldsExpired(ctx, d.load.calls); err != nil {
+		return err
 	}
-	settleAt := latest(expiries).Add(15 * time.Second)
-	logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-	if !waitPast(ctx, settleAt) {
-		r.err = ctx.Err()
-		return r
+	if err := checkHolds(ctx, d.r, d.sys, d.load.calls); err != nil {
+		return err
 	}
-	if err := checkHolds(ctx, r, sys, calls); err != nil {
-		r.err = err
-		return r
-	}
-	sweeps := sys.worker.logCount("sweeper released lapsed holds")
-	r.observe(sweeps == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", sweeps)
-	return r
+	sweeperFigure(d.r, d.sys.worker.logCount(sweeperReleased))
+	return nil
 }
 
 // checkHolds checks every reservation and token the load got: stored, with its workflow,
@@ -329,11 +306,7 @@ func checkHolds(ctx context.Context, r *result, sys *system, calls []towerCall) 
 		var mu sync.Mutex
 		parallel(len(k.ids), 16, func(i int) {
 			id := k.ids[i]
-			wfID := contract.ReservationWorkflowID(id)
-			if kind == "dropoff-token" {
-				wfID = contract.LockerTokenWorkflowID(id)
-			}
-			_, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
+			_, err := sys.tc.DescribeWorkflowExecution(ctx, holdWorkflowID(kind, id), "")
 			var nf *serviceerror.NotFound
 			mu.Lock()
 			defer mu.Unlock()

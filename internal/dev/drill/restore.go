@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,106 +53,121 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return r
 	}
 	defer sys.done(r)
-
-	n := int((o.rsBefore+o.rsAfter).Seconds()*o.rsFlowRate) + 10
-	load, c, baseline, pool, err := startLoad(ctx, sys, n, o.rsHold)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	bins, err := findBinaries(o.binDir)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	admin := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, filepath.Join(bins, "lockernet-admin"), args...)
-		cmd.Env = append(os.Environ(), sys.env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return string(out), fmt.Errorf("lockernet-admin %s: %w: %s", args[0], err, loadclient.Excerpt(out))
-		}
-		return string(out), nil
-	}
-	backupDir := filepath.Join(sys.dir, "backup")
-	temporalFile := filepath.Join(sys.dir, "temporal.db")
-
-	var (
-		mu        sync.Mutex
-		calls     []towerCall
-		nextFlow  atomic.Int64
-		backupErr error
-		bm1, bm2  backupTimes
+	d := &restoreDrill{underLoad: underLoad{o: o, r: r, sys: sys}}
+	runPhases(ctx, r,
+		phase{"load", d.startLoad},
+		phase{"back up twice under load", d.backUpUnderLoad},
+		phase{"stop, restore, start", d.stopRestoreStart},
+		phase{"sort the holds by the backups", d.sortHolds},
+		phase{"check the holds made before the database's backup", d.checkKept},
+		phase{"check the holds made after it", d.checkGone},
+		phase{"check the doors", d.checkDoors},
+		phase{"check the expiries", d.checkExpiries},
 	)
+	return r
+}
+
+// restoreDrill is what one phase of the restore drill leaves for the next.
+type restoreDrill struct {
+	underLoad
+	bins     string
+	bm1, bm2 backupTimes
+
+	before, gap, after []towerCall // holds by when they were made against the backups
+	during, fivexx     int         // holds made while a backup ran; tower calls answered 5xx
+	pending            []towerCall // holds made before the database's backup, not yet expired
+	probes             []towerCall // new reservations on the lockers of the holds made after it
+}
+
+// admin runs lockernet-admin with the system's settings and returns what it printed.
+func (d *restoreDrill) admin(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(d.bins, "lockernet-admin"), args...)
+	cmd.Env = append(os.Environ(), d.sys.env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("lockernet-admin %s: %w: %s", args[0], err, loadclient.Excerpt(out))
+	}
+	return string(out), nil
+}
+
+func (d *restoreDrill) backupDir() string { return filepath.Join(d.sys.dir, "backup") }
+
+// startLoad makes the lockers, clients and baseline of the load and finds lockernet-admin.
+func (d *restoreDrill) startLoad(ctx context.Context) error {
+	n := int((d.o.rsBefore+d.o.rsAfter).Seconds()*d.o.rsFlowRate) + 10
+	if err := d.underLoad.startLoad(ctx, n, d.o.rsHold); err != nil {
+		return err
+	}
+	var err error
+	d.bins, err = findBinaries(d.o.binDir)
+	return err
+}
+
+// backUpUnderLoad runs the tower flows and the gateway opens and, while they run, takes the
+// two backups and mixes them into the one restored.
+func (d *restoreDrill) backUpUnderLoad(ctx context.Context) error {
+	o := d.o
 	lctx, lcancel := context.WithTimeout(ctx, o.rsBefore+o.rsAfter+o.settleLimit)
 	defer lcancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-lctx.Done():
-			return
-		case <-time.After(o.rsBefore):
-		}
-		take := func(dir string) (backupTimes, error) {
-			logf("  backing up into %s", dir)
-			var t backupTimes
-			if _, err := admin("backup", "-out", dir, "-temporal-sqlite", temporalFile); err != nil {
-				return t, err
-			}
-			raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-			if err == nil {
-				err = json.Unmarshal(raw, &t)
-			}
-			return t, err
-		}
-		if bm1, backupErr = take(backupDir + "-1"); backupErr != nil {
-			return
-		}
-		if !waitPast(lctx, bm1.TemporalTakenAt.Add(o.rsGap)) {
-			return
-		}
-		if bm2, backupErr = take(backupDir + "-2"); backupErr != nil {
-			return
-		}
-		// The backup restored: the first one's Temporal files with the second one's database.
-		backupErr = mixBackups(backupDir+"-1", backupDir+"-2", backupDir)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		loadclient.OpenLoop(lctx, o.rsFlowRate, o.rsBefore+o.rsAfter, 0, func(ctx context.Context, _ int, _ time.Time) {
-			load.flowOnce(ctx, int(nextFlow.Add(1))-1, func(c towerCall) {
-				mu.Lock()
-				calls = append(calls, c)
-				mu.Unlock()
-			})
-		})
-	}()
-	var gl openLoad
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		gl.run(lctx, c, pool, o.rsOpenRate, o.rsBefore+o.rsAfter)
-	}()
-	wg.Wait()
+	var backupErr error
+	d.load.run(lctx, d.tower, d.c, d.pool, o.rsFlowRate, o.rsOpenRate, o.rsBefore+o.rsAfter, func() {
+		backupErr = d.takeBackups(lctx)
+	})
 	if backupErr != nil {
-		r.verify(false, "lockernet-admin backup succeeds under load", "%v", backupErr)
-		r.err = backupErr
-		return r
+		d.r.verify(false, "lockernet-admin backup succeeds under load", "%v", backupErr)
+		return backupErr
 	}
-	if gl.err != nil {
-		r.err = gl.err
-		return r
+	if d.load.gl.err != nil {
+		return d.load.gl.err
 	}
-	for i, bm := range []backupTimes{bm1, bm2} {
-		r.figure(fmt.Sprintf("Backup %d under load", i+1), "%s (Temporal's files copied in %s, then the database dumped in %s)",
+	for i, bm := range []backupTimes{d.bm1, d.bm2} {
+		d.r.figure(fmt.Sprintf("Backup %d under load", i+1), "%s (Temporal's files copied in %s, then the database dumped in %s)",
 			secs(bm.FinishedAt.Sub(bm.TemporalTakenAt)), secs(bm.AppTakenAt.Sub(bm.TemporalTakenAt)), secs(bm.FinishedAt.Sub(bm.AppTakenAt)))
 	}
-	r.figure("Restored", "Temporal's files of backup 1 with the database of backup 2, taken %s later", secs(bm2.AppTakenAt.Sub(bm1.AppTakenAt)))
+	d.r.figure("Restored", "Temporal's files of backup 1 with the database of backup 2, taken %s later", secs(d.bm2.AppTakenAt.Sub(d.bm1.AppTakenAt)))
+	return nil
+}
 
-	// Stop, restore, start.
+// takeBackups takes the first backup rsBefore into the load and the second rsGap after it,
+// then mixes them into the backup restored. It returns nil when ctx ends first.
+func (d *restoreDrill) takeBackups(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(d.o.rsBefore):
+	}
+	temporalFile := filepath.Join(d.sys.dir, "temporal.db")
+	take := func(dir string) (backupTimes, error) {
+		logf("  backing up into %s", dir)
+		var t backupTimes
+		if _, err := d.admin(ctx, "backup", "-out", dir, "-temporal-sqlite", temporalFile); err != nil {
+			return t, err
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+		if err == nil {
+			err = json.Unmarshal(raw, &t)
+		}
+		return t, err
+	}
+	backupDir := d.backupDir()
+	var err error
+	if d.bm1, err = take(backupDir + "-1"); err != nil {
+		return err
+	}
+	if !waitPast(ctx, d.bm1.TemporalTakenAt.Add(d.o.rsGap)) {
+		return nil
+	}
+	if d.bm2, err = take(backupDir + "-2"); err != nil {
+		return err
+	}
+	// The backup restored: the first one's Temporal files with the second one's database.
+	return mixBackups(backupDir+"-1", backupDir+"-2", backupDir)
+}
+
+// stopRestoreStart stops the apiserver, the worker and the Temporal server, restores the
+// mixed backup and starts them again.
+func (d *restoreDrill) stopRestoreStart(ctx context.Context) error {
+	r, sys := d.r, d.sys
 	tStop := time.Now()
 	sys.api.stop(10 * time.Second)
 	sys.worker.stop(10 * time.Second)
@@ -171,11 +185,10 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	// drill's server runs in this process, so a server started again on the same path would
 	// read the old file through it. make run, one process, starts again on the path itself.
 	restoredFile := filepath.Join(sys.dir, "temporal-restored.db")
-	restoreOut, err := admin("restore", "-from", backupDir, "-temporal-sqlite", restoredFile)
+	restoreOut, err := d.admin(ctx, "restore", "-from", d.backupDir(), "-temporal-sqlite", restoredFile)
 	if err != nil {
 		r.verify(false, "lockernet-admin restore succeeds", "%v", err)
-		r.err = err
-		return r
+		return err
 	}
 	tStart := time.Now()
 	// Between Temporal's start and the apiserver's, the rows the restore re-armed whose
@@ -187,58 +200,63 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		return err
 	}
 	if err := sys.restartAfterRestore(ctx, restoredFile, countMissing); err != nil {
-		r.err = fmt.Errorf("start after the restore: %w", err)
-		return r
+		return fmt.Errorf("start after the restore: %w", err)
 	}
 	tUp := time.Now()
 	rearmed := regexp.MustCompile(`re-armed .*`).FindString(restoreOut)
 	r.figure("Stopped → restored → started", "%s in all: stop %s, restore %s (%s), start %s",
 		secs(tUp.Sub(tStop)), secs(tRestore.Sub(tStop)), secs(tStart.Sub(tRestore)), orNone(rearmed), secs(tUp.Sub(tStart)))
 	r.figure("Active reservations and tokens in the restored database without their workflow in the restored Temporal state", "%d (the outbox started them)", missing)
-	waitOutboxDrained(ctx, r, sys, o.settleLimit, "the workflow outbox drains after the restore (the re-armed workflows started)")
+	waitOutboxDrained(ctx, r, sys, d.o.settleLimit, "the workflow outbox drains after the restore (the re-armed workflows started)")
+	return nil
+}
 
-	// Each hold against the backups: made before the first (answered before its Temporal copy
-	// began: row and workflow restored), between the two (asked for after the first's
-	// database snapshot, answered before the second's: the row restored, its workflow not —
-	// the restore re-arms it), after the second (asked for after its snapshot: gone), or
-	// while one ran.
-	var before, gap, after []towerCall
-	var during, fivexx int
+// sortHolds sorts each hold against the backups: made before the first (answered before its
+// Temporal copy began: row and workflow restored), between the two (asked for after the
+// first's database snapshot, answered before the second's: the row restored, its workflow
+// not — the restore re-arms it), after the second (asked for after its snapshot: gone), or
+// while one ran.
+func (d *restoreDrill) sortHolds(context.Context) error {
 	kinds := map[string]int{}
-	for _, call := range calls {
+	for _, call := range d.load.calls {
 		if call.status >= 500 {
-			fivexx++
+			d.fivexx++
 		}
 		if !call.ok() {
 			kinds[call.kind+" failed"]++
 			continue
 		}
 		switch {
-		case call.end.Before(bm1.TemporalTakenAt):
-			before = append(before, call)
+		case call.end.Before(d.bm1.TemporalTakenAt):
+			d.before = append(d.before, call)
 			kinds[call.kind+" before backup 1"]++
-		case call.start.After(bm1.AppTakenAt) && call.end.Before(bm2.TemporalTakenAt):
-			gap = append(gap, call)
+		case call.start.After(d.bm1.AppTakenAt) && call.end.Before(d.bm2.TemporalTakenAt):
+			d.gap = append(d.gap, call)
 			kinds[call.kind+" between the backups"]++
-		case call.start.After(bm2.AppTakenAt):
-			after = append(after, call)
+		case call.start.After(d.bm2.AppTakenAt):
+			d.after = append(d.after, call)
 			kinds[call.kind+" after backup 2"]++
 		default:
-			during++
+			d.during++
 			kinds[call.kind+" during a backup"]++
 		}
 	}
-	r.figure("Tower API holds", "%s", counts(kinds))
-	r.verify(fivexx == 0, "no tower API call answered 5xx", "%d did", fivexx)
+	d.r.figure("Tower API holds", "%s", counts(kinds))
+	d.r.verify(d.fivexx == 0, "no tower API call answered 5xx", "%d did", d.fivexx)
+	return nil
+}
 
-	// Made before: still held now, each with its workflow.
-	// A locker's hold is its latest one made before the backup: a drop-off token consumes
-	// the reservation before it. Lockers with a hold answered during the backup are left out.
+// checkKept checks that the holds made before the database's backup are still held now, each
+// with its workflow. A locker's hold is its latest one made before the backup: a drop-off
+// token consumes the reservation before it. Lockers with a hold answered during the backup
+// are left out.
+func (d *restoreDrill) checkKept(ctx context.Context) error {
+	r, sys, bm1, bm2 := d.r, d.sys, d.bm1, d.bm2
 	heldNow, notHeld, running, noRun, rearmedHeld := 0, 0, 0, 0, 0
 	latestBefore := map[string]towerCall{}
 	inGap := map[string]bool{}
 	duringLocker := map[string]bool{}
-	for _, call := range calls {
+	for _, call := range d.load.calls {
 		if !call.ok() {
 			continue
 		}
@@ -252,16 +270,15 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 			duringLocker[call.locker] = true
 		}
 	}
-	var pending []towerCall
 	for locker, call := range latestBefore {
 		if !duringLocker[locker] && time.Until(call.expires) > 5*time.Second {
-			pending = append(pending, call)
+			d.pending = append(d.pending, call)
 		}
 	}
-	for _, call := range pending {
-		table, wfID := "reservations", contract.ReservationWorkflowID(call.id)
+	for _, call := range d.pending {
+		table, wfID := "reservations", holdWorkflowID(call.kind, call.id)
 		if call.kind == "dropoff-token" {
-			table, wfID = "locker_tokens", contract.LockerTokenWorkflowID(call.id)
+			table = "locker_tokens"
 		}
 		var held bool
 		err := sys.st.Pool().QueryRow(ctx, `
@@ -275,8 +292,8 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		} else {
 			notHeld++
 		}
-		d, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
-		if err == nil && d.WorkflowExecutionInfo.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		desc, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
+		if err == nil && desc.WorkflowExecutionInfo.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			running++
 		} else {
 			noRun++
@@ -284,21 +301,25 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 	}
 	r.figure("Holds made before backup 2's database snapshot (each locker's latest) and not yet expired after the start",
 		"%d: %d held with their locker (%d of them made between the backups, their workflows re-armed), %d with a running workflow",
-		len(pending), heldNow, rearmedHeld, running)
+		len(d.pending), heldNow, rearmedHeld, running)
 	r.verify(notHeld == 0, "every hold made before the database's backup is held after the restore", "%d are not", notHeld)
 	r.verify(noRun == 0, "every hold made before the database's backup has its running workflow after the restore", "%d have none", noRun)
+	return nil
+}
 
-	// Made after: gone, and the locker takes a new reservation.
+// checkGone checks that the holds made after the database's backup are gone and that each
+// of their lockers takes a new reservation.
+func (d *restoreDrill) checkGone(ctx context.Context) error {
+	r := d.r
 	gone, present, free, refused := 0, 0, 0, 0
-	for _, call := range after {
+	for _, call := range d.after {
 		table := "reservations"
 		if call.kind == "dropoff-token" {
 			table = "locker_tokens"
 		}
 		var exists bool
-		if err := sys.st.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1)`, call.id).Scan(&exists); err != nil {
-			r.err = err
-			return r
+		if err := d.sys.st.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1)`, call.id).Scan(&exists); err != nil {
+			return err
 		}
 		if exists {
 			present++
@@ -307,75 +328,71 @@ func drillRestore(ctx context.Context, o options) (r *result) {
 		}
 	}
 	var probeMu sync.Mutex
-	var probes []towerCall
-	afterLockers := lockersOf(after)
+	afterLockers := lockersOf(d.after)
 	parallel(len(afterLockers), 8, func(i int) {
-		p := postTower(ctx, load.tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
+		p := postTower(ctx, d.tower.tower, "reservation", afterLockers[i]+"reservations", map[string]any{"duration": 30})
 		probeMu.Lock()
-		probes = append(probes, p)
+		d.probes = append(d.probes, p)
 		probeMu.Unlock()
 	})
-	for _, p := range probes {
+	for _, p := range d.probes {
 		if p.ok() {
 			free++
 		} else {
 			refused++
 			if p.status >= 500 {
-				fivexx++
+				d.fivexx++
 			}
 			logf("  probe of a locker taken after the backup: %s", p.err)
 		}
 	}
 	r.figure("Holds made after backup 2", "%d: %d gone after the restore; their %d lockers: %d took a new reservation, %d refused",
-		len(after), gone, len(afterLockers), free, refused)
+		len(d.after), gone, len(afterLockers), free, refused)
 	r.verify(present == 0, "every hold made after the database's backup is gone after the restore", "%d are still there", present)
 	r.verify(refused == 0, "every locker taken after the database's backup is free again (a new reservation is answered 201)", "%d refused", refused)
-	r.verify(fivexx == 0, "no tower API call after the restore answered 5xx", "%d did", fivexx)
+	r.verify(d.fivexx == 0, "no tower API call after the restore answered 5xx", "%d did", d.fivexx)
+	return nil
+}
 
-	// Doors: every open of both phases moved its door once, none twice, none again after the restore.
+// checkDoors checks that every open of both phases moved its door once, none twice, none
+// again after the restore.
+func (d *restoreDrill) checkDoors(ctx context.Context) error {
+	r, gl := d.r, &d.load.gl
 	time.Sleep(2 * time.Second)
 	tl := tallyOutcomes(gl.outs)
 	r.lost = tl.lost
 	r.figure("Gateway opens", "%d sent (before, between and after the backups); answers: %s", len(gl.outs), counts(tl.states))
 	r.verify(tl.lost == 0, "every gateway open reached a terminal answer (lost requests)", "%d of %d lost", tl.lost, len(gl.outs))
-	if err := checkDoors(ctx, r, sys, baseline, openAnswers(gl.outs, gl.targets), doorsNotCompleted); err != nil {
-		r.err = err
-		return r
-	}
+	return d.checkLoadDoors(ctx)
+}
 
-	// The holds made before the database's backup expire on time, by their workflows.
-	kept := append(append([]towerCall{}, before...), gap...)
+// checkExpiries checks that the holds made before the database's backup expire on time, by
+// their workflows.
+func (d *restoreDrill) checkExpiries(ctx context.Context) error {
+	r, sys := d.r, d.sys
+	kept := append(append([]towerCall{}, d.before...), d.gap...)
 	if len(kept) > 0 {
-		settleAt := latestExpiry(append(append([]towerCall{}, kept...), probes...)).Add(15 * time.Second)
-		logf("  waiting %s for every hold to expire", secs(time.Until(settleAt)))
-		if !waitPast(ctx, settleAt) {
-			r.err = ctx.Err()
-			return r
+		if err := waitHoldsExpired(ctx, append(append([]towerCall{}, kept...), d.probes...)); err != nil {
+			return err
 		}
 		var late []time.Duration
-		for _, call := range pending {
-			wfID := contract.ReservationWorkflowID(call.id)
-			if call.kind == "dropoff-token" {
-				wfID = contract.LockerTokenWorkflowID(call.id)
-			}
-			d, err := sys.tc.DescribeWorkflowExecution(ctx, wfID, "")
-			if err == nil && d.WorkflowExecutionInfo.GetCloseTime() != nil {
-				late = append(late, d.WorkflowExecutionInfo.GetCloseTime().AsTime().Sub(call.expires))
+		for _, call := range d.pending {
+			desc, err := sys.tc.DescribeWorkflowExecution(ctx, holdWorkflowID(call.kind, call.id), "")
+			if err == nil && desc.WorkflowExecutionInfo.GetCloseTime() != nil {
+				late = append(late, desc.WorkflowExecutionInfo.GetCloseTime().AsTime().Sub(call.expires))
 			}
 		}
 		r.figure("Holds made before the database's backup: workflow closed → after its expiry", "%s", durations(late))
-		if err := checkHolds(ctx, r, sys, append(append([]towerCall{}, kept...), probes...)); err != nil {
-			r.err = err
-			return r
+		if err := checkHolds(ctx, r, sys, append(append([]towerCall{}, kept...), d.probes...)); err != nil {
+			return err
 		}
-		sweeps := sys.worker.logCount("sweeper released lapsed holds")
-		r.observe(sweeps == 0, "the sweeper had nothing to release (the workflows did it)", "%d sweeps released something", sweeps)
+		sweeperFigure(r, sys.worker.logCount(sweeperReleased))
 	}
-	if during > 0 {
+	if d.during > 0 {
 		r.note("%d holds were answered while a backup ran (between a Temporal copy's start and its database snapshot): "+
-			"each is either in the restored database, with its workflow re-armed, or not; the checks above leave them out.", during)
+			"each is either in the restored database, with its workflow re-armed, or not; the checks above leave them out.", d.during)
 	}
-	return r
+	return nil
 }
 
 // backupTimes are the moments a backup's manifest records.

@@ -257,33 +257,46 @@ func (e *stopEach) check(ctx context.Context) error {
 	if !waitPast(ctx, e.rounds[len(e.rounds)-1].tSig.Add(e.delay+2*time.Second)) {
 		return ctx.Err()
 	}
-	now, err := e.sys.actuations(ctx)
+	var all opens
+	for _, sr := range e.rounds {
+		all = append(all, sr.batch...)
+	}
+	moved, fromLog, err := e.movedDoors(ctx, all)
 	if err != nil {
 		return err
 	}
-	moved := e.ledger.Moved(now)
+	e.checkOutcomes(all, moved, fromLog)
+	e.checkRounds(moved)
+	checkReplays(ctx, e.r, e.c, all)
+	return nil
+}
+
+// movedDoors is how often each door moved since the drill began, by the simulators' counters
+// and, for the opens of all, by the gateways' logs where those count more (fromLog: the
+// actuations counted from a log only).
+func (e *stopEach) movedDoors(ctx context.Context, all opens) (moved doors.Actuations, fromLog int, err error) {
+	now, err := e.sys.actuations(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	moved = e.ledger.Moved(now)
 	// A gateway that stopped after its last read of the counters still wrote a "door opened"
 	// line for each door it moved: its log is the account of those.
 	logged := map[int]int{}
 	for _, path := range e.logs {
 		f, err := os.Open(path)
 		if err != nil {
-			return fmt.Errorf("open a gateway's log: %w", err)
+			return nil, 0, fmt.Errorf("open a gateway's log: %w", err)
 		}
 		m, err := doors.Logged(f)
 		f.Close()
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		for id, n := range m {
 			logged[id] += n
 		}
 	}
-	var all opens
-	for _, sr := range e.rounds {
-		all = append(all, sr.batch...)
-	}
-	fromLog := 0
 	for _, q := range all {
 		serial, id := q.t.gw.serial, q.t.locker
 		if n := logged[id]; n > moved[serial][id] {
@@ -294,7 +307,12 @@ func (e *stopEach) check(ctx context.Context) error {
 			moved[serial][id] = n
 		}
 	}
+	return moved, fromLog, nil
+}
 
+// checkOutcomes holds every open's reported outcome against its door and reports the doors
+// and the recovery of each round.
+func (e *stopEach) checkOutcomes(all opens, moved doors.Actuations, fromLog int) {
 	states, reasons := map[string]int{}, map[string]int{}
 	lost, disagree, once, still, twice := 0, 0, 0, 0, 0
 	list := make([]doors.Open, len(all))
@@ -351,6 +369,12 @@ func (e *stopEach) check(ctx context.Context) error {
 		"%d disagree%s", disagree, paren(counts(reasons), disagree > 0))
 	e.r.verify(twice == 0 && unasked == 0, "no door moved twice, and none that no open asked for (/sim/stats)",
 		"%d moved twice, %d unasked moved", twice, unasked)
+}
+
+// checkRounds checks each round by what its process promises: a cloud process's opens all
+// complete; a gateway stopped gracefully completes the opens it had; a gateway killed is
+// reported.
+func (e *stopEach) checkRounds(moved doors.Actuations) {
 	for _, sr := range e.rounds {
 		switch {
 		case sr.gw < 0:
@@ -381,8 +405,6 @@ func (e *stopEach) check(ctx context.Context) error {
 			}
 		}
 	}
-	checkReplays(ctx, e.r, e.c, all)
-	return nil
 }
 
 // doorCounts counts the doors of b by how often they moved.
