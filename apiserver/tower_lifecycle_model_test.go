@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -888,23 +887,14 @@ func (m *lockerModel) opRace() {
 		m.token(cl)
 	}
 	m.lastOp = fmt.Sprintf("%d clients race for locker %d", n, l.id)
-	var wg sync.WaitGroup
-	startLine := make(chan struct{})
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := &answers[i]
-			path := reservePath(l.tower, l.id)
-			if a.kind == store.TokenDropoff {
-				path = lcTokenPath(a.kind, l.tower, l.id)
-			}
-			<-startLine
-			a.status, a.body, a.err = rawDo(http.MethodPost, m.e.URL+path, m.clients[a.client].tok, map[string]any{"duration": a.duration})
-		}()
-	}
-	close(startLine)
-	wg.Wait()
+	atOnce(len(answers), func(i int) {
+		a := &answers[i]
+		path := reservePath(l.tower, l.id)
+		if a.kind == store.TokenDropoff {
+			path = lcTokenPath(a.kind, l.tower, l.id)
+		}
+		a.status, a.body, a.err = rawDo(http.MethodPost, m.e.URL+path, m.clients[a.client].tok, map[string]any{"duration": a.duration})
+	})
 	if m.stalled([]*mLocker{l}) {
 		return
 	}
