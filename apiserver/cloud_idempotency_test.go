@@ -127,7 +127,7 @@ func TestCloudConcurrentDuplicatesActOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := uuid.NewString()
 			answers := make([]testenv.Response, n)
-			atOnce(n, func(i int) {
+			testenv.AtOnce(n, func(i int) {
 				answers[i] = c.do(tc.method, tc.path, tc.body, "Idempotency-Key", key, "Prefer", "wait=30")
 			})
 

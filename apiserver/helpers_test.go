@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,26 +46,10 @@ const (
 
 var timestampRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 
-// atOnce calls call(0) … call(n-1), each on its own goroutine, released together so that the
-// calls race one another, and returns when every call has returned. A call keeps its result
-// in a slice at its index.
-func atOnce(n int, call func(i int)) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			call(i)
-		})
-	}
-	close(start)
-	wg.Wait()
-}
-
 // concurrentStatuses makes n calls at once and returns their statuses.
 func concurrentStatuses(n int, call func() int) []int {
 	statuses := make([]int, n)
-	atOnce(n, func(i int) { statuses[i] = call() })
+	testenv.AtOnce(n, func(i int) { statuses[i] = call() })
 	return statuses
 }
 

@@ -265,7 +265,7 @@ func TestLifecycleEventsConcurrentUploads(t *testing.T) {
 	type counts struct{ Accepted, Duplicates int }
 	const phones = 6
 	answers := make([]counts, phones)
-	atOnce(phones, func(i int) {
+	testenv.AtOnce(phones, func(i int) {
 		status, body, err := rawDo(http.MethodPost, e.URL+"/api/v1/towers/"+towerUnion2+"/events", sdk, []towerproto.BatchEnvelope{good})
 		if err != nil || status != http.StatusOK || json.Unmarshal(body, &answers[i]) != nil {
 			answers[i] = counts{-1, -1}
@@ -295,7 +295,7 @@ func TestLifecycleEventsConcurrentUploads(t *testing.T) {
 			[]towerproto.BatchEnvelope{lcBatch(t, e, towerUnion2, towerUnion2, 2, ev[0], ev[1])},
 			[]towerproto.BatchEnvelope{lcBatch(t, e, towerUnion2, towerUnion2, 2, ev[2])})
 	}
-	atOnce(len(uploads), func(i int) {
+	testenv.AtOnce(len(uploads), func(i int) {
 		status, body, err := rawDo(http.MethodPost, e.URL+"/sdk/v1/towers/"+towerUnion2+"/events", sdk, uploads[i])
 		if err != nil || status != http.StatusOK {
 			t.Errorf("upload failed: %d %s %v", status, body, err)

@@ -887,7 +887,7 @@ func (m *lockerModel) opRace() {
 		m.token(cl)
 	}
 	m.lastOp = fmt.Sprintf("%d clients race for locker %d", n, l.id)
-	atOnce(len(answers), func(i int) {
+	testenv.AtOnce(len(answers), func(i int) {
 		a := &answers[i]
 		path := reservePath(l.tower, l.id)
 		if a.kind == store.TokenDropoff {

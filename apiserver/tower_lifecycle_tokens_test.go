@@ -168,7 +168,7 @@ func TestLifecycleConcurrentDropoffTokens(t *testing.T) {
 	toks := []string{a, secondDemoClient(t, e, "lc-race-b"), secondDemoClient(t, e, "lc-race-c")}
 	race := func(k int64, callers []string) []testenv.Response {
 		out := make([]testenv.Response, len(callers))
-		atOnce(len(callers), func(i int) {
+		testenv.AtOnce(len(callers), func(i int) {
 			status, body, err := rawDo(http.MethodPost, e.URL+lcTokenPath("dropoff", towerUnion1, k), callers[i], map[string]any{"duration": 600})
 			if err != nil {
 				status = -1

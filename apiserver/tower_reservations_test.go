@@ -229,7 +229,7 @@ func TestReservationConflicts(t *testing.T) {
 		const n = 20
 		statuses := make([]int, n)
 		details := make([]string, n)
-		atOnce(n, func(i int) {
+		testenv.AtOnce(n, func(i int) {
 			r, err := testenv.Exchange(http.MethodPost, e.URL+reservePath(towerUnion2, id),
 				http.Header{"Authorization": {"Bearer " + tok}}, `{"duration": 600}`)
 			if err != nil {
