@@ -129,6 +129,15 @@ func fakeAt(url string) *fakeRequests {
 	return &fakeRequests{gateway: store.Gateway{ID: 1, Serial: "GW-0001", BaseURL: url}, begun: map[int]bool{}}
 }
 
+// fakeServedBy starts a gateway that answers with h until the test ends, and returns the
+// requests' store pointing at it.
+func fakeServedBy(t *testing.T, h http.HandlerFunc) *fakeRequests {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return fakeAt(srv.URL)
+}
+
 func TestSendGatewayRequestAnswered(t *testing.T) {
 	t.Parallel()
 	var gotAuth, gotBody, gotPath string
@@ -174,7 +183,7 @@ func TestSendGatewayRequestTellsNotJSONApart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			f := fakeServedBy(t, func(w http.ResponseWriter, _ *http.Request) {
 				if tc.contentType != "" {
 					w.Header().Set("Content-Type", tc.contentType)
 				}
@@ -183,9 +192,8 @@ func TestSendGatewayRequestTellsNotJSONApart(t *testing.T) {
 					return
 				}
 				_, _ = w.Write([]byte(tc.body))
-			}))
-			t.Cleanup(srv.Close)
-			res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/x"})
+			})
+			res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/x"})
 			require.NoError(t, err)
 			assert.Equal(t, tc.apiJSON, res.APIJSON)
 		})
@@ -197,11 +205,10 @@ func TestSendGatewayRequestDoesNotFollowRedirects(t *testing.T) {
 	elsewhere := 0
 	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere++ }))
 	t.Cleanup(other.Close)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := fakeServedBy(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, other.URL+"/lockers/101/open", http.StatusTemporaryRedirect)
-	}))
-	t.Cleanup(srv.Close)
-	res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
+	})
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTemporaryRedirect, res.Status)
 	assert.Zero(t, elsewhere)
@@ -209,12 +216,11 @@ func TestSendGatewayRequestDoesNotFollowRedirects(t *testing.T) {
 
 func TestSendGatewayRequestTooLargeAnAnswer(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	f := fakeServedBy(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`["` + strings.Repeat("x", 2<<20) + `"]`))
-	}))
-	t.Cleanup(srv.Close)
-	res, err := send(t, fakeAt(srv.URL), activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/system/logs"})
+	})
+	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodGet, Path: "/system/logs"})
 	require.NoError(t, err)
 	assert.Equal(t, activities.SendAnswered, res.Outcome)
 	assert.False(t, res.APIJSON)
@@ -266,15 +272,13 @@ func TestSendGatewayRequestDeliveredWithoutAnswer(t *testing.T) {
 func TestSendGatewayRequestNeverSendsASendTwice(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := fakeServedBy(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/health" { // asking whether the gateway honours keys sends nothing
 			calls++
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"doorOpen":true}`))
-	}))
-	t.Cleanup(srv.Close)
-	f := fakeAt(srv.URL)
+	})
 	f.begun[1] = true // an earlier run of this send, whose fate is unknown
 	res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
 	require.NoError(t, err)
@@ -322,7 +326,7 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 
 	// A 409's body is returned too: the workflow compares its transaction with its own.
 	status = http.StatusConflict
-	f = fakeAt(srv.URL)
+	f = fakeAt(f.gateway.BaseURL)
 	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "POST", Path: "/transactions", StoreBody: true})
 	require.NoError(t, err)
 	assert.True(t, res.BodyInStore)
@@ -335,7 +339,7 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 	// first settlement).
 	status = http.StatusOK
 	for _, answerErr := range []error{errors.New("connection refused"), store.ErrNotFound} {
-		f = fakeAt(srv.URL)
+		f = fakeAt(f.gateway.BaseURL)
 		f.answerErr = answerErr
 		res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers", StoreBody: true})
 		require.NoError(t, err, "%v", answerErr)
@@ -345,7 +349,7 @@ func TestSendGatewayRequestStoresItsBody(t *testing.T) {
 	}
 
 	// Without StoreBody (runs recorded before it): returned, not stored.
-	f = fakeAt(srv.URL)
+	f = fakeAt(f.gateway.BaseURL)
 	res, err = send(t, f, activities.SendGatewayRequestInput{Method: "GET", Path: "/lockers"})
 	require.NoError(t, err)
 	assert.False(t, res.BodyInStore)
@@ -390,7 +394,7 @@ func TestFirstSendThatSettlesStoresItsBodyWithTheOutcome(t *testing.T) {
 	assert.Nil(t, res.Settled.Outcome.Body)
 
 	// The outcome cannot be stored now: the body is stored alone, the workflow settles.
-	f = fakeAt(srv.URL)
+	f = fakeAt(f.gateway.BaseURL)
 	f.missing = true
 	res = run(f)
 	assert.JSONEq(t, `{"lockers":[]}`, string(f.answers[1]))
@@ -441,16 +445,14 @@ func TestFinishGatewayRequestAsksForAMirrorRefreshAfterACompletedWrite(t *testin
 func TestSendGatewayRequestCarriesItsKey(t *testing.T) {
 	t.Parallel()
 	var keys []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f := fakeServedBy(t, func(w http.ResponseWriter, r *http.Request) {
 		keys = append(keys, r.Header.Get("Idempotency-Key"))
 		if r.Method != http.MethodGet {
 			w.Header().Set("X-Idempotency-Keys", "honoured")
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{}`))
-	}))
-	t.Cleanup(srv.Close)
-	f := fakeAt(srv.URL)
+	})
 	id := uuid.NewString()
 	for n := 1; n <= 2; n++ {
 		res, err := send(t, f, activities.SendGatewayRequestInput{RequestID: id, Send: n, Method: http.MethodPost, Path: "/lockers/101/open"})
@@ -463,7 +465,7 @@ func TestSendGatewayRequestCarriesItsKey(t *testing.T) {
 	assert.Equal(t, []string{id, id, ""}, keys)
 
 	// A send begun before with unknown fate says what the cloud knows of the gateway.
-	f = fakeAt(srv.URL)
+	f = fakeAt(f.gateway.BaseURL)
 	f.gateway.HonoursKeys = true
 	f.begun[1] = true
 	res, err = send(t, f, activities.SendGatewayRequestInput{RequestID: id, Method: http.MethodPost, Path: "/lockers/101/open"})
@@ -487,15 +489,13 @@ func TestSendRecordsWhetherTheGatewayHonoursKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			f := fakeServedBy(t, func(w http.ResponseWriter, _ *http.Request) {
 				if tc.header {
 					w.Header().Set("X-Idempotency-Keys", "honoured")
 				}
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"success":true,"doorOpen":true}`))
-			}))
-			t.Cleanup(srv.Close)
-			f := fakeAt(srv.URL)
+			})
 			f.gateway.HonoursKeys = tc.recorded
 			res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
 			require.NoError(t, err)
@@ -516,7 +516,7 @@ func TestSendOfUnknownFateAsksTheGatewayAboutKeys(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var calls []string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f := fakeServedBy(t, func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				calls = append(calls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 				mu.Unlock()
@@ -525,9 +525,7 @@ func TestSendOfUnknownFateAsksTheGatewayAboutKeys(t *testing.T) {
 				}
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"status":"ok","controllers":[],"uptimeSeconds":3}`))
-			}))
-			t.Cleanup(srv.Close)
-			f := fakeAt(srv.URL)
+			})
 			f.begun[1] = true // an earlier run of this send, cut off with its process
 			res, err := send(t, f, activities.SendGatewayRequestInput{Method: http.MethodPost, Path: "/lockers/101/open"})
 			require.NoError(t, err)

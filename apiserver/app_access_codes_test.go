@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -156,17 +155,6 @@ func TestAccessCodeLifecycle(t *testing.T) {
 		// The locker can take a new code.
 		c.create(t, "A01", true, time.Now().Add(time.Hour))
 	})
-}
-
-// concurrentStatuses makes n calls at once and returns their statuses.
-func concurrentStatuses(n int, call func() int) []int {
-	var wg sync.WaitGroup
-	statuses := make([]int, n)
-	for i := range statuses {
-		wg.Go(func() { statuses[i] = call() })
-	}
-	wg.Wait()
-	return statuses
 }
 
 func TestAccessCodeSingleUseRace(t *testing.T) {

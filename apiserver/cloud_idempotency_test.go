@@ -3,7 +3,6 @@ package apiserver_test
 import (
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -128,18 +127,9 @@ func TestCloudConcurrentDuplicatesActOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := uuid.NewString()
 			answers := make([]testenv.Response, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					answers[i] = c.do(tc.method, tc.path, tc.body, "Idempotency-Key", key, "Prefer", "wait=30")
-				}()
-			}
-			close(start)
-			wg.Wait()
+			testenv.AtOnce(n, func(i int) {
+				answers[i] = c.do(tc.method, tc.path, tc.body, "Idempotency-Key", key, "Prefer", "wait=30")
+			})
 
 			originals := 0
 			for _, r := range answers {

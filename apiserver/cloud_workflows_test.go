@@ -96,17 +96,23 @@ func TestPendingPollAnswersFromTheWorkflowQuery(t *testing.T) {
 	r := c.do(http.MethodPost, locPath(gw1, "/lockers/103/open"), nil, "Prefer", "respond-async")
 	require.Equal(t, http.StatusAccepted, r.Status, "body: %s", r.Body)
 	id := r.Header.Get("X-Request-Id")
-	var polled testenv.Response
 	require.Eventually(t, func() bool {
-		polled = c.do(http.MethodGet, "/requests/"+id, nil)
-		return polled.Header.Get("X-Request-State") == "dispatched"
+		return c.do(http.MethodGet, "/requests/"+id, nil).Header.Get("X-Request-State") == "dispatched"
 	}, 10*time.Second, 20*time.Millisecond, "the send is out")
+
+	// pollDispatched polls the request, which must answer still out after attempts sends.
+	pollDispatched := func(attempts int) map[string]any {
+		t.Helper()
+		polled := c.do(http.MethodGet, "/requests/"+id, nil)
+		require.Equal(t, http.StatusOK, polled.Status, "body: %s", polled.Body)
+		assert.Equal(t, "dispatched", polled.Header.Get("X-Request-State"))
+		body := polled.Map(t)
+		assert.Equal(t, "dispatched", body["status"])
+		assert.Equal(t, float64(attempts), body["attempts"])
+		return body
+	}
 	workflowBefore, storeBefore := pollsCounted(t, e, "workflow"), pollsCounted(t, e, "store")
-	polled = c.do(http.MethodGet, "/requests/"+id, nil)
-	require.Equal(t, http.StatusOK, polled.Status, "body: %s", polled.Body)
-	body := polled.Map(t)
-	assert.Equal(t, "dispatched", body["status"])
-	assert.Equal(t, float64(1), body["attempts"])
+	body := pollDispatched(1)
 	assert.Nil(t, body["completedAt"])
 	assert.Equal(t, id, body["id"])
 	assert.Equal(t, storeBefore+1, pollsCounted(t, e, "store"), "the first send is out: answered from the store")
@@ -124,24 +130,14 @@ func TestPendingPollAnswersFromTheWorkflowQuery(t *testing.T) {
 		return lastSend == 2
 	}, 15*time.Second, 20*time.Millisecond, "the second send is out")
 	workflowBefore = pollsCounted(t, e, "workflow")
-	polled = c.do(http.MethodGet, "/requests/"+id, nil)
-	require.Equal(t, http.StatusOK, polled.Status, "body: %s", polled.Body)
-	assert.Equal(t, "dispatched", polled.Header.Get("X-Request-State"))
-	body = polled.Map(t)
-	assert.Equal(t, "dispatched", body["status"])
-	assert.Equal(t, float64(2), body["attempts"])
+	pollDispatched(2)
 	assert.Equal(t, workflowBefore+1, pollsCounted(t, e, "workflow"), "the poll asked the workflow")
 
 	// No worker: the query cannot be answered within its bound, and the stored request answers
 	// with the same body.
 	e.StopWorker()
 	storeBefore = pollsCounted(t, e, "store")
-	polled = c.do(http.MethodGet, "/requests/"+id, nil)
-	require.Equal(t, http.StatusOK, polled.Status, "body: %s", polled.Body)
-	assert.Equal(t, "dispatched", polled.Header.Get("X-Request-State"))
-	body = polled.Map(t)
-	assert.Equal(t, "dispatched", body["status"])
-	assert.Equal(t, float64(2), body["attempts"])
+	pollDispatched(2)
 	assert.Equal(t, storeBefore+1, pollsCounted(t, e, "store"), "answered from the store")
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -180,19 +179,10 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 
 	// Parallel guesses cannot all slip under the limit: each is answered from the count its
 	// own statement finds.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	statuses = nil
 	began := time.Now()
-	for range 20 {
-		wg.Go(func() {
-			st := tokenFrom(t, e, "192.0.2.77", sp.ClientID, "wrong-secret").Status
-			mu.Lock()
-			statuses = append(statuses, st)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	statuses = concurrentStatuses(20, func() int {
+		return tokenFrom(t, e, "192.0.2.77", sp.ClientID, "wrong-secret").Status
+	})
 	elapsed = time.Since(began)
 	count := map[int]int{}
 	for _, st := range statuses {
@@ -203,16 +193,9 @@ func TestWrongSecretsNeverLockOutTheRightOne(t *testing.T) {
 	assert.Equal(t, 20, count[http.StatusUnauthorized]+count[http.StatusTooManyRequests])
 
 	// A client's own parallel requests from one address are never counted as guesses.
-	statuses = nil
-	for range 12 {
-		wg.Go(func() {
-			st := tokenFrom(t, e, "192.0.2.99", sp.ClientID, sp.ClientSecret).Status
-			mu.Lock()
-			statuses = append(statuses, st)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	statuses = concurrentStatuses(12, func() int {
+		return tokenFrom(t, e, "192.0.2.99", sp.ClientID, sp.ClientSecret).Status
+	})
 	assert.Equal(t, slices.Repeat([]int{http.StatusOK}, 12), statuses)
 
 	// The right secret clears its address's count.

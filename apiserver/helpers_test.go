@@ -46,6 +46,13 @@ const (
 
 var timestampRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
 
+// concurrentStatuses makes n calls at once and returns their statuses.
+func concurrentStatuses(n int, call func() int) []int {
+	statuses := make([]int, n)
+	testenv.AtOnce(n, func(i int) { statuses[i] = call() })
+	return statuses
+}
+
 // lockerID returns the id of the locker at position i (see the constants above) of a demo tower.
 func lockerID(t *testing.T, e *testenv.Env, tower string, i int) int64 {
 	t.Helper()

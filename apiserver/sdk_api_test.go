@@ -89,6 +89,20 @@ type sessionAnswer struct {
 	TowerID     *string `json:"tower_id"`
 }
 
+// openSession checks that a session-token call answered 200 and opens the payload it answered
+// with the tower's key, as only the tower can.
+func openSession(t *testing.T, r testenv.Response, tw sdkTower) (sessionAnswer, towerproto.Session) {
+	t.Helper()
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var a sessionAnswer
+	r.JSON(t, &a)
+	require.NotNil(t, a.Payload)
+	require.NotNil(t, a.PayloadAuth)
+	s, err := towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey(tw.Secret))
+	require.NoError(t, err)
+	return a, s
+}
+
 func evenHex(t *testing.T, s *string) []byte {
 	t.Helper()
 	require.NotNil(t, s)
@@ -116,19 +130,14 @@ func TestSDKSessionToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := time.Now().Truncate(time.Second)
 			r := e.Do(http.MethodPost, path, tok, tc.body)
-			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			// Only the tower can read it, with the key derived from its secret.
+			a, s := openSession(t, r, tw)
 			assert.Equal(t, []string{"payload", "payload_auth", "session_seed", "tower_id"}, keys(r.Map(t)))
-			var a sessionAnswer
-			r.JSON(t, &a)
 			evenHex(t, a.Payload)
 			evenHex(t, a.PayloadAuth)
 			seed := evenHex(t, a.SessionSeed)
 			require.NotNil(t, a.TowerID)
 			assert.Equal(t, tw.Upper, *a.TowerID, "tower_id is the path's id exactly as sent")
-
-			// Only the tower can read it, with the key derived from its secret.
-			s, err := towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey(tw.Secret))
-			require.NoError(t, err)
 			assert.Equal(t, tw.ID, s.TowerID)
 			assert.Equal(t, e.Creds.ServiceProvider.ClientID, s.ClientID)
 			assert.Empty(t, s.UserID, "a client's own token names no app user")
@@ -137,7 +146,7 @@ func TestSDKSessionToken(t *testing.T) {
 			assert.Equal(t, seed, s.Seed, "the session key is the session_seed")
 			assert.False(t, s.IssuedAt.Before(before))
 			assert.Equal(t, 600*time.Second, s.ExpiresAt.Sub(s.IssuedAt))
-			_, err = towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey([]byte("another tower")))
+			_, err := towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey([]byte("another tower")))
 			assert.ErrorIs(t, err, towerproto.ErrBadMAC)
 
 			var fw *string
@@ -149,15 +158,12 @@ func TestSDKSessionToken(t *testing.T) {
 
 	t.Run("lower-case path, every claim of the demo client", func(t *testing.T) {
 		for _, c := range towerproto.AllClaims {
-			r := e.Do(http.MethodPost, "/sdk/v1/towers/"+tw.ID+"/session-token", tok, map[string]any{"duration": 60, "claims": []string{c}})
-			require.Equal(t, http.StatusOK, r.Status, "%s: %s", c, r.Body)
-			var a sessionAnswer
-			r.JSON(t, &a)
-			assert.Equal(t, tw.ID, *a.TowerID)
-			s, err := towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey(tw.Secret))
-			require.NoError(t, err)
-			want, _ := towerproto.ClaimPermission(c)
-			assert.Equal(t, want, s.Permission, c)
+			t.Run(c, func(t *testing.T) {
+				a, s := openSession(t, e.Do(http.MethodPost, "/sdk/v1/towers/"+tw.ID+"/session-token", tok, map[string]any{"duration": 60, "claims": []string{c}}), tw)
+				assert.Equal(t, tw.ID, *a.TowerID)
+				want, _ := towerproto.ClaimPermission(c)
+				assert.Equal(t, want, s.Permission, c)
+			})
 		}
 	})
 
@@ -168,12 +174,7 @@ func TestSDKSessionToken(t *testing.T) {
 			AccessToken string `json:"access_token"`
 		}
 		r.JSON(t, &sdk)
-		r = e.Do(http.MethodPost, path, sdk.AccessToken, map[string]any{"duration": 60, "claims": []string{"developer"}})
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		var a sessionAnswer
-		r.JSON(t, &a)
-		s, err := towerproto.OpenSession(*a.Payload, *a.PayloadAuth, towerproto.SessionKey(tw.Secret))
-		require.NoError(t, err)
+		_, s := openSession(t, e.Do(http.MethodPost, path, sdk.AccessToken, map[string]any{"duration": 60, "claims": []string{"developer"}}), tw)
 		assert.Equal(t, "user-17", s.UserID)
 		assert.Equal(t, e.Creds.ServiceProvider.ClientID, s.ClientID)
 	})

@@ -2,11 +2,9 @@ package apiserver_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -266,28 +264,15 @@ func TestLifecycleEventsConcurrentUploads(t *testing.T) {
 	good := lcBatch(t, e, towerUnion2, towerUnion2, 1, lcUse(t, e, lcMustIssue(t, e, sp, "dropoff", towerUnion2, k, 600), 1, true)...)
 	type counts struct{ Accepted, Duplicates int }
 	const phones = 6
-	answers := make(chan counts, phones)
-	var wg sync.WaitGroup
-	for range phones {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, body, err := rawDo(http.MethodPost, e.URL+"/api/v1/towers/"+towerUnion2+"/events", sdk, []towerproto.BatchEnvelope{good})
-			if err != nil || status != http.StatusOK {
-				answers <- counts{-1, -1}
-				return
-			}
-			var c counts
-			if json.Unmarshal(body, &c) != nil {
-				c = counts{-1, -1}
-			}
-			answers <- c
-		}()
-	}
-	wg.Wait()
-	close(answers)
+	answers := make([]counts, phones)
+	testenv.AtOnce(phones, func(i int) {
+		status, body, err := rawDo(http.MethodPost, e.URL+"/api/v1/towers/"+towerUnion2+"/events", sdk, []towerproto.BatchEnvelope{good})
+		if err != nil || status != http.StatusOK || json.Unmarshal(body, &answers[i]) != nil {
+			answers[i] = counts{-1, -1}
+		}
+	})
 	stored := 0
-	for c := range answers {
+	for _, c := range answers {
 		require.NotEqual(t, counts{-1, -1}, c, "every upload answers 200")
 		require.Equal(t, 3, c.Accepted+c.Duplicates)
 		if c.Accepted > 0 {
@@ -310,22 +295,12 @@ func TestLifecycleEventsConcurrentUploads(t *testing.T) {
 			[]towerproto.BatchEnvelope{lcBatch(t, e, towerUnion2, towerUnion2, 2, ev[0], ev[1])},
 			[]towerproto.BatchEnvelope{lcBatch(t, e, towerUnion2, towerUnion2, 2, ev[2])})
 	}
-	failed := make(chan string, len(uploads))
-	for _, u := range uploads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, body, err := rawDo(http.MethodPost, e.URL+"/sdk/v1/towers/"+towerUnion2+"/events", sdk, u)
-			if err != nil || status != http.StatusOK {
-				failed <- fmt.Sprintf("%d %s %v", status, body, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(failed)
-	for f := range failed {
-		t.Errorf("upload failed: %s", f)
-	}
+	testenv.AtOnce(len(uploads), func(i int) {
+		status, body, err := rawDo(http.MethodPost, e.URL+"/sdk/v1/towers/"+towerUnion2+"/events", sdk, uploads[i])
+		if err != nil || status != http.StatusOK {
+			t.Errorf("upload failed: %d %s %v", status, body, err)
+		}
+	})
 	for _, k := range lockers {
 		assert.Equal(t, "occupied", lockerStatusName(t, e, sp, towerUnion2, k), "locker %d: its use applied", k)
 	}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -223,11 +222,16 @@ func (m *lockerModel) candidates(match func(*mLocker) bool) []*mLocker {
 // target picks a locker: usually one where want holds (the interesting case), otherwise any.
 func (m *lockerModel) target(want func(*mLocker) bool) *mLocker {
 	if m.rng.IntN(10) < 7 {
-		if c := m.candidates(want); len(c) > 0 {
-			return pick(m, c)
+		if l := m.pickCandidate(want); l != nil {
+			return l
 		}
 	}
-	c := m.candidates(nil)
+	return m.pickCandidate(nil)
+}
+
+// pickCandidate picks one of the candidates where match holds, or nil if there is none.
+func (m *lockerModel) pickCandidate(match func(*mLocker) bool) *mLocker {
+	c := m.candidates(match)
 	if len(c) == 0 {
 		return nil
 	}
@@ -569,11 +573,10 @@ func (m *lockerModel) opRelease() {
 
 // opGraceLapses moves a declined locker's grace into the past, as the clock would.
 func (m *lockerModel) opGraceLapses() {
-	c := m.candidates(func(l *mLocker) bool { return l.effective(m.now) == mDeclined })
-	if len(c) == 0 {
+	l := m.pickCandidate(func(l *mLocker) bool { return l.effective(m.now) == mDeclined })
+	if l == nil {
 		return
 	}
-	l := pick(m, c)
 	m.lastOp = fmt.Sprintf("the grace of declined locker %d lapses", l.id)
 	_, err := m.e.Store.Pool().Exec(context.Background(),
 		`UPDATE lockers SET hold_expires_at = now() - interval '3 seconds' WHERE id = $1 AND status = 5`, l.id)
@@ -594,11 +597,10 @@ type mPending struct {
 // item. Online, the simulator uploads the tower's queued events at once (earlier offline uses
 // first); offline, they wait for a later upload (opSync), so the cloud learns of the use late.
 func (m *lockerModel) opUse(offline bool) {
-	ls := m.candidates(func(l *mLocker) bool { return len(l.tokens) > 0 })
-	if len(ls) == 0 {
+	l := m.pickCandidate(func(l *mLocker) bool { return len(l.tokens) > 0 })
+	if l == nil {
 		return
 	}
-	l := pick(m, ls)
 	var usable []*mToken
 	for _, tk := range l.tokens {
 		if !near(tk.expires, m.now, m.now) {
@@ -863,11 +865,10 @@ func (m *lockerModel) opInService() {
 // opRace has several clients ask for the same available locker at once (a reservation or a
 // drop-off token each): exactly one wins, and the model follows whichever did.
 func (m *lockerModel) opRace() {
-	c := m.candidates(func(l *mLocker) bool { return l.effective(m.now) == mAvailable })
-	if len(c) == 0 {
+	l := m.pickCandidate(func(l *mLocker) bool { return l.effective(m.now) == mAvailable })
+	if l == nil {
 		return
 	}
-	l := pick(m, c)
 	n := 2 + m.rng.IntN(len(m.clients)-1)
 	racers := m.rng.Perm(len(m.clients))[:n]
 	type answer struct {
@@ -888,23 +889,14 @@ func (m *lockerModel) opRace() {
 		m.token(cl)
 	}
 	m.lastOp = fmt.Sprintf("%d clients race for locker %d", n, l.id)
-	var wg sync.WaitGroup
-	startLine := make(chan struct{})
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := &answers[i]
-			path := reservePath(l.tower, l.id)
-			if a.kind == store.TokenDropoff {
-				path = lcTokenPath(a.kind, l.tower, l.id)
-			}
-			<-startLine
-			a.status, a.body, a.err = rawDo(http.MethodPost, m.e.URL+path, m.clients[a.client].tok, map[string]any{"duration": a.duration})
-		}()
-	}
-	close(startLine)
-	wg.Wait()
+	testenv.AtOnce(len(answers), func(i int) {
+		a := &answers[i]
+		path := reservePath(l.tower, l.id)
+		if a.kind == store.TokenDropoff {
+			path = lcTokenPath(a.kind, l.tower, l.id)
+		}
+		a.status, a.body, a.err = rawDo(http.MethodPost, m.e.URL+path, m.clients[a.client].tok, map[string]any{"duration": a.duration})
+	})
 	if m.stalled([]*mLocker{l}) {
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -169,19 +168,13 @@ func TestLifecycleConcurrentDropoffTokens(t *testing.T) {
 	toks := []string{a, secondDemoClient(t, e, "lc-race-b"), secondDemoClient(t, e, "lc-race-c")}
 	race := func(k int64, callers []string) []testenv.Response {
 		out := make([]testenv.Response, len(callers))
-		var wg sync.WaitGroup
-		for i, tok := range callers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				status, body, err := rawDo(http.MethodPost, e.URL+lcTokenPath("dropoff", towerUnion1, k), tok, map[string]any{"duration": 600})
-				if err != nil {
-					status = -1
-				}
-				out[i] = testenv.Response{Status: status, Body: body}
-			}()
-		}
-		wg.Wait()
+		testenv.AtOnce(len(callers), func(i int) {
+			status, body, err := rawDo(http.MethodPost, e.URL+lcTokenPath("dropoff", towerUnion1, k), callers[i], map[string]any{"duration": 600})
+			if err != nil {
+				status = -1
+			}
+			out[i] = testenv.Response{Status: status, Body: body}
+		})
 		return out
 	}
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -230,24 +229,15 @@ func TestReservationConflicts(t *testing.T) {
 		const n = 20
 		statuses := make([]int, n)
 		details := make([]string, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				r, err := testenv.Exchange(http.MethodPost, e.URL+reservePath(towerUnion2, id),
-					http.Header{"Authorization": {"Bearer " + tok}}, `{"duration": 600}`)
-				if err != nil {
-					details[i] = err.Error()
-					return
-				}
-				statuses[i], details[i] = r.Status, string(r.Body)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		testenv.AtOnce(n, func(i int) {
+			r, err := testenv.Exchange(http.MethodPost, e.URL+reservePath(towerUnion2, id),
+				http.Header{"Authorization": {"Bearer " + tok}}, `{"duration": 600}`)
+			if err != nil {
+				details[i] = err.Error()
+				return
+			}
+			statuses[i], details[i] = r.Status, string(r.Body)
+		})
 		counts := map[int]int{}
 		for i, s := range statuses {
 			counts[s]++

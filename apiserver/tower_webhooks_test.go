@@ -48,6 +48,22 @@ func newWHReceiver(t *testing.T) (*whReceiver, string) {
 	return rc, srv.URL + "/hooks"
 }
 
+// subscribedReceiver starts a receiver and registers it, with the demo organization's admin
+// key, as an endpoint of the organization; the receiver checks signatures with the secret the
+// endpoint was given.
+func subscribedReceiver(t *testing.T, e *testenv.Env) *whReceiver {
+	t.Helper()
+	rc, hookURL := newWHReceiver(t)
+	r := doKey(t, e, http.MethodPost, "/webhooks/endpoints", e.Creds.AppEngineAPIKey, map[string]any{"url": hookURL})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	key, err := webhook.ParseSecret(asMap(t, r.Body)["secret"].(string))
+	require.NoError(t, err)
+	rc.mu.Lock()
+	rc.key = key
+	rc.mu.Unlock()
+	return rc
+}
+
 func (rc *whReceiver) got(id string) (webhook.Payload, bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -126,15 +142,7 @@ func TestTowerWebhookEvents(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	sim := e.TowerSim(t)
 	tok := e.Token("service_provider")
-	rc, hookURL := newWHReceiver(t)
-	r := testenv.DoWithHeaders(t, http.MethodPost, e.URL+"/webhooks/endpoints", map[string]string{"x-api-key": e.Creds.AppEngineAPIKey},
-		map[string]any{"url": hookURL})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	key, err := webhook.ParseSecret(asMap(t, r.Body)["secret"].(string))
-	require.NoError(t, err)
-	rc.mu.Lock()
-	rc.key = key
-	rc.mu.Unlock()
+	rc := subscribedReceiver(t, e)
 	subOrg := e.Creds.SubOrganizationID // Union Station's; Santa Monica Pier has none
 	var delivered []string
 

@@ -82,6 +82,15 @@ func (f *finishes) mock(env *testsuite.TestWorkflowEnvironment) {
 		})
 }
 
+// assertFailure checks a failed request's stored outcome: its state, and the status and error
+// code its caller is answered with.
+func assertFailure(t *testing.T, o gatewayreq.Outcome, state string, httpStatus int, code string) {
+	t.Helper()
+	assert.Equal(t, state, o.Status)
+	assert.Equal(t, httpStatus, o.HTTPStatus)
+	assert.Equal(t, code, o.ErrorCode)
+}
+
 func runGateway(t *testing.T, in gatewayreq.Spec, results ...activities.SendGatewayRequestResult) (*sends, activities.FinishGatewayRequestInput, gatewayreq.Result) {
 	t.Helper()
 	env := newGatewayEnv()
@@ -185,9 +194,7 @@ func TestGatewayRequestRejected(t *testing.T) {
 			s, fin, res := runGateway(t, tc.in, tc.answers...)
 			assert.Len(t, s.got, tc.sends)
 			o := fin.Outcome
-			assert.Equal(t, gatewayreq.StateRejected, o.Status)
-			assert.Equal(t, http.StatusBadGateway, o.HTTPStatus)
-			assert.Equal(t, gatewayreq.CodeGatewayRejected, o.ErrorCode)
+			assertFailure(t, o, gatewayreq.StateRejected, http.StatusBadGateway, gatewayreq.CodeGatewayRejected)
 			assert.EqualValues(t, tc.answers[0].Status, o.Details["gatewayStatus"])
 			if tc.gwError != "" {
 				assert.Equal(t, tc.gwError, o.Details["gatewayError"])
@@ -234,9 +241,7 @@ func TestGatewayRequestDispatchFailed(t *testing.T) {
 	s, fin, res := runGateway(t, openLocker, notDelivered)
 	assert.Len(t, s.got, 3, "the dispatch budget")
 	o := fin.Outcome
-	assert.Equal(t, gatewayreq.StateDispatchFailed, o.Status)
-	assert.Equal(t, http.StatusServiceUnavailable, o.HTTPStatus)
-	assert.Equal(t, gatewayreq.CodeDispatchFailed, o.ErrorCode)
+	assertFailure(t, o, gatewayreq.StateDispatchFailed, http.StatusServiceUnavailable, gatewayreq.CodeDispatchFailed)
 	assert.Equal(t, "dial tcp: connection refused", o.Details["error"])
 	assert.True(t, fin.GatewayUnreachable, "the gateway is recorded offline")
 	assert.False(t, fin.GatewayAnswered)
@@ -277,9 +282,7 @@ func TestGatewayRequestUnresponsive(t *testing.T) {
 			s, fin, _ := runGateway(t, tc.in, tc.answer)
 			assert.Len(t, s.got, tc.sends)
 			o := fin.Outcome
-			assert.Equal(t, gatewayreq.StateGatewayUnresponsive, o.Status)
-			assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
-			assert.Equal(t, gatewayreq.CodeGatewayUnresponsive, o.ErrorCode)
+			assertFailure(t, o, gatewayreq.StateGatewayUnresponsive, http.StatusGatewayTimeout, gatewayreq.CodeGatewayUnresponsive)
 			assert.Nil(t, o.Details["gatewayStatus"])
 			assert.Equal(t, gatewayreq.OutcomeUnknown, o.Details["outcome"], "the door may have moved")
 			assert.Equal(t, tc.in.Policy.Timeout(tc.in.Class).Seconds(), o.Details["timeoutSeconds"])
@@ -436,9 +439,7 @@ func TestGatewayRequestOutcomeUnknownIsNeverRefused(t *testing.T) {
 		s, fin, res := runGateway(t, openLocker, unknownAnswer)
 		assert.Len(t, s.got, 1, "not sent again: it would answer the same")
 		o := fin.Outcome
-		assert.Equal(t, gatewayreq.StateGatewayUnresponsive, o.Status)
-		assert.Equal(t, http.StatusGatewayTimeout, o.HTTPStatus)
-		assert.Equal(t, gatewayreq.CodeGatewayUnresponsive, o.ErrorCode)
+		assertFailure(t, o, gatewayreq.StateGatewayUnresponsive, http.StatusGatewayTimeout, gatewayreq.CodeGatewayUnresponsive)
 		assert.Equal(t, gatewayreq.OutcomeUnknown, o.Details["outcome"])
 		assert.Equal(t, "REQUEST_OUTCOME_UNKNOWN", o.Details["gatewayError"])
 		assert.Equal(t, "begun before the gateway restarted", o.Details["gatewayMessage"])

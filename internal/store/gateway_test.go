@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"crypto/rand"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/credential"
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/gatewayreq"
 	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/seed"
@@ -113,17 +113,13 @@ func TestAuthorizeGatewayKeyConcurrently(t *testing.T) {
 	st, key, _ := issuedGatewayKey(t, "t", 10)
 	ctx := context.Background()
 	var allowed atomic.Int64
-	var wg sync.WaitGroup
 	began := time.Now()
-	for range 40 {
-		wg.Go(func() {
-			a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
-			if assert.NoError(t, err) && a.Allowed {
-				allowed.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	testenv.AtOnce(40, func(int) {
+		a, err := st.AuthorizeGatewayKey(ctx, credential.Hash(key), 120)
+		if assert.NoError(t, err) && a.Allowed {
+			allowed.Add(1)
+		}
+	})
 	refill := int64(time.Since(began) / (6 * time.Second))
 	assert.GreaterOrEqual(t, allowed.Load(), int64(10))
 	assert.LessOrEqual(t, allowed.Load(), 10+refill, "one statement per request keeps the count exact")
@@ -179,28 +175,21 @@ func TestCreateGatewayRequestWithIdempotencyKeys(t *testing.T) {
 	assert.NotEqual(t, first.ID, fresh.ID)
 
 	// Concurrent first requests with one key: one creates, the others find it.
-	var wg sync.WaitGroup
 	var creates atomic.Int64
-	ids := make(chan uuid.UUID, 20)
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "race", Hash: []byte("h"), TTL: time.Hour})
-			if !assert.NoError(t, err) {
-				return
-			}
-			if created {
-				creates.Add(1)
-			}
-			ids <- r.ID
-		}()
-	}
-	wg.Wait()
-	close(ids)
+	ids := make([]uuid.UUID, 20)
+	testenv.AtOnce(len(ids), func(i int) {
+		r, created, err := st.CreateGatewayRequest(ctx, newRequest(res, g, "open-locker"), &store.IdempotencyClaim{Key: "race", Hash: []byte("h"), TTL: time.Hour})
+		if !assert.NoError(t, err) {
+			return
+		}
+		if created {
+			creates.Add(1)
+		}
+		ids[i] = r.ID
+	})
 	assert.Equal(t, int64(1), creates.Load())
 	var one uuid.UUID
-	for id := range ids {
+	for _, id := range ids {
 		if one == uuid.Nil {
 			one = id
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -159,25 +159,21 @@ func TestMoveClosedToHistoryConcurrentRuns(t *testing.T) {
 			uuid.New(), demo.Credentials.OrganizationID, seed.ClientID, tower.LockerIDs[0], tower.ID)
 		require.NoError(t, err)
 	}
-	var wg sync.WaitGroup
 	moved := make([]int, 2)
 	errs := make([]error, 2)
-	for i := range 2 {
-		wg.Go(func() {
-			for {
-				m, err := st.MoveClosedReservations(ctx, moveAfter, 7)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				moved[i] += m
-				if m == 0 {
-					return
-				}
+	testenv.AtOnce(2, func(i int) {
+		for {
+			m, err := st.MoveClosedReservations(ctx, moveAfter, 7)
+			if err != nil {
+				errs[i] = err
+				return
 			}
-		})
-	}
-	wg.Wait()
+			moved[i] += m
+			if m == 0 {
+				return
+			}
+		}
+	})
 	require.NoError(t, errors.Join(errs...))
 	assert.Equal(t, n, moved[0]+moved[1])
 	assert.Zero(t, countRows(t, st, `SELECT count(*) FROM reservations`))

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
@@ -113,21 +113,14 @@ func TestExpireReservation(t *testing.T) {
 		t.Parallel()
 		r := reserve(t, st, demo, tower, tower.LockerIDs[3], time.Hour)
 		backdate(t, st, r.ID)
-		var wg sync.WaitGroup
-		results := make(chan bool, 8)
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				expired, err := st.ExpireReservation(ctx, r.ID)
-				assert.NoError(t, err)
-				results <- expired
-			}()
-		}
-		wg.Wait()
-		close(results)
+		results := make([]bool, 8)
+		testenv.AtOnce(len(results), func(i int) {
+			expired, err := st.ExpireReservation(ctx, r.ID)
+			assert.NoError(t, err)
+			results[i] = expired
+		})
 		n := 0
-		for ok := range results {
+		for _, ok := range results {
 			if ok {
 				n++
 			}
