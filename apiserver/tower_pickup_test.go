@@ -89,14 +89,7 @@ func whWindow(id string) func(map[string]any) bool {
 func TestPickupWindows(t *testing.T) {
 	t.Parallel()
 	e, sim, tok := lcStart(t)
-	rc, hookURL := newWHReceiver(t)
-	r := appDo(t, e, http.MethodPost, "/webhooks/endpoints", map[string]any{"url": hookURL})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	key, err := webhook.ParseSecret(asMap(t, r.Body)["secret"].(string))
-	require.NoError(t, err)
-	rc.mu.Lock()
-	rc.key = key
-	rc.mu.Unlock()
+	rc := subscribedReceiver(t, e)
 	var delivered []string
 	rival := e.NewOtherOrg(t)
 	union := &e.Creds.SubOrganizationID // Union Station's sub-organization; Santa Monica Pier has none
