@@ -192,10 +192,16 @@ func (a *Admin) setCurrent(ctx context.Context, st Status, token []byte, buildID
 	return ch, a.awaitPropagated(ctx)
 }
 
+// propagationWait bounds awaitPropagated: a routing change that has not reached every task
+// queue by then is reported, not waited on for ever (a deploy once hung on one).
+const propagationWait = 2 * time.Minute
+
 // awaitPropagated waits until the routing just changed has reached every task queue of the
 // deployment, so that the change's caller sees it in effect (Temporal applies it to the task
-// queues' partitions after answering).
+// queues' partitions after answering), at most propagationWait.
 func (a *Admin) awaitPropagated(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, propagationWait)
+	defer cancel()
 	for {
 		st, _, err := a.describe(ctx)
 		if err != nil {
