@@ -74,29 +74,34 @@ func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loo
 		Pass: func(ctx context.Context) error { return sweeper.ReleaseLapsedHolds(ctx, st, logger, ExpiryGrace) }}
 }
 
-// PickupDueStore marks the pickup windows past their end in batches.
+// PickupDueStore marks the pickup windows past their end in batches: HoldHandoff gives the
+// store the pass marks with, its deliveries' starts kept until the pass ends.
 type PickupDueStore interface {
-	MarkDuePickupWindows(ctx context.Context, limit int) ([]store.PickupWindow, error)
+	HoldHandoff() (*store.Store, func())
 }
 
 // pickupDueBatch is how many windows one transaction of the due pass marks, and
 // pickupDueParallel how many such transactions run at once (each skips the windows the others
-// hold).
+// hold). Postgres alone marks 10,000 windows in 0.57 s in batches of 2,500 four at a time, in
+// 0.75 s in batches of 500 (BenchmarkMarkDuePickupWindows).
 const (
-	pickupDueBatch    = 500
+	pickupDueBatch    = 2500
 	pickupDueParallel = 4
 )
 
 // PickupDue marks every open pickup window past its end overdue, in batches, every interval:
 // the windows' workflows keep each one's time durably, and this pass marks many that end in
-// the same second without a workflow task each (docs/guides/pickup-windows.md).
+// the same second without a workflow task each (docs/guides/pickup-windows.md). The events'
+// deliveries start when the pass has made every mark it found.
 func PickupDue(every time.Duration, st PickupDueStore) Loop {
 	return Loop{Name: "pickup_due", Every: every, Pass: func(ctx context.Context) error {
+		held, release := st.HoldHandoff()
+		defer release()
 		var g errgroup.Group
 		for range pickupDueParallel {
 			g.Go(func() error {
 				for {
-					marked, err := st.MarkDuePickupWindows(ctx, pickupDueBatch)
+					marked, err := held.MarkDuePickupWindows(ctx, pickupDueBatch)
 					if err != nil || len(marked) < pickupDueBatch {
 						return err
 					}

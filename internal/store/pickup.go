@@ -139,8 +139,17 @@ func (w PickupWindow) ReminderAt(i int) time.Time {
 	return w.PickupBy.Add(-time.Duration(w.ReminderOffsets[i]) * time.Second)
 }
 
+// EndBackstop is how long after a window's end its workflow's timer fires. The due pass
+// (MarkDuePickupWindows, every 250 ms in the worker) marks the windows past their end in
+// set-based batches, so thousands ending in the same second are marked within it; the
+// workflow's step after it finds the mark made and ends, or makes the mark itself (overdue_at
+// is still the end) when no pass ran. Firing at the end itself would put a workflow task and
+// a row lock per window against the pass at the very moment it marks them.
+const EndBackstop = 2 * time.Second
+
 // NextAt is when the window's workflow must next act: the next reminder not yet sent, else
-// the end; zero when the window is no longer open (nothing more is scheduled).
+// the end and its backstop (EndBackstop); zero when the window is no longer open (nothing
+// more is scheduled).
 func (w PickupWindow) NextAt() time.Time {
 	if w.Status != WindowOpen {
 		return time.Time{}
@@ -148,7 +157,7 @@ func (w PickupWindow) NextAt() time.Time {
 	if w.RemindersSent < len(w.ReminderOffsets) {
 		return w.ReminderAt(w.RemindersSent)
 	}
-	return w.PickupBy
+	return w.PickupBy.Add(EndBackstop)
 }
 
 // remindersDue is how many of the window's reminders are due at now.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,6 +47,41 @@ func (s *Store) deliveryGrace() time.Duration {
 		return to.grace
 	}
 	return 0
+}
+
+// HoldHandoff returns a view of s whose commits keep their deliveries' workflow starts instead
+// of handing them off, and release, which hands off everything kept at once. A pass of many
+// transactions (the pickup windows' due pass) starts its deliveries after its last commit
+// rather than between its batches, where the starts would compete with the batches still to
+// commit. Without a hand-off it returns s itself. The outbox rows are written as ever, so a
+// start kept by a process that dies is the sweep's.
+func (s *Store) HoldHandoff() (*Store, func()) {
+	if s.handoff == nil || s.handoff.to.Load() == nil {
+		return s, func() {}
+	}
+	kept := &keptStarts{}
+	view := *s
+	view.handoff = &eventHandoff{}
+	view.handoff.to.Store(&handoffTo{h: kept, grace: s.handoff.to.Load().grace})
+	return &view, func() {
+		kept.mu.Lock()
+		items := kept.items
+		kept.items = nil
+		kept.mu.Unlock()
+		s.handoff.dispatch(items)
+	}
+}
+
+// keptStarts is HoldHandoff's hand-off: it keeps the starts until release.
+type keptStarts struct {
+	mu    sync.Mutex
+	items []OutboxItem
+}
+
+func (k *keptStarts) Dispatch(items ...OutboxItem) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.items = append(k.items, items...)
 }
 
 // committedDeliveries hands off items written by a statement of s: inside WithTx after the

@@ -131,3 +131,38 @@ func deliveries(items []store.OutboxItem) []store.OutboxItem {
 	}
 	return out
 }
+
+// A view from HoldHandoff keeps the starts of what it commits until release, which hands
+// them off together; the store itself hands off at each commit meanwhile, and the kept rows
+// keep the hand-off's grace.
+func TestHoldHandoffKeepsStartsUntilRelease(t *testing.T) {
+	t.Parallel()
+	st, demo := seeded(t)
+	ctx := context.Background()
+	org := demo.Credentials.OrganizationID
+	h := &handedOff{}
+	st.HandOffEvents(h, time.Hour)
+	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
+
+	held, release := st.HoldHandoff()
+	for i := range 2 {
+		_, err := held.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": i}})
+		require.NoError(t, err)
+	}
+	err := held.WithTx(ctx, func(tx *store.Store) error {
+		_, err := tx.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": 3}})
+		return err
+	})
+	require.NoError(t, err)
+	assert.Empty(t, h.take(), "kept until release")
+	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": 4}})
+	require.NoError(t, err)
+	assert.Len(t, h.take(), 1, "the store itself hands off at once")
+	assert.Equal(t, 4, countRows(t, st, `SELECT count(*) FROM workflow_outbox WHERE next_attempt_at > now() + interval '50 minutes'`),
+		"every row left to the hand-off for its grace")
+
+	release()
+	assert.Len(t, h.take(), 3, "released together")
+	release()
+	assert.Empty(t, h.take(), "a second release hands off nothing")
+}
