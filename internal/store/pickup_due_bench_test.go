@@ -78,4 +78,3 @@ func benchDuePass(b *testing.B, n, batch, parallel int) {
 	require.Zero(b, left)
 	b.ReportMetric(float64(n)/(took.Seconds()/float64(b.N)), "marks/s")
 }
-
