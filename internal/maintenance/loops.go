@@ -75,9 +75,11 @@ func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loo
 }
 
 // PickupDueStore marks the pickup windows past their end in batches: HoldHandoff gives the
-// store the pass marks with, its deliveries' starts kept until the pass ends.
+// store the pass marks with, its deliveries' starts kept until the pass ends; NextPickupEnd
+// is the earliest end of an open window.
 type PickupDueStore interface {
 	HoldHandoff() (*store.Store, func())
+	NextPickupEnd(ctx context.Context) (time.Duration, bool, error)
 }
 
 // pickupDueBatch is how many windows one transaction of the due pass marks, and
@@ -91,25 +93,49 @@ const (
 
 // PickupDue marks every open pickup window past its end overdue, in batches, every interval:
 // the windows' workflows keep each one's time durably, and this pass marks many that end in
-// the same second without a workflow task each (docs/guides/pickup-windows.md). The events'
-// deliveries start when the pass has made every mark it found.
+// the same second without a workflow task each (docs/guides/pickup-windows.md). Until its
+// next interval the pass waits for each window that ends before it, so marks start at the
+// end itself rather than up to an interval after it. The events' deliveries start after each
+// round of marks has committed all of its batches.
 func PickupDue(every time.Duration, st PickupDueStore) Loop {
 	return Loop{Name: "pickup_due", Every: every, Pass: func(ctx context.Context) error {
-		held, release := st.HoldHandoff()
-		defer release()
-		var g errgroup.Group
-		for range pickupDueParallel {
-			g.Go(func() error {
-				for {
-					marked, err := held.MarkDuePickupWindows(ctx, pickupDueBatch)
-					if err != nil || len(marked) < pickupDueBatch {
-						return err
-					}
-				}
-			})
+		until := time.Now().Add(every)
+		for {
+			held, release := st.HoldHandoff()
+			err := markDueWindows(ctx, held)
+			release()
+			if err != nil {
+				return err
+			}
+			wait, ok, err := st.NextPickupEnd(ctx)
+			if err != nil || !ok || !time.Now().Add(wait).Before(until) {
+				return err
+			}
+			// A window whose end came after the marks' statement began is marked after a
+			// short wait, never in a busy loop.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(max(wait, 5*time.Millisecond)):
+			}
 		}
-		return g.Wait()
 	}}
+}
+
+// markDueWindows marks every window past its end, pickupDueParallel batches at a time.
+func markDueWindows(ctx context.Context, st *store.Store) error {
+	var g errgroup.Group
+	for range pickupDueParallel {
+		g.Go(func() error {
+			for {
+				marked, err := st.MarkDuePickupWindows(ctx, pickupDueBatch)
+				if err != nil || len(marked) < pickupDueBatch {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
 }
 
 // HistoryPartitions creates the history tables' months ahead and drops those past their

@@ -527,6 +527,22 @@ func (s *Store) MarkDuePickupWindows(ctx context.Context, limit int) ([]PickupWi
 	return marked, nil
 }
 
+// NextPickupEnd is how long until the earliest end of an open window by the database's clock
+// (the clock the due pass's marks compare with; negative when it has passed); false when no
+// window is open. The due pass waits for it when it comes before the pass's next interval.
+func (s *Store) NextPickupEnd(ctx context.Context) (time.Duration, bool, error) {
+	var secs *float64
+	err := s.db.QueryRow(ctx, `SELECT extract(epoch FROM min(pickup_by) - clock_timestamp())::float8
+		FROM pickup_windows WHERE closed_at IS NULL AND status = 'open'`).Scan(&secs)
+	if err != nil {
+		return 0, false, fmt.Errorf("next pickup end: %w", translate(err))
+	}
+	if secs == nil {
+		return 0, false, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), true, nil
+}
+
 // windowOverdue marks window w overdue (markOverdue) under its row lock and records its events.
 func (s *Store) windowOverdue(ctx context.Context, w *PickupWindow) error {
 	err := s.db.QueryRow(ctx, `UPDATE pickup_windows w SET `+markOverdue+` WHERE w.id = $1
