@@ -250,8 +250,9 @@ func (r *windowsResult) markdown(w writer) {
 	w("")
 	w("%d pickup windows on bench lockers, all ending at %s, each with its `pickup-window/<id>` workflow started by the load tool as the outbox's dispatcher starts one "+
 		"(the last started %s before the end), and an endpoint for `parcel.overdue` pointed at a receiver on this machine. "+
-		"A window is marked by the worker's due pass (`pickup_due`: every 250 ms, batches of 500 in 4 transactions at once) or by its workflow's "+
-		"timer and step, whichever comes first, with its event in the same transaction; the lag is the event's `created_at` (its transaction's start) after the end, "+
+		"A window is marked by the worker's due pass (`pickup_due`: every 250 ms, and at the end itself when one comes within the interval; "+
+		"batches of 2,500 in 4 transactions at once, the deliveries started after the round's last commit) or by its workflow's "+
+		"timer and step, 2 s after the end (`store.EndBackstop`), whichever comes first, with its event in the same transaction; the lag is the event's `created_at` (its transaction's start) after the end, "+
 		"and the mark's visibility to another connection (its commit), polled every 20 ms. "+
 		"Every event is delivered by its own `webhook-delivery` workflow, while the %d window workflows' timers fire too (each finds its mark made):",
 		r.Windows, r.PickupBy.UTC().Format(time.TimeOnly), r.StartsDrainedBefore.Round(time.Second), r.Windows)
