@@ -61,7 +61,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]Webh
 	}
 	afterAt, afterID := f.After.args()
 	return listRows(ctx, s, "webhook deliveries", func(r pgx.CollectableRow) (WebhookDelivery, error) { return scanDelivery(r) },
-		`SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id
+		`SELECT `+deliveryColumns+` FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at
 		WHERE d.endpoint_id = $1 AND d.organization_id = $2 AND ($3 = '' OR d.status = $3)
 		  AND ($4::timestamptz IS NULL OR (d.created_at, d.id) < ($4, $5::uuid))
 		ORDER BY d.created_at DESC, d.id DESC LIMIT $6`,
@@ -71,7 +71,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, f DeliveryFilter) ([]Webh
 // WebhookDeliveryInScope returns one delivery to an endpoint sc manages.
 func (s *Store) WebhookDeliveryInScope(ctx context.Context, sc WebhookScope, id uuid.UUID) (WebhookDelivery, error) {
 	d, err := scanDelivery(s.db.QueryRow(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d
-		JOIN webhook_events ev ON ev.id = d.event_id JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at JOIN webhook_endpoints e ON e.id = d.endpoint_id
 		WHERE `+scopeClause+` AND d.id = $3`, sc.OrgID, sc.SubOrgID, id))
 	if err != nil {
 		return WebhookDelivery{}, fmt.Errorf("webhook delivery: %w", translate(err))
@@ -90,7 +90,7 @@ func (s *Store) RetryWebhookDelivery(ctx context.Context, sc WebhookScope, id uu
 		var endpointID uuid.UUID
 		var eventType string
 		err := tx.db.QueryRow(ctx, `SELECT e.enabled, d.round, d.endpoint_id, ev.type FROM webhook_deliveries d
-			JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_events ev ON ev.id = d.event_id
+			JOIN webhook_endpoints e ON e.id = d.endpoint_id JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at
 			WHERE `+scopeClause+` AND d.id = $3 FOR UPDATE OF d`, sc.OrgID, sc.SubOrgID, id).Scan(&enabled, &round, &endpointID, &eventType)
 		if err != nil {
 			return fmt.Errorf("retry webhook delivery: %w", translate(err))
@@ -144,7 +144,7 @@ func (s *Store) WebhookAttemptOf(ctx context.Context, deliveryID uuid.UUID) (Web
 		    e.id, e.organization_id, e.sub_organization_id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason,
 		    e.secret_sealed, e.previous_secret_sealed, e.previous_secret_until, e.created_at, e.updated_at, e.deleted_at,
 		    ev.id, ev.organization_id, ev.sub_organization_id, ev.type, ev.data, ev.created_at
-		FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		FROM webhook_deliveries d JOIN webhook_events ev ON ev.id = d.event_id AND ev.created_at = d.created_at JOIN webhook_endpoints e ON e.id = d.endpoint_id
 		WHERE d.id = $1`, deliveryID).Scan(
 		&d.ID, &d.EndpointID, &d.EventID, &d.OrgID, &d.EventType, &d.Status, &d.Attempts, &d.LastStatusCode,
 		&d.LastError, &d.NextAttemptAt, &d.Round, &d.CreatedAt, &d.CompletedAt,
