@@ -2,8 +2,6 @@ package maintenance_test
 
 import (
 	"context"
-	"crypto/rand"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,22 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
-	"github.com/lockernet/lockernet/internal/keyring"
 	"github.com/lockernet/lockernet/internal/maintenance"
-	"github.com/lockernet/lockernet/internal/seed"
 	"github.com/lockernet/lockernet/internal/store"
 )
-
-type startsTaken struct {
-	mu    sync.Mutex
-	items []store.OutboxItem
-}
-
-func (s *startsTaken) Dispatch(items ...store.OutboxItem) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.items = append(s.items, items...)
-}
 
 // One pass of the due pass, begun before two windows end within its interval, marks each
 // when it ends (never before) and hands off each round's delivery starts after the round;
@@ -35,19 +20,12 @@ func (s *startsTaken) Dispatch(items ...store.OutboxItem) {
 func TestPickupDuePassWaitsForEndsWithinItsInterval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.Open(ctx, testenv.NewDatabase(t), store.Options{MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	key := make([]byte, keyring.KeySize)
-	_, _ = rand.Read(key)
-	ring, err := keyring.New(key)
-	require.NoError(t, err)
-	demo, err := seed.Demo(ctx, st, ring, nil)
-	require.NoError(t, err)
+	seeded := testenv.NewSeeded(ctx, t, store.Options{MaxConns: 4})
+	st, demo := seeded.Store, seeded.Demo
 	org := demo.Credentials.OrganizationID
-	taken := &startsTaken{}
+	taken := &testenv.HandedOff{}
 	st.HandOffEvents(taken, time.Hour)
-	_, err = st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/",
+	_, err := st.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: uuid.New(), OrgID: org, URL: "http://127.0.0.1:9/",
 		EventTypes: []string{"parcel.overdue"}, Enabled: true, SecretSealed: []byte("s")})
 	require.NoError(t, err)
 
@@ -89,7 +67,5 @@ func TestPickupDuePassWaitsForEndsWithinItsInterval(t *testing.T) {
 		assert.Equal(t, wantEvents, events, "window %d: its parcel.overdue events", i)
 		assert.False(t, early, "window %d marked before its end", i)
 	}
-	taken.mu.Lock()
-	defer taken.mu.Unlock()
-	assert.Len(t, taken.items, 2, "each marked window's delivery start handed off")
+	assert.Len(t, taken.Take(), 2, "each marked window's delivery start handed off")
 }

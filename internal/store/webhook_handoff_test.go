@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,27 +12,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockernet/lockernet/internal/dev/testenv"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/workflows/contract"
 )
 
-type handedOff struct {
-	mu    sync.Mutex
-	items []store.OutboxItem
-}
-
-func (h *handedOff) Dispatch(items ...store.OutboxItem) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.items = append(h.items, items...)
-}
-
-func (h *handedOff) take() []store.OutboxItem {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := h.items
-	h.items = nil
-	return out
+// handoffFixture is a seeded database whose store hands its delivery starts to h (an hour's
+// grace before the sweep), and the demo organization's id.
+func handoffFixture(t *testing.T) (*store.Store, int64, *testenv.HandedOff) {
+	st, demo := seeded(t)
+	h := &testenv.HandedOff{}
+	st.HandOffEvents(h, time.Hour)
+	return st, demo.Credentials.OrganizationID, h
 }
 
 // A committed event's delivery starts are handed off when its transaction commits (never
@@ -41,11 +31,8 @@ func (h *handedOff) take() []store.OutboxItem {
 // left to the hand-off for its grace before the sweep may take them.
 func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, org, h := handoffFixture(t)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	h := &handedOff{}
-	st.HandOffEvents(h, time.Hour)
 
 	ep := createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
 	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/two", Enabled: true})
@@ -57,18 +44,18 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	assert.Empty(t, h.take(), "rolled back: nothing handed off")
+	assert.Empty(t, h.Take(), "rolled back: nothing handed off")
 
 	var evID uuid.UUID
 	err = st.WithTx(ctx, func(tx *store.Store) error {
 		var err error
 		evID, err = tx.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": 2}})
 		require.NoError(t, err)
-		assert.Empty(t, h.take(), "not before the commit")
+		assert.Empty(t, h.Take(), "not before the commit")
 		return nil
 	})
 	require.NoError(t, err)
-	items := h.take()
+	items := h.Take()
 	require.Len(t, items, 2, "one start per endpoint")
 	rows, err := st.WebhookDeliveries(ctx, store.DeliveryFilter{Scope: store.WebhookScope{OrgID: org}, EndpointID: ep.ID, Limit: 10})
 	require.NoError(t, err)
@@ -100,14 +87,14 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	only := ep.ID
 	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Only: &only, Data: map[string]int{"n": 3}})
 	require.NoError(t, err)
-	assert.Len(t, h.take(), 1)
+	assert.Len(t, h.Take(), 1)
 
 	// A redelivery's new round is handed off too.
 	_, err = st.Pool().Exec(ctx, `UPDATE webhook_deliveries SET status = 'failed' WHERE id = $1`, rows[0].ID)
 	require.NoError(t, err)
 	_, err = st.RetryWebhookDelivery(ctx, store.WebhookScope{OrgID: org}, rows[0].ID)
 	require.NoError(t, err)
-	retried := h.take()
+	retried := h.Take()
 	require.Len(t, retried, 1)
 	assert.Equal(t, contract.WebhookDeliveryWorkflowID(rows[0].ID.String(), 1), retried[0].WorkflowID)
 	assert.JSONEq(t, `{"delivery_id": "`+rows[0].ID.String()+`", "round": 1, "revision": 1}`, string(retried[0].Input))
@@ -116,7 +103,7 @@ func TestRecordEventHandsOffAtCommit(t *testing.T) {
 	st.HandOffEvents(nil, 0)
 	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "webhook.test", Only: &only, Data: map[string]int{"n": 4}})
 	require.NoError(t, err)
-	assert.Empty(t, h.take())
+	assert.Empty(t, h.Take())
 	claimed, err = st.ClaimDueOutbox(ctx, 100, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, deliveries(claimed), 1)
@@ -137,11 +124,8 @@ func deliveries(items []store.OutboxItem) []store.OutboxItem {
 // keep the hand-off's grace.
 func TestHoldHandoffKeepsStartsUntilRelease(t *testing.T) {
 	t.Parallel()
-	st, demo := seeded(t)
+	st, org, h := handoffFixture(t)
 	ctx := context.Background()
-	org := demo.Credentials.OrganizationID
-	h := &handedOff{}
-	st.HandOffEvents(h, time.Hour)
 	createEndpoint(t, st, store.WebhookEndpoint{OrgID: org, URL: "http://127.0.0.1:9/", Enabled: true})
 
 	held, release := st.HoldHandoff()
@@ -154,15 +138,15 @@ func TestHoldHandoffKeepsStartsUntilRelease(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	assert.Empty(t, h.take(), "kept until release")
+	assert.Empty(t, h.Take(), "kept until release")
 	_, err = st.RecordEvent(ctx, store.Event{OrgID: org, Type: "gateway.offline", Data: map[string]int{"n": 4}})
 	require.NoError(t, err)
-	assert.Len(t, h.take(), 1, "the store itself hands off at once")
+	assert.Len(t, h.Take(), 1, "the store itself hands off at once")
 	assert.Equal(t, 4, countRows(t, st, `SELECT count(*) FROM workflow_outbox WHERE next_attempt_at > now() + interval '50 minutes'`),
 		"every row left to the hand-off for its grace")
 
 	release()
-	assert.Len(t, h.take(), 3, "released together")
+	assert.Len(t, h.Take(), 3, "released together")
 	release()
-	assert.Empty(t, h.take(), "a second release hands off nothing")
+	assert.Empty(t, h.Take(), "a second release hands off nothing")
 }
