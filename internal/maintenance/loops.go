@@ -75,8 +75,8 @@ func ExpirySweep(every time.Duration, st sweeper.Store, logger *slog.Logger) Loo
 }
 
 // PickupDueStore marks the pickup windows past their end in batches: HoldHandoff gives the
-// store the pass marks with, its deliveries' starts kept until the pass ends; NextPickupEnd
-// is the earliest end of an open window.
+// store a round of marks is made with, its deliveries' starts kept until the round has
+// committed; NextPickupEnd is how long until the earliest end of an open window.
 type PickupDueStore interface {
 	HoldHandoff() (*store.Store, func())
 	NextPickupEnd(ctx context.Context) (time.Duration, bool, error)

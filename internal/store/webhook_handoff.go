@@ -54,7 +54,8 @@ func (s *Store) deliveryGrace() time.Duration {
 // transactions (the pickup windows' due pass) starts its deliveries after its last commit
 // rather than between its batches, where the starts would compete with the batches still to
 // commit. Without a hand-off it returns s itself. The outbox rows are written as ever, so a
-// start kept by a process that dies is the sweep's.
+// start kept by a process that dies is the sweep's. Call it on the store, not inside WithTx
+// (a transaction hands off at its own commit).
 func (s *Store) HoldHandoff() (*Store, func()) {
 	if s.handoff == nil || s.handoff.to.Load() == nil {
 		return s, func() {}
