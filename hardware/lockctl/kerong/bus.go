@@ -26,7 +26,7 @@ import (
 // included). Late answers met on the way take their frames off the pending list.
 //
 // A CU48 status read has no field to carry a tag (codec.go), so on a CU48 bus the
-// answers are matched by their order instead (exchangeOrdered).
+// answers are matched by their order instead (ordered.go); exchange runs either matcher.
 type bus struct {
 	key   string
 	codec Codec
@@ -255,13 +255,80 @@ func (b *bus) takeLate(buf []byte) {
 	}
 }
 
-// exchange sends cmd and waits up to timeout for its answer (the bus is held). A
-// status read is given its tag here. Answers already waiting, and answers to other
-// frames met while waiting, are late ones (b.late). sent reports whether any of cmd
-// may have reached the wire: an error with sent false left the boards untouched.
-func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) (a Answer, sent bool, err error) {
+// matcher is how an exchange tells its command's answer from the answers to other
+// frames: by the status read's tag (tagged, CU16) or by the boards' order of
+// answering (ordered.go, CU48). exchange is the one loop both run in.
+type matcher interface {
+	// before takes the answers that arrived before the command, and says whether the
+	// command may be sent: done with an answer when it need not be (nothing sent), an
+	// error when it may not be.
+	before(buf []byte, cmd Command, now time.Time) (a Answer, done bool, err error)
+	// register records the command as written to its board (giving a status read its tag).
+	register(cmd *Command, now time.Time)
+	// take takes one whole answer met while waiting; true when it is the command's.
+	take(a Answer, cmd Command) bool
+	// damaged takes a damaged frame of the command's board; true when it was the
+	// command's answer (the exchange fails with errCorruptAnswer).
+	damaged(cmd Command) bool
+	// timedOut takes what was left in the buffer when the wait ran out.
+	timedOut(buf []byte, cmd Command)
+}
+
+// tagged matches by tag: an answer with the command's board, command and lock nibble
+// is its own, and every other answer is a late one.
+type tagged struct{ b *bus }
+
+func (m tagged) before(buf []byte, cmd Command, now time.Time) (Answer, bool, error) {
+	// Whatever arrived before the command is late; a frame cut short here stays
+	// pending until a later answer of its board settles it.
+	m.b.takeLate(buf)
+	if now.Before(m.b.board(cmd.Board).unsureUntil) {
+		return Answer{}, false, errUnsure
+	}
+	return Answer{}, false, nil
+}
+
+func (m tagged) register(cmd *Command, now time.Time) {
+	st := m.b.board(cmd.Board)
+	if cmd.Cmd == m.b.codec.StatusCmd() {
+		cmd.Lock = st.tag()
+	}
+	if len(st.pending) >= maxPending {
+		st.giveUp(now, m.b.lateAnswer)
+	}
+	st.pending = append(st.pending, pendingFrame{cmd: *cmd})
+	st.inStep = false
+}
+
+func (m tagged) take(a Answer, cmd Command) bool {
+	if a.Board == cmd.Board && a.Cmd == cmd.Cmd && a.Lock == cmd.Lock {
+		st := m.b.board(cmd.Board)
+		st.pending, st.inStep = nil, true
+		return true
+	}
+	m.b.late(a)
+	return false
+}
+
+func (m tagged) damaged(cmd Command) bool {
+	// The board answered this frame (after every earlier one); the bytes were damaged.
+	st := m.b.board(cmd.Board)
+	st.pending, st.inStep = nil, true
+	return true
+}
+
+func (tagged) timedOut([]byte, Command) {}
+
+// exchange sends cmd and waits up to timeout for its answer (the bus is held). On a
+// tagged bus a status read is given its tag here; answers already waiting, and answers
+// to other frames met while waiting, are late ones (b.late). On an ordered bus, after
+// asks for the state after an unlock whose answer was lost (ordered.go). sent reports
+// whether any of cmd may have reached the wire: an error with sent false left the
+// boards untouched.
+func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration, after bool) (a Answer, sent bool, err error) {
+	var m matcher = tagged{b}
 	if !b.codec.Tagged() {
-		return b.exchangeOrdered(ctx, cmd, timeout, false)
+		m = ordered{b, after}
 	}
 	c, err := b.connect(ctx)
 	if err != nil {
@@ -275,26 +342,16 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 			drained = true
 		}
 	}
-	// Whatever arrived before the command is late; a frame cut short here stays
-	// pending until a later answer of its board settles it.
-	b.takeLate(c.buf)
-	c.buf = c.buf[:0]
 	now := time.Now()
-	st := b.board(cmd.Board)
-	if now.Before(st.unsureUntil) {
-		return Answer{}, false, errUnsure
+	a, done, err := m.before(c.buf, cmd, now)
+	c.buf = c.buf[:0]
+	if done || err != nil {
+		return a, false, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Answer{}, false, err
 	}
-	if cmd.Cmd == b.codec.StatusCmd() {
-		cmd.Lock = st.tag()
-	}
-	if len(st.pending) >= maxPending {
-		st.giveUp(now, b.lateAnswer)
-	}
-	st.pending = append(st.pending, pendingFrame{cmd: cmd})
-	st.inStep = false
+	m.register(&cmd, now)
 	if _, err := c.rwc.Write(b.codec.EncodeCommand(cmd)); err != nil {
 		b.drop()
 		return Answer{}, true, fmt.Errorf("write to %s: %w: %w", b.key, errLinkDown, err)
@@ -306,21 +363,19 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 			a, used, ok, skip := b.codec.DecodeAnswer(c.buf)
 			if !ok {
 				if b.codec.Answered(c.buf, cmd, false) {
-					// The board answered this frame (after every earlier one); the
-					// bytes were damaged.
 					c.buf = c.buf[:0]
-					st.pending, st.inStep = nil, true
-					return Answer{}, true, errCorruptAnswer
+					if m.damaged(cmd) {
+						return Answer{}, true, errCorruptAnswer
+					}
+					continue
 				}
 				c.buf = c.buf[skip:]
 				break
 			}
 			c.buf = c.buf[used:]
-			if a.Board == cmd.Board && a.Cmd == cmd.Cmd && a.Lock == cmd.Lock {
-				st.pending, st.inStep = nil, true
+			if m.take(a, cmd) {
 				return a, true, nil
 			}
-			b.late(a)
 		}
 		select {
 		case p := <-c.in:
@@ -329,8 +384,10 @@ func (b *bus) exchange(ctx context.Context, cmd Command, timeout time.Duration) 
 			b.drop()
 			return Answer{}, true, fmt.Errorf("read from %s: %w: %w", b.key, errLinkDown, c.err)
 		case <-t.C:
-			if len(c.buf) > 0 {
-				c.buf = c.buf[:0]
+			partial := len(c.buf) > 0
+			m.timedOut(c.buf, cmd)
+			c.buf = c.buf[:0]
+			if partial {
 				return Answer{}, true, errPartialAnswer
 			}
 			return Answer{}, true, errNoAnswer

@@ -195,7 +195,7 @@ func (c *Controller) Open(ctx context.Context, channel int) error {
 		return unreachable(what+" (nothing sent)", err)
 	}
 	cmd := Command{Board: byte(board), Lock: byte(lock - 1), Cmd: c.bus.codec.UnlockCmd()}
-	a, sent, err := c.bus.exchange(ctx, cmd, c.s.OpenTimeout)
+	a, sent, err := c.bus.exchange(ctx, cmd, c.s.OpenTimeout, false)
 	switch {
 	case err == nil && a.Latched(lock):
 		return fmt.Errorf("%s: the board pulsed the lock and it still reads latched (jammed bolt or broken coil): %w",

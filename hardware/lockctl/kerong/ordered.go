@@ -3,7 +3,6 @@ package kerong
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -32,11 +31,7 @@ var errOwes = errors.New("the board owes answers to earlier frames and its answe
 // read sends a status read; after asks for the state after an unlock whose answer
 // was lost (see above; a tagged codec's reads always give that).
 func (b *bus) read(ctx context.Context, board byte, timeout time.Duration, after bool) (Answer, bool, error) {
-	cmd := Command{Board: board, Cmd: b.codec.StatusCmd()}
-	if b.codec.Tagged() {
-		return b.exchange(ctx, cmd, timeout)
-	}
-	return b.exchangeOrdered(ctx, cmd, timeout, after)
+	return b.exchange(ctx, Command{Board: board, Cmd: b.codec.StatusCmd()}, timeout, after)
 }
 
 // popOldest takes an answer of board as the answer of its oldest pending frame. It
@@ -70,91 +65,51 @@ func (b *bus) takeOrdered(buf []byte, board byte) (last Answer, got bool) {
 	}
 }
 
-// exchangeOrdered is exchange on a bus without tags (the bus is held).
-func (b *bus) exchangeOrdered(ctx context.Context, cmd Command, timeout time.Duration, after bool) (a Answer, sent bool, err error) {
-	c, err := b.connect(ctx)
-	if err != nil {
-		return Answer{}, false, err
-	}
-	for drained := false; !drained; {
-		select {
-		case p := <-c.in:
-			c.buf = append(c.buf, p...)
-		default:
-			drained = true
-		}
-	}
+// ordered matches by order (the bus's matcher when the codec has no tags).
+type ordered struct {
+	b     *bus
+	after bool
+}
+
+func (m ordered) before(buf []byte, cmd Command, now time.Time) (Answer, bool, error) {
 	// What arrived before the command answers earlier frames; a frame cut short
 	// here leaves its frame owed.
-	waiting, got := b.takeOrdered(c.buf, cmd.Board)
-	c.buf = c.buf[:0]
-	if after && got {
-		return waiting, false, nil
+	waiting, got := m.b.takeOrdered(buf, cmd.Board)
+	if m.after && got {
+		return waiting, true, nil
 	}
-	now := time.Now()
-	st := b.board(cmd.Board)
-	if len(st.pending) > 0 && now.Sub(st.lastWrite) >= b.lateAnswer {
+	st := m.b.board(cmd.Board)
+	if len(st.pending) > 0 && now.Sub(st.lastWrite) >= m.b.lateAnswer {
 		st.pending = nil // whatever it still owed is lost
 	}
-	if len(st.pending) > 0 && !after {
+	if len(st.pending) > 0 && !m.after {
 		return Answer{}, false, errOwes
 	}
-	if err := ctx.Err(); err != nil {
-		return Answer{}, false, err
-	}
-	st.pending = append(st.pending, pendingFrame{cmd: cmd})
+	return Answer{}, false, nil
+}
+
+func (m ordered) register(cmd *Command, now time.Time) {
+	st := m.b.board(cmd.Board)
+	st.pending = append(st.pending, pendingFrame{cmd: *cmd})
 	st.inStep = false
 	st.lastWrite = now
-	if _, err := c.rwc.Write(b.codec.EncodeCommand(cmd)); err != nil {
-		b.drop()
-		return Answer{}, true, fmt.Errorf("write to %s: %w: %w", b.key, errLinkDown, err)
+}
+
+func (m ordered) take(a Answer, cmd Command) bool {
+	if a.Board != cmd.Board {
+		m.b.popOldest(a.Board)
+		return false
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		for {
-			a, used, ok, skip := b.codec.DecodeAnswer(c.buf)
-			if !ok {
-				if b.codec.Answered(c.buf, cmd, false) {
-					// A damaged frame of the board: it answered its oldest frame.
-					c.buf = c.buf[:0]
-					if b.popOldest(cmd.Board) {
-						return Answer{}, true, errCorruptAnswer
-					}
-					continue
-				}
-				c.buf = c.buf[skip:]
-				break
-			}
-			c.buf = c.buf[used:]
-			if a.Board != cmd.Board {
-				b.popOldest(a.Board)
-				continue
-			}
-			if b.popOldest(cmd.Board) || after {
-				return a, true, nil
-			}
-		}
-		select {
-		case p := <-c.in:
-			c.buf = append(c.buf, p...)
-		case <-c.dead:
-			b.drop()
-			return Answer{}, true, fmt.Errorf("read from %s: %w: %w", b.key, errLinkDown, c.err)
-		case <-t.C:
-			partial := len(c.buf) > 0
-			if b.codec.Answered(c.buf, cmd, true) {
-				// The first bytes of a frame of the board and nothing after them: it
-				// answered, and the rest was lost.
-				b.popOldest(cmd.Board)
-			}
-			c.buf = c.buf[:0]
-			if partial {
-				return Answer{}, true, errPartialAnswer
-			}
-			return Answer{}, true, errNoAnswer
-		case <-ctx.Done():
-			return Answer{}, true, ctx.Err()
-		}
+	return m.b.popOldest(cmd.Board) || m.after
+}
+
+// damaged: a damaged frame of the board answered its oldest frame.
+func (m ordered) damaged(cmd Command) bool { return m.b.popOldest(cmd.Board) }
+
+func (m ordered) timedOut(buf []byte, cmd Command) {
+	if m.b.codec.Answered(buf, cmd, true) {
+		// The first bytes of a frame of the board and nothing after them: it
+		// answered, and the rest was lost.
+		m.b.popOldest(cmd.Board)
 	}
 }
