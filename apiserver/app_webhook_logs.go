@@ -88,25 +88,20 @@ func (s *Server) listWebhookDeliveries(ctx context.Context, in *struct {
 	if err != nil {
 		return nil, s.appError(ctx, "webhook endpoint", err)
 	}
-	limit, err := pageParam("limit", in.Limit, 20, 100)
-	if err != nil {
-		return nil, s.appError(ctx, "page", err)
-	}
 	switch in.Status {
 	case "", "pending", "succeeded", "failed":
 	default:
 		return nil, s.appError(ctx, "webhook deliveries", invalidField("status: expected pending, succeeded or failed",
 			"query.status", in.Status, "expected pending, succeeded or failed"))
 	}
-	f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status, Limit: limit + 1}
-	if f.After, err = parseCursor(in.Cursor); err != nil {
-		return nil, s.appError(ctx, "cursor", err)
-	}
-	list, err := s.deps.Store.WebhookDeliveries(ctx, f)
+	f := store.DeliveryFilter{Scope: webhookScope(appKey(ctx)), EndpointID: id, Status: in.Status}
+	list, next, err := readLogPage(in.Limit, in.Cursor, func(limit int, after *store.Cursor) ([]store.WebhookDelivery, error) {
+		f.Limit, f.After = limit, after
+		return s.deps.Store.WebhookDeliveries(ctx, f)
+	}, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
 	if err != nil {
 		return nil, s.appError(ctx, "webhook endpoint", err)
 	}
-	list, next := nextPage(list, limit, func(d store.WebhookDelivery) store.Cursor { return store.Cursor{At: d.CreatedAt, ID: d.ID} })
 	return &struct{ Body WebhookDeliveryPage }{Body: WebhookDeliveryPage{Data: bodies(list, deliveryBody), NextCursor: next}}, nil
 }
 
@@ -135,15 +130,11 @@ func (s *Server) listWebhookEvents(ctx context.Context, in *struct {
 	Limit  string `query:"limit" maxLength:"8"`
 	Cursor string `query:"cursor" maxLength:"128"`
 }) (*struct{ Body WebhookEventPage }, error) {
-	limit, err := pageParam("limit", in.Limit, 20, 100)
-	if err != nil {
-		return nil, s.appError(ctx, "page", err)
-	}
 	if in.Type != "" && !webhook.KnownType(in.Type) {
 		return nil, s.appError(ctx, "webhook events", invalidField("type: unknown event type",
 			"query.type", in.Type, "expected one of "+strings.Join(webhook.Types, ", ")))
 	}
-	f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type, Limit: limit + 1}
+	f := store.EventFilter{Scope: webhookScope(appKey(ctx)), Type: in.Type}
 	if in.Since != "" {
 		t, err := time.Parse(time.RFC3339Nano, in.Since)
 		if err != nil {
@@ -152,14 +143,13 @@ func (s *Server) listWebhookEvents(ctx context.Context, in *struct {
 		}
 		f.Since = &t
 	}
-	if f.After, err = parseCursor(in.Cursor); err != nil {
-		return nil, s.appError(ctx, "cursor", err)
-	}
-	list, err := s.deps.Store.WebhookEvents(ctx, f)
+	list, next, err := readLogPage(in.Limit, in.Cursor, func(limit int, after *store.Cursor) ([]store.WebhookEvent, error) {
+		f.Limit, f.After = limit, after
+		return s.deps.Store.WebhookEvents(ctx, f)
+	}, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
 	if err != nil {
 		return nil, s.appError(ctx, "webhook events", err)
 	}
-	list, next := nextPage(list, limit, func(e store.WebhookEvent) store.Cursor { return store.Cursor{At: e.CreatedAt, ID: e.ID} })
 	return &struct{ Body WebhookEventPage }{Body: WebhookEventPage{Data: bodies(list, eventBody), NextCursor: next}}, nil
 }
 
@@ -177,19 +167,32 @@ func deliveryBody(d store.WebhookDelivery) WebhookDeliveryBody {
 	return b
 }
 
-// nextPage trims a list read with one entry more than limit to limit, and returns the
-// opaque cursor of the next page (nil on the last page).
-func nextPage[T any](list []T, limit int, pos func(T) store.Cursor) ([]T, *string) {
-	if len(list) <= limit {
-		return list, nil
+// readLogPage reads one page of a newest-first log (the delivery and event logs) after the
+// operation's own parameters were checked: rawLimit (1..100, default 20) and rawCursor (a
+// next_cursor this API returned) are checked here, each a 422 of its own. read is asked for
+// one entry more than the limit, so that a next page shows; pos is an entry's position,
+// which the next page's opaque cursor holds (nil on the last page).
+func readLogPage[T any](rawLimit, rawCursor string, read func(limit int, after *store.Cursor) ([]T, error),
+	pos func(T) store.Cursor) ([]T, *string, error) {
+	limit, err := pageParam("limit", rawLimit, 20, 100)
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := parseCursor(rawCursor)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := read(limit+1, after)
+	if err != nil || len(list) <= limit {
+		return list, nil, err
 	}
 	list = list[:limit]
 	c := pos(list[limit-1])
 	next := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.At.UnixMicro(), 10) + "." + c.ID.String()))
-	return list, &next
+	return list, &next, nil
 }
 
-// parseCursor reads a cursor nextPage wrote (nil for an empty one: the first page).
+// parseCursor reads a cursor readLogPage wrote (nil for an empty one: the first page).
 func parseCursor(raw string) (*store.Cursor, error) {
 	if raw == "" {
 		return nil, nil
