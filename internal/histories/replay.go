@@ -79,7 +79,7 @@ func ReplayDir(dir string, logger *slog.Logger) (Report, error) {
 // replayFile replays one history with a replayer of its own, as the replay test does.
 func replayFile(file string, logger sdklog.Logger) Result {
 	res := Result{File: file}
-	h, err := readFile(file)
+	h, err := ReadFile(file)
 	if err != nil {
 		res.Err = err
 		return res
@@ -99,8 +99,9 @@ func replayFile(file string, logger sdklog.Logger) Result {
 	return res
 }
 
-// readFile reads a history in Temporal's JSON form.
-func readFile(file string) (*historypb.History, error) {
+// ReadFile reads a history in Temporal's JSON form (as Export writes it and the replay
+// tests keep them); a history without events is an error.
+func ReadFile(file string) (*historypb.History, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("open history: %w", err)
