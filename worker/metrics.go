@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/lockernet/lockernet/internal/gatewayreq"
+	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/workflows/contract"
 )
 
@@ -66,6 +67,23 @@ func (m *Metrics) ClientOptions() client.Options {
 // Shutdown stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error {
 	return m.provider.Shutdown(ctx)
+}
+
+// DialWithMetrics connects to Temporal (temporalclient.DialWith) with the SDK's metrics and
+// the outcomes of the workflows this process's workers finish on reg (NewMetrics), as the
+// apiserver and the worker both do. closeAll closes the client, then flushes the metrics.
+func DialWithMetrics(ctx context.Context, hostPort, namespace string, reg prometheus.Registerer, logger *slog.Logger) (c client.Client, closeAll func(), err error) {
+	m, err := NewMetrics(reg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	flush := func() { _ = m.Shutdown(context.WithoutCancel(ctx)) }
+	c, err = temporalclient.DialWith(ctx, hostPort, namespace, logger, m.ClientOptions())
+	if err != nil {
+		flush()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); flush() }, nil
 }
 
 // outcomeInterceptor counts each finished workflow by outcome through the workflow's own

@@ -24,7 +24,6 @@ import (
 	"github.com/lockernet/lockernet/internal/outbox"
 	"github.com/lockernet/lockernet/internal/process"
 	"github.com/lockernet/lockernet/internal/store"
-	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
 )
 
@@ -70,16 +69,11 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 	reg := prometheus.NewRegistry()
 	// The Temporal SDK's metrics and the outcomes of the workflows its in-process workers
 	// finish, on the admin listener's /metrics (the worker process exports its own).
-	sdkMetrics, err := worker.NewMetrics(reg, logger)
+	tc, closeTemporal, err := worker.DialWithMetrics(ctx, cfg.TemporalAddress, cfg.TemporalNS, reg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sdkMetrics.Shutdown(context.WithoutCancel(ctx)) }()
-	tc, err := temporalclient.DialWith(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger, sdkMetrics.ClientOptions())
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer closeTemporal()
 	auth := jwtauth.New(st, ring, cfg.PublicURL)
 	if err := auth.EnsureKey(ctx); err != nil {
 		return err

@@ -27,7 +27,6 @@ import (
 	"github.com/lockernet/lockernet/internal/process"
 	"github.com/lockernet/lockernet/internal/store"
 	"github.com/lockernet/lockernet/internal/sweeper"
-	"github.com/lockernet/lockernet/internal/temporalclient"
 	"github.com/lockernet/lockernet/worker"
 )
 
@@ -60,16 +59,11 @@ func serve(ctx context.Context, cfg config.Config, logger *slog.Logger, latch *h
 		st.PoolCollector(), sweeper.NewLagCollector(st, logger), activities.NewGatewaySeenCollector(st, logger), activities.NewPickupCollector(st, logger),
 		activities.NewWebhookBacklogCollector(st, logger), partitions.NewHistoryCollector(st, logger))
 	// The Temporal SDK's metrics and the workflow outcomes, on the same /metrics.
-	sdkMetrics, err := worker.NewMetrics(reg, logger)
+	tc, closeTemporal, err := worker.DialWithMetrics(ctx, cfg.TemporalAddress, cfg.TemporalNS, reg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = sdkMetrics.Shutdown(context.WithoutCancel(ctx)) }()
-	tc, err := temporalclient.DialWith(ctx, cfg.TemporalAddress, cfg.TemporalNS, logger, sdkMetrics.ClientOptions())
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
+	defer closeTemporal()
 
 	ring, err := keyring.Load(cfg.MasterKey, cfg.MasterKeyFile)
 	if err != nil {
