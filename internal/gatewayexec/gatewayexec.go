@@ -312,17 +312,16 @@ func (g *Executor) waitOutcome(ctx context.Context, run client.WorkflowRun, row 
 			<-results
 			return nil, false, nil
 		case <-announced:
+			// The outcome is stored: answer now. The workflow's result is no longer wanted;
+			// its long poll ends with wctx (cancelled on return) and its goroutine leaves the
+			// result in the buffered channel, so the answer does not wait for that round trip.
 			announced = nil
 			if stored.row != nil {
-				cancel()
-				<-results
 				*row = *stored.row
 				return nil, true, nil
 			}
 			fresh, err := g.store.GatewayRequest(ctx, row.OrganizationID, row.ID)
 			if err == nil && fresh.Terminal() {
-				cancel()
-				<-results
 				*row = fresh
 				return nil, true, nil
 			}
