@@ -49,3 +49,35 @@ func TestClaimDueOutboxIsFairBetweenOrganizations(t *testing.T) {
 		assert.False(t, first[it.ID], "claimed twice: %s", it.WorkflowID)
 	}
 }
+
+// DeleteOutbox removes the dispatched items only, and its commit's synchronous_commit off
+// stays with that transaction: no connection of the pool keeps it.
+func TestDeleteOutboxRemovesOnlyTheDispatchedItems(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	var ids []int64
+	for i := range 3 {
+		id, err := st.EnqueueWorkflow(ctx, store.OutboxItem{WorkflowID: fmt.Sprintf("wf-delete-%d", i), WorkflowType: "Reservation",
+			Input: json.RawMessage(`{}`), SearchAttributes: map[string]string{"OrganizationId": "1"}}, 0)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, st.DeleteOutbox(ctx, ids[0], ids[2]))
+	require.NoError(t, st.DeleteOutbox(ctx, ids[0]), "deleting an item already gone is no error")
+	n, _, err := st.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	left, err := st.ClaimDueOutbox(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, ids[1], left[0].ID)
+
+	conns := st.Pool().AcquireAllIdle(ctx)
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		var sc string
+		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
+		assert.Equal(t, "on", sc)
+		c.Release()
+	}
+}
