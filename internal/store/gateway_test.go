@@ -289,14 +289,7 @@ func TestAuthorizeAndCreateGatewayRequest(t *testing.T) {
 	assert.Zero(t, r.Attempts)
 	assert.Equal(t, a.Limit-2, a.Remaining())
 	assert.Equal(t, 3, count())
-	conns := st.Pool().AcquireAllIdle(ctx)
-	require.NotEmpty(t, conns)
-	for _, c := range conns {
-		var sc string
-		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
-		assert.Equal(t, "on", sc)
-		c.Release()
-	}
+	assertNoConnectionKeepsAsyncCommit(t, st)
 }
 
 func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {

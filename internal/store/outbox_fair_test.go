@@ -72,12 +72,5 @@ func TestDeleteOutboxRemovesOnlyTheDispatchedItems(t *testing.T) {
 	require.Len(t, left, 1)
 	assert.Equal(t, ids[1], left[0].ID)
 
-	conns := st.Pool().AcquireAllIdle(ctx)
-	require.NotEmpty(t, conns)
-	for _, c := range conns {
-		var sc string
-		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
-		assert.Equal(t, "on", sc)
-		c.Release()
-	}
+	assertNoConnectionKeepsAsyncCommit(t, st)
 }
