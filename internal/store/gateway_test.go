@@ -289,7 +289,14 @@ func TestAuthorizeAndCreateGatewayRequest(t *testing.T) {
 	assert.Zero(t, r.Attempts)
 	assert.Equal(t, a.Limit-2, a.Remaining())
 	assert.Equal(t, 3, count())
-	assertNoConnectionKeepsAsyncCommit(t, st)
+	conns := st.Pool().AcquireAllIdle(ctx)
+	require.NotEmpty(t, conns)
+	for _, c := range conns {
+		var sc string
+		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
+		assert.Equal(t, "on", sc)
+		c.Release()
+	}
 }
 
 func TestGatewaySendsAreNumberedAndFinishingIsFinal(t *testing.T) {

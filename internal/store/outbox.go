@@ -109,16 +109,9 @@ func (s *Store) ClaimDueOutbox(ctx context.Context, limit int, lease time.Durati
 	return items, nil
 }
 
-// DeleteOutbox removes dispatched items. The delete does not wait for its WAL flush
-// (synchronous_commit off for this one statement): a delete lost in a Postgres crash leaves
-// items that were dispatched already, and the sweep dispatches them again, which changes
-// nothing (workflow IDs are fixed, a start of an existing run returns it, and a signal's
-// workflow takes a repeated signal as it takes a repeated dispatch after a crash between
-// the start and this delete). Every dispatch saves a disk flush.
+// DeleteOutbox removes dispatched items.
 func (s *Store) DeleteOutbox(ctx context.Context, ids ...int64) error {
-	if _, err := s.db.Exec(ctx, `
-		WITH d AS (DELETE FROM workflow_outbox WHERE id = ANY($1) RETURNING id)
-		SELECT set_config('synchronous_commit', 'off', true), (SELECT count(*) FROM d)`, ids); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM workflow_outbox WHERE id = ANY($1)`, ids); err != nil {
 		return fmt.Errorf("delete outbox: %w", translate(err))
 	}
 	return nil

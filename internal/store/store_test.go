@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockernet/lockernet/internal/dev/testenv"
@@ -62,20 +61,4 @@ func addTowerLocation(t *testing.T, st *store.Store, orgID int64, name, towerID 
 	_, err = st.EnsureTower(ctx, store.Tower{ID: towerID, OrganizationID: orgID, LocationID: id, Name: name + " tower", SecretSealed: []byte("sealed")})
 	require.NoError(t, err)
 	return id
-}
-
-// assertNoConnectionKeepsAsyncCommit checks that every idle connection of st's pool commits
-// with synchronous_commit on: a statement that turns it off for its own commit (a read's
-// stored request, the outbox's delete) turns it off for that transaction only.
-func assertNoConnectionKeepsAsyncCommit(t *testing.T, st *store.Store) {
-	t.Helper()
-	ctx := context.Background()
-	conns := st.Pool().AcquireAllIdle(ctx)
-	require.NotEmpty(t, conns)
-	for _, c := range conns {
-		var sc string
-		require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc))
-		assert.Equal(t, "on", sc)
-		c.Release()
-	}
 }
