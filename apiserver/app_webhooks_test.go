@@ -249,6 +249,56 @@ func TestWebhookDelivery(t *testing.T) {
 		r = doKey(t, e, http.MethodPost, "/webhooks/endpoints/"+ep+"/test", admin, nil)
 		assert.Equal(t, http.StatusNotFound, r.Status)
 	})
+	t.Run("the delivery and event logs page newest first with next_cursor", func(t *testing.T) {
+		rc := newReceiver(t)
+		ep, _ := createEndpoint(t, e, admin, rc.srv.URL, nil)
+		since := time.Now().UTC().Format(time.RFC3339Nano) // the events of the subtests before are older
+		var sent []string
+		for range 3 {
+			sent = append(sent, sendTest(t, e, admin, ep))
+		}
+		// Every page of limit 2, following next_cursor until it is null.
+		pages := func(path, idField string) (ids []string, pageSizes []int) {
+			t.Helper()
+			next := ""
+			for range 5 {
+				url := path + "&limit=2"
+				if next != "" {
+					url += "&cursor=" + next
+				}
+				r := doKey(t, e, http.MethodGet, url, admin, nil)
+				require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+				var page struct {
+					Data       []map[string]any `json:"data"`
+					NextCursor *string          `json:"next_cursor"`
+				}
+				require.NoError(t, json.Unmarshal(r.Body, &page))
+				pageSizes = append(pageSizes, len(page.Data))
+				for _, d := range page.Data {
+					ids = append(ids, d[idField].(string))
+				}
+				if page.NextCursor == nil {
+					return ids, pageSizes
+				}
+				next = *page.NextCursor
+			}
+			t.Fatalf("%s: more pages than entries", path)
+			return nil, nil
+		}
+		newestFirst := []string{sent[2], sent[1], sent[0]}
+		ids, sizes := pages("/webhooks/endpoints/"+ep+"/deliveries?status=", "event_id")
+		assert.Equal(t, newestFirst, ids, "each delivery once, newest first")
+		assert.Equal(t, []int{2, 1}, sizes)
+		ids, sizes = pages("/webhooks/events?type=webhook.test&since="+since, "id")
+		assert.Equal(t, newestFirst, ids, "each event once, newest first")
+		assert.Equal(t, []int{2, 1}, sizes)
+
+		for _, q := range []string{"?cursor=zz", "?limit=0", "?limit=101"} {
+			r := doKey(t, e, http.MethodGet, "/webhooks/events"+q, admin, nil)
+			assert.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s: %s", q, r.Body)
+			assert.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+		}
+	})
 }
 
 func TestWebhookEndpointManagement(t *testing.T) {
